@@ -1,0 +1,553 @@
+/*
+ * logbook.h — the public C API of Logbook.
+ *
+ * Every function named lb_<object>_<verb> that returns int returns 0 or a negative errno.
+ * The byte format is defined in logbook_format.h; docs/FORMAT.md describes it in prose.
+ *
+ * Writing (one writer process per bundle, any number of threads):
+ *
+ *     lb_bundle *bundle;
+ *     lb_options options; lb_options_init(&options);
+ *     if (lb_bundle_open("app.logbook", &options, &bundle) != 0) ...
+ *     lb_logger *net; lb_logger_register(bundle, "net", &net);
+ *     LB_INFO(net, "request {} took {} ms", request_id, 12.5);
+ *     lb_bundle_close(bundle);
+ *
+ * The LB_<LEVEL> macros register the call site's template once per bundle and write one record
+ * with typed arguments (integers, floating point, bool, C strings). The hot path is inline below:
+ * lb_writer_get, lb_record_begin, lb_record_put_*, lb_record_commit. Always call
+ * lb_record_commit after lb_record_begin, even when a put failed: commit reports the outcome.
+ *
+ * Reading (live or after the writer died) goes through lb_reader_* and never maps the files.
+ */
+#ifndef LOGBOOK_H
+#define LOGBOOK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <stdatomic.h>
+#include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
+
+#include "logbook_format.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------
+ * Levels
+ */
+enum lb_level {
+    LB_LEVEL_TRACE = 1,
+    LB_LEVEL_DEBUG = 2,
+    LB_LEVEL_INFO = 3,
+    LB_LEVEL_NOTICE = 4,
+    LB_LEVEL_WARNING = 5,
+    LB_LEVEL_ERROR = 6,
+    LB_LEVEL_CRITICAL = 7,
+    LB_LEVEL_OFF = 255,   /* as a minimum level: the logger is switched off */
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Bundles
+ */
+typedef struct lb_bundle lb_bundle;
+
+typedef struct lb_options {
+    uint64_t capacity;        /* ring bytes (chunks only), used when the bundle is created */
+    uint32_t chunk_size;      /* bytes per chunk, a power of two in [4 KiB, 16 MiB] */
+    uint32_t wrap_policy;     /* lb_wrap_policy; LB_WRAP_OVERWRITE by default */
+    uint32_t idle_seal_ms;    /* seal a chunk whose writer has been idle this long; 0 = never */
+    uint32_t reserved;
+} lb_options;
+
+/* Defaults: 16 MiB ring of 64 KiB chunks, overwrite, idle chunks sealed after 1000 ms. */
+void lb_options_init(lb_options *options);
+
+/* Opens the bundle directory at `path` for writing, creating it (0700, files 0600) if needed.
+ * An existing bundle keeps its geometry (capacity and chunk size from the options are ignored) and
+ * its records; new records follow them. Returns -EWOULDBLOCK when another process holds the writer
+ * lock, -EINVAL for bad options, -EPROTO for a file that is not a Logbook bundle of this version. */
+int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out);
+
+/* Seals every thread's chunk, releases the writer lock and frees the bundle. No thread may log to
+ * the bundle once close has begun. Returns the first error seen (the bundle is freed regardless). */
+int lb_bundle_close(lb_bundle *bundle);
+
+/* Stops accepting records (later ones are dropped and counted as LB_DROP_CLOSED), seals every
+ * thread's chunk and releases the writer lock, but keeps the memory valid so that a racing writer
+ * never touches unmapped memory. lb_bundle_close does this and then frees. */
+int lb_bundle_shutdown(lb_bundle *bundle);
+
+/* Seals the active chunk of every thread, so that readers and the archiver see them as complete,
+ * and schedules the ring for writeback (msync MS_ASYNC). A thread in the middle of a record keeps
+ * its chunk; it is sealed by the idle sealer later. */
+int lb_bundle_flush(lb_bundle *bundle);
+
+typedef struct lb_counters {
+    uint64_t records;          /* committed records, including those in active chunks */
+    uint64_t bytes;            /* committed record bytes */
+    uint64_t chunks_claimed;
+    uint64_t chunks_reused;    /* claims that overwrote an older chunk */
+    uint64_t large_records;    /* records written as fragments */
+    uint64_t drops[LB_DROP_REASON_COUNT];
+    uint64_t dropped;          /* the sum of drops */
+} lb_counters;
+
+int lb_bundle_counters(lb_bundle *bundle, lb_counters *out);
+
+/* A name for a drop reason ("too_large", "no_chunk", ...), or NULL. */
+const char *lb_drop_reason_name(unsigned reason);
+
+/* ---------------------------------------------------------------------------------------------
+ * Loggers: a name, an id in the bundle and a minimum level that any thread may change.
+ */
+typedef struct lb_logger {
+    _Atomic uint8_t min_level;  /* lb_level; LB_LEVEL_OFF switches the logger off */
+    uint8_t reserved;
+    uint16_t id;
+    uint32_t reserved2;
+    lb_bundle *bundle;
+    const char *name;           /* owned by the bundle */
+} lb_logger;
+
+/* Returns the bundle's logger with this name, registering it on first use (min level: TRACE). The
+ * logger lives as long as the bundle. -ENOSPC past 65535 loggers. */
+int lb_logger_register(lb_bundle *bundle, const char *name, lb_logger **out);
+
+static inline void lb_logger_set_min_level(lb_logger *logger, uint8_t level) {
+    atomic_store_explicit(&logger->min_level, level, memory_order_relaxed);
+}
+
+static inline bool lb_logger_enabled(const lb_logger *logger, uint8_t level) {
+    return level >= atomic_load_explicit(&logger->min_level, memory_order_relaxed);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Call sites: constant text registered once per bundle, referred to by id from every record.
+ */
+typedef struct lb_site_desc {
+    const void *key_file;       /* identity: pointer to a string constant (e.g. __FILE__) */
+    const void *key_extra;      /* identity: a second pointer (the template for C, NULL for Swift) */
+    uint32_t line;
+    uint32_t column;
+    const char *file;           /* text stored in the bundle */
+    size_t file_length;
+    const char *function;
+    size_t function_length;
+    const char *template_text;  /* literal text with "{}" per argument, "{{" for a literal "{" */
+    size_t template_length;
+} lb_site_desc;
+
+/* Returns the id of the site with this identity, registering it (one meta entry, written before
+ * any record can refer to it) on first use. */
+int lb_site_register(lb_bundle *bundle, const lb_site_desc *site, uint32_t *id_out);
+
+#define LB_SITE_CACHE_SIZE 4096u
+
+typedef struct lb_site_slot {
+    const void *key_file;
+    const void *key_extra;
+    uint32_t line;
+    uint32_t column;
+    uint32_t id;
+    uint32_t reserved;
+} lb_site_slot;
+
+/* The part of lb_bundle the inline functions read. lb_bundle starts with it. */
+typedef struct lb_bundle_hot {
+    const lb_site_slot *_Atomic site_cache[LB_SITE_CACHE_SIZE];
+} lb_bundle_hot;
+
+static inline uint32_t lb_site_slot_index(const void *file, const void *extra, uint32_t line,
+                                          uint32_t column) {
+    uint64_t h = (uint64_t)(uintptr_t)file * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)(uintptr_t)extra * 0xC2B2AE3D27D4EB4Full;
+    h ^= ((uint64_t)line << 20 | column) * 0x165667B19E3779F9ull;
+    return (uint32_t)(h >> 40) & (LB_SITE_CACHE_SIZE - 1);
+}
+
+/* The id of an already registered site, or 0. Lock-free; a miss goes to lb_site_register. */
+static inline uint32_t lb_site_lookup(lb_bundle *bundle, const void *file, const void *extra,
+                                      uint32_t line, uint32_t column) {
+    const lb_bundle_hot *hot = (const lb_bundle_hot *)(const void *)bundle;
+    const lb_site_slot *slot = atomic_load_explicit(
+        &hot->site_cache[lb_site_slot_index(file, extra, line, column)], memory_order_acquire);
+    if (slot && slot->key_file == file && slot->key_extra == extra && slot->line == line &&
+        slot->column == column)
+        return slot->id;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Clock
+ */
+extern bool lb_clock_is_tsc;   /* set once by the first lb_bundle_open; read-only afterwards */
+
+static inline uint64_t lb_clock_ticks(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (__builtin_expect(lb_clock_is_tsc, 1)) return __rdtsc();
+#endif
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The hot path: a per-thread writer appends records to the chunk it owns.
+ *
+ * Fields are private to the implementation; they are here only so that the functions below can be
+ * inlined into C and Swift callers.
+ */
+enum lb_writer_mode {
+    LB_WRITER_DIRECT = 0,   /* building the record in the chunk */
+    LB_WRITER_STAGING = 1,  /* building a record too large for the chunk in a heap buffer */
+    LB_WRITER_DISCARD = 2,  /* the record is dropped; puts go to a scratch area */
+};
+
+typedef struct lb_writer {
+    /* hot, owner thread only */
+    uint8_t *cur;                  /* next byte of the record being built */
+    uint8_t *end;                  /* end of the area `cur` may advance to */
+    uint8_t *record;               /* start of the record being built */
+    uint8_t *chunk_end;            /* end of the owned chunk (NULL when none) */
+    lb_chunk_header *chunk;        /* the owned chunk, or NULL */
+    uint64_t tag_bits;             /* bits 32..63 of this chunk's record headers, kind excluded */
+    uint32_t mode;                 /* lb_writer_mode of the record being built */
+    _Atomic uint32_t building;     /* 1 from begin to commit; the steal protocol's busy flag */
+    uint64_t last_ticks;           /* clock ticks of the last record begun */
+    /* written by another thread (flush, close, idle sealer) */
+    _Atomic uint32_t steal;        /* another thread asks to take this writer's chunk */
+    uint32_t pad;
+    uint8_t cold[];                /* implementation state (lb_writer_cold in writer.c) */
+} lb_writer;
+
+extern _Thread_local lb_bundle *lb_tls_bundle;  /* the bundle this thread logged to last */
+extern _Thread_local lb_writer *lb_tls_writer;  /* this thread's writer for lb_tls_bundle */
+
+lb_writer *lb_writer_get_slow(lb_bundle *bundle);
+void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nested);
+uint8_t *lb_record_reserve_slow(lb_writer *w, size_t size);
+int lb_record_commit_slow(lb_writer *w, uint32_t site);
+
+/* This thread's writer for `bundle`. Never NULL: when no writer can be made, the returned writer
+ * drops (and counts) what is logged through it. */
+static inline lb_writer *lb_writer_get(lb_bundle *bundle) {
+    if (__builtin_expect(lb_tls_bundle == bundle, 1)) return lb_tls_writer;
+    return lb_writer_get_slow(bundle);
+}
+
+/* This thread's writer if it is between lb_record_begin and lb_record_commit, else NULL. */
+static inline lb_writer *lb_writer_building(void) {
+    lb_writer *w = lb_tls_writer;
+    return (w && atomic_load_explicit(&w->building, memory_order_relaxed)) ? w : NULL;
+}
+
+/* Starts a record. Must be followed by puts and exactly one lb_record_commit. */
+static inline void lb_record_begin(lb_writer *w, uint16_t logger, uint8_t level) {
+    if (__builtin_expect(atomic_load_explicit(&w->building, memory_order_relaxed), 0)) {
+        lb_record_begin_slow(w, logger, level, 1);
+        return;
+    }
+    /* Busy first, then look for a steal request: the other side pairs this with membarrier(). */
+    atomic_store_explicit(&w->building, 1, memory_order_relaxed);
+    atomic_signal_fence(memory_order_seq_cst);
+    uint8_t *r = w->cur;
+    if (__builtin_expect(atomic_load_explicit(&w->steal, memory_order_acquire) != 0 ||
+                             (size_t)(w->end - r) < LB_RECORD_FIXED_SIZE,
+                         0)) {
+        lb_record_begin_slow(w, logger, level, 0);
+        return;
+    }
+    uint64_t t = lb_clock_ticks();
+    w->last_ticks = t;
+    memcpy(r + 8, &t, 8);
+    uint32_t who = (uint32_t)logger | (uint32_t)level << 16;
+    memcpy(r + 20, &who, 4);
+    w->record = r;
+    w->cur = r + LB_RECORD_FIXED_SIZE;
+}
+
+/* Space for `size` more bytes of the record being built, or NULL when the record is dropped. */
+static inline uint8_t *lb_record_reserve(lb_writer *w, size_t size) {
+    uint8_t *p = w->cur;
+    if (__builtin_expect((size_t)(w->end - p) < size, 0)) return lb_record_reserve_slow(w, size);
+    w->cur = p + size;
+    return p;
+}
+
+#define LB__DEFINE_PUT(name, ctype, tag)                                   \
+    static inline void lb_record_put_##name(lb_writer *w, ctype value) {  \
+        uint8_t *p = lb_record_reserve(w, 1 + sizeof(ctype));              \
+        if (__builtin_expect(p != NULL, 1)) {                              \
+            p[0] = (uint8_t)(tag);                                         \
+            memcpy(p + 1, &value, sizeof(ctype));                          \
+        }                                                                  \
+    }
+LB__DEFINE_PUT(i8, int8_t, LB_ARG_I8)
+LB__DEFINE_PUT(i16, int16_t, LB_ARG_I16)
+LB__DEFINE_PUT(i32, int32_t, LB_ARG_I32)
+LB__DEFINE_PUT(i64, int64_t, LB_ARG_I64)
+LB__DEFINE_PUT(int, int64_t, LB_ARG_INT)
+LB__DEFINE_PUT(u8, uint8_t, LB_ARG_U8)
+LB__DEFINE_PUT(u16, uint16_t, LB_ARG_U16)
+LB__DEFINE_PUT(u32, uint32_t, LB_ARG_U32)
+LB__DEFINE_PUT(u64, uint64_t, LB_ARG_U64)
+LB__DEFINE_PUT(uint, uint64_t, LB_ARG_UINT)
+LB__DEFINE_PUT(f32, float, LB_ARG_F32)
+LB__DEFINE_PUT(f64, double, LB_ARG_F64)
+#undef LB__DEFINE_PUT
+
+static inline void lb_record_put_bool(lb_writer *w, bool value) {
+    uint8_t *p = lb_record_reserve(w, 2);
+    if (__builtin_expect(p != NULL, 1)) {
+        p[0] = LB_ARG_BOOL;
+        p[1] = value ? 1 : 0;
+    }
+}
+
+/* Strings (LB_ARG_STRING, LB_ARG_STATIC_STRING) and raw bytes (LB_ARG_BYTES). */
+static inline void lb_record_put_data(lb_writer *w, uint8_t tag, const void *bytes, size_t length) {
+    if (__builtin_expect(length > LB_RECORD_MAX_SIZE, 0)) length = (size_t)LB_RECORD_MAX_SIZE + 1;
+    uint8_t *p = lb_record_reserve(w, 5 + length);
+    if (__builtin_expect(p != NULL, 1)) {
+        uint32_t n = (uint32_t)length;
+        p[0] = tag;
+        memcpy(p + 1, &n, 4);
+        if (length) memcpy(p + 5, bytes, length);
+    }
+}
+
+static inline void lb_record_put_string(lb_writer *w, const char *text, size_t length) {
+    lb_record_put_data(w, LB_ARG_STRING, text, length);
+}
+
+static inline void lb_record_put_cstring(lb_writer *w, const char *text) {
+    if (text) lb_record_put_data(w, LB_ARG_STRING, text, strlen(text));
+    else lb_record_put_data(w, LB_ARG_STRING, "(null)", 6);
+}
+
+/* A withheld value: only its type reaches the disk. */
+static inline void lb_record_put_redacted(lb_writer *w, uint8_t type) {
+    uint8_t *p = lb_record_reserve(w, 2);
+    if (__builtin_expect(p != NULL, 1)) {
+        p[0] = LB_ARG_REDACTED;
+        p[1] = type;
+    }
+}
+
+/* Commits the record with its call site: zeroes the next header slot, then release-stores the
+ * header. Returns 0, or -EMSGSIZE / -ENOSPC / -EBADF / -EDEADLK / -EIO when the record was dropped
+ * (and counted). */
+static inline int lb_record_commit(lb_writer *w, uint32_t site) {
+    if (__builtin_expect(w->mode != LB_WRITER_DIRECT, 0)) return lb_record_commit_slow(w, site);
+    uint8_t *r = w->record;
+    uint32_t length = (uint32_t)(w->cur - r);
+    memcpy(r + 16, &site, 4);
+    uint8_t *next = r + ((length + 7u) & ~7u);
+    if ((size_t)(w->chunk_end - next) >= 8) {
+        uint64_t zero = 0;
+        memcpy(next, &zero, 8);
+    }
+    atomic_store_explicit((_Atomic uint64_t *)(void *)r,
+                          (uint64_t)length | w->tag_bits | ((uint64_t)LB_RECORD_FULL << 48),
+                          memory_order_release);
+    lb_chunk_header *chunk = w->chunk;
+    atomic_store_explicit(&chunk->committed, (uint32_t)(next - (uint8_t *)chunk),
+                          memory_order_release);
+    atomic_store_explicit(&chunk->record_count,
+                          atomic_load_explicit(&chunk->record_count, memory_order_relaxed) + 1,
+                          memory_order_release);
+    w->cur = next;
+    atomic_store_explicit(&w->building, 0, memory_order_release);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * C convenience: LB_TRACE .. LB_CRITICAL(logger, "template {}", args...), up to 12 arguments of
+ * integer, floating point, bool or C string type. Evaluates the arguments only when enabled.
+ */
+#define LB__PUT(w, x)                                                                          \
+    _Generic((x), _Bool: lb_record_put_bool, char: lb_record_put_i8,                           \
+             signed char: lb_record_put_i8, unsigned char: lb_record_put_u8,                   \
+             short: lb_record_put_i16, unsigned short: lb_record_put_u16,                      \
+             int: lb_record_put_i32, unsigned int: lb_record_put_u32,                          \
+             long: lb_record_put_i64, unsigned long: lb_record_put_u64,                        \
+             long long: lb_record_put_i64, unsigned long long: lb_record_put_u64,              \
+             float: lb_record_put_f32, double: lb_record_put_f64,                              \
+             char *: lb_record_put_cstring, const char *: lb_record_put_cstring)(w, x);
+#define LB__N(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, N, ...) N
+#define LB__CAT(a, b) LB__CAT2(a, b)
+#define LB__CAT2(a, b) a##b
+#define LB__PUTS0(w)
+#define LB__PUTS1(w, a) LB__PUT(w, a)
+#define LB__PUTS2(w, a, ...) LB__PUT(w, a) LB__PUTS1(w, __VA_ARGS__)
+#define LB__PUTS3(w, a, ...) LB__PUT(w, a) LB__PUTS2(w, __VA_ARGS__)
+#define LB__PUTS4(w, a, ...) LB__PUT(w, a) LB__PUTS3(w, __VA_ARGS__)
+#define LB__PUTS5(w, a, ...) LB__PUT(w, a) LB__PUTS4(w, __VA_ARGS__)
+#define LB__PUTS6(w, a, ...) LB__PUT(w, a) LB__PUTS5(w, __VA_ARGS__)
+#define LB__PUTS7(w, a, ...) LB__PUT(w, a) LB__PUTS6(w, __VA_ARGS__)
+#define LB__PUTS8(w, a, ...) LB__PUT(w, a) LB__PUTS7(w, __VA_ARGS__)
+#define LB__PUTS9(w, a, ...) LB__PUT(w, a) LB__PUTS8(w, __VA_ARGS__)
+#define LB__PUTS10(w, a, ...) LB__PUT(w, a) LB__PUTS9(w, __VA_ARGS__)
+#define LB__PUTS11(w, a, ...) LB__PUT(w, a) LB__PUTS10(w, __VA_ARGS__)
+#define LB__PUTS12(w, a, ...) LB__PUT(w, a) LB__PUTS11(w, __VA_ARGS__)
+#define LB__PUTS(w, ...) \
+    LB__CAT(LB__PUTS, LB__N(__VA_ARGS__, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0))(w, __VA_ARGS__)
+
+/* Registers the site of a C call (slow path of LB_LOG). Returns the id, or 0 on failure. */
+uint32_t lb_site_register_c(lb_bundle *bundle, const char *file, uint32_t line,
+                            const char *function, const char *template_text);
+
+#define LB_LOG(logger, level, template_text, ...)                                              \
+    do {                                                                                       \
+        lb_logger *lb__logger = (logger);                                                      \
+        if (lb_logger_enabled(lb__logger, (level))) {                                          \
+            lb_writer *lb__w = lb_writer_get(lb__logger->bundle);                              \
+            lb_record_begin(lb__w, lb__logger->id, (level));                                   \
+            LB__PUTS(lb__w, ##__VA_ARGS__)                                                     \
+            uint32_t lb__site = lb_site_lookup(lb__logger->bundle, __FILE__, template_text,    \
+                                               __LINE__, 0);                                   \
+            if (!lb__site)                                                                     \
+                lb__site = lb_site_register_c(lb__logger->bundle, __FILE__, __LINE__, __func__, \
+                                              template_text);                                  \
+            (void)lb_record_commit(lb__w, lb__site);                                           \
+        }                                                                                      \
+    } while (0)
+
+#define LB_TRACE(logger, ...) LB_LOG(logger, LB_LEVEL_TRACE, __VA_ARGS__)
+#define LB_DEBUG(logger, ...) LB_LOG(logger, LB_LEVEL_DEBUG, __VA_ARGS__)
+#define LB_INFO(logger, ...) LB_LOG(logger, LB_LEVEL_INFO, __VA_ARGS__)
+#define LB_NOTICE(logger, ...) LB_LOG(logger, LB_LEVEL_NOTICE, __VA_ARGS__)
+#define LB_WARNING(logger, ...) LB_LOG(logger, LB_LEVEL_WARNING, __VA_ARGS__)
+#define LB_ERROR(logger, ...) LB_LOG(logger, LB_LEVEL_ERROR, __VA_ARGS__)
+#define LB_CRITICAL(logger, ...) LB_LOG(logger, LB_LEVEL_CRITICAL, __VA_ARGS__)
+
+/* ---------------------------------------------------------------------------------------------
+ * Reading. A reader never maps the files (a truncated file cannot SIGBUS it); it reads with
+ * pread, checks every length and offset and reports what it could not use as issues.
+ */
+typedef struct lb_reader lb_reader;
+
+/* Opens a bundle for reading; nothing is read until lb_reader_scan. */
+int lb_reader_open(const char *path, lb_reader **out);
+void lb_reader_close(lb_reader *reader);
+
+/* Reads what is new since the last scan (sessions, loggers, sites, committed records) and appends
+ * the new entries, sorted by time among themselves. Returns the number of new entries (>= 0) or
+ * -errno when the bundle cannot be read at all. A record is reported once, also across scans of a
+ * live bundle. */
+long lb_reader_scan(lb_reader *reader);
+
+/* Drops the entries held so far (their memory is released); entry indices start again at 0. */
+void lb_reader_discard_entries(lb_reader *reader);
+
+typedef struct lb_entry {
+    int64_t wall_ns;            /* nanoseconds since the Unix epoch (UTC) */
+    uint64_t ticks;             /* raw clock ticks */
+    uint64_t chunk_sequence;
+    uint32_t chunk_offset;      /* offset of the record in its chunk (of its first fragment) */
+    uint32_t thread_id;
+    uint32_t session;
+    uint32_t site_id;
+    uint16_t logger_id;
+    uint8_t level;
+    uint8_t fragmented;         /* 1 when the record was stored as fragments */
+    const uint8_t *args;        /* the encoded arguments (valid until discard or close) */
+    uint32_t args_length;
+    uint32_t pid;               /* of the writing session */
+} lb_entry;
+
+size_t lb_reader_entry_count(const lb_reader *reader);
+int lb_reader_entry(const lb_reader *reader, size_t index, lb_entry *out);
+
+typedef struct lb_site_info {
+    uint32_t session;
+    uint32_t id;
+    uint32_t line;
+    uint32_t column;
+    const char *file;           /* NUL-terminated copies owned by the reader */
+    const char *function;
+    const char *template_text;
+} lb_site_info;
+
+/* NULL when the site is unknown (its entry was lost or corrupt). */
+const lb_site_info *lb_reader_site(const lb_reader *reader, uint32_t session, uint32_t site_id);
+/* The logger's name, or NULL. */
+const char *lb_reader_logger_name(const lb_reader *reader, uint32_t session, uint16_t logger_id);
+
+typedef struct lb_session_info {
+    uint32_t session;
+    uint32_t pid;
+    uint32_t clock;             /* lb_clock_kind */
+    uint64_t ticks_per_second;
+    uint64_t tick_anchor;
+    uint64_t wall_anchor_ns;
+    const char *host;
+    const char *executable;
+} lb_session_info;
+
+size_t lb_reader_session_count(const lb_reader *reader);
+const lb_session_info *lb_reader_session(const lb_reader *reader, size_t index);
+
+/* One argument decoded from lb_entry.args. Strings point into the entry's bytes. */
+typedef struct lb_arg {
+    uint8_t type;               /* lb_arg_type */
+    uint8_t redacted_type;      /* for LB_ARG_REDACTED: the type that was withheld */
+    uint32_t length;            /* for strings and bytes */
+    union {
+        int64_t i;
+        uint64_t u;
+        double f;
+        bool b;
+    } value;
+    const uint8_t *bytes;
+} lb_arg;
+
+/* Decodes the argument at *offset and advances it. Returns 1 when an argument was decoded, 0 at
+ * the end, -EBADMSG for bytes that are not a valid argument. */
+int lb_arg_next(const uint8_t *args, uint32_t args_length, uint32_t *offset, lb_arg *out);
+
+enum lb_issue_kind {
+    LB_ISSUE_CORRUPT = 1,       /* bytes that should be valid are not: verify fails */
+    LB_ISSUE_TRUNCATED = 2,     /* a file is shorter than its header says: verify fails */
+    LB_ISSUE_TORN = 3,          /* an incomplete write at a crash (meta tail, lone fragment) */
+    LB_ISSUE_UNKNOWN_SITE = 4,  /* a record names a site that no meta entry defines */
+};
+
+typedef struct lb_issue {
+    uint32_t kind;              /* lb_issue_kind */
+    const char *file;           /* "ring" or "meta" */
+    uint64_t offset;            /* byte offset in that file */
+    uint64_t length;            /* bytes skipped */
+    const char *reason;         /* a static description */
+} lb_issue;
+
+size_t lb_reader_issue_count(const lb_reader *reader);
+int lb_reader_issue(const lb_reader *reader, size_t index, lb_issue *out);
+
+typedef struct lb_ring_info {
+    uint32_t format_version;
+    uint32_t chunk_size;
+    uint32_t chunk_count;
+    uint32_t wrap_policy;
+    uint64_t created_wall_ns;
+    uint32_t writer_pid;
+    uint32_t writer_alive;      /* 1 when a process holds the writer lock now */
+    uint64_t next_sequence;
+    uint64_t chunks_free, chunks_active, chunks_sealed, chunks_archived;
+    lb_counters counters;       /* as stored in the ring header, plus active chunks' records */
+} lb_ring_info;
+
+/* Reads the ring header, chunk states and counters (also of a live bundle). */
+int lb_reader_ring_info(lb_reader *reader, lb_ring_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

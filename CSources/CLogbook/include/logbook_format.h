@@ -1,0 +1,232 @@
+/*
+ * logbook_format.h — the on-disk byte format of a .logbook bundle (format version 1).
+ *
+ * This header is the single definition of every byte Logbook writes. docs/FORMAT.md mirrors it
+ * for readers who will never open C. All integers are little-endian. Every enum starts at 1 so that
+ * a zeroed page never decodes as data.
+ *
+ * A bundle is a directory:
+ *
+ *   NAME.logbook/
+ *     ring    the ring: a header page and a fixed number of equal chunks (preallocated, mapped)
+ *     meta    append-only metadata entries: sessions (processes), loggers, call sites
+ *     lock    the writer lock (flock); readers never take it
+ *
+ * ring file
+ * ---------
+ *
+ *   0                 4096            4096 + chunk_size          ...
+ *   +-----------------+----------------+----------------+-- ... --+----------------+
+ *   | lb_ring_header  | chunk 0        | chunk 1        |         | chunk N-1      |
+ *   +-----------------+----------------+----------------+-- ... --+----------------+
+ *
+ *   A chunk is owned by one writing thread at a time. Chunk sequence numbers come from one global
+ *   counter (the only shared atomic step); sequence s lives in slot s % N unless that slot was busy,
+ *   in which case the claimer takes the next sequence. A chunk:
+ *
+ *   0                64                                                     chunk_size
+ *   +----------------+-----------+-----------+-----+-----------+------------+
+ *   | lb_chunk_header| record    | record    | ... | 8 zero    | stale or   |
+ *   | (64 bytes)     | (8-align) | (8-align) |     | bytes     | zero bytes |
+ *   +----------------+-----------+-----------+-----+-----------+------------+
+ *                                                    ^ the header slot after the last record is
+ *                                                      zeroed before that record is committed
+ *
+ * record
+ * ------
+ *
+ *   0        8            16         20        22      23      24
+ *   +--------+------------+----------+---------+-------+-------+---------------------+
+ *   | header | timestamp  | site id  | logger  | level | 0     | arguments ...       |
+ *   | u64    | u64 ticks  | u32      | u16     | u8    | u8    | tag(u8) + value ... |
+ *   +--------+------------+----------+---------+-------+-------+---------------------+
+ *
+ *   The header word is stored LAST, with a release store, and is the commit:
+ *
+ *     bits  0..31  length: exact byte count of the record including this header; the next record
+ *                  starts at the length rounded up to 8
+ *     bits 32..47  tag: the low 16 bits of the chunk's sequence (bytes of an earlier lap of the
+ *                  ring carry another tag and are never taken as records)
+ *     bits 48..55  kind (lb_record_kind)
+ *     bits 56..63  LB_RECORD_CHECK
+ *
+ *   A record longer than a chunk is written as fragments (FIRST, MIDDLE..., LAST) at the start of
+ *   consecutive chunks of the same writer; each continuation chunk names the chunk before it in
+ *   prev_sequence. The fragments' bodies (the bytes after each 8-byte header) concatenated form the
+ *   logical record from its timestamp on.
+ *
+ * argument encoding (after the fixed 24 bytes; no padding between arguments)
+ *
+ *     tag u8, then: bool u8 | i8 u8 | i16 2 | i32 4 | i64 8 | int 8 | u8 1 | u16 2 | u32 4 | u64 8 |
+ *     uint 8 | f32 4 | f64 8 | string/static string/bytes: u32 length + bytes |
+ *     redacted: u8 tag of the value that was withheld (the value never reaches the disk)
+ *
+ * meta file
+ * ---------
+ *
+ *   +---------------------+---------------------+-- ... --+
+ *   | lb_meta_file_header | entry               |         |
+ *   | (16 bytes)          | 12-byte head + body |         |
+ *   +---------------------+---------------------+-- ... --+
+ *
+ *   entry head: u32 body length, u32 CRC-32C of the body, u16 kind (lb_meta_kind), u16 0.
+ *   Strings in bodies are u32 length + UTF-8 bytes. An entry is written completely before any record
+ *   that refers to it is committed; a torn entry can therefore only be the last one.
+ *
+ *     SESSION  u32 session, u32 pid, u64 ticks_per_second, u32 clock (lb_clock_kind), u32 0,
+ *              u64 tick anchor, u64 wall anchor ns, string host, string executable
+ *     LOGGER   u32 session, u16 logger id, u16 0, string name
+ *     SITE     u32 session, u32 site id, u32 line, u32 column, string file, string function,
+ *              string template (literal text with "{}" for each argument; "{{" is a literal "{")
+ *
+ *   Site and logger ids are scoped to the session that registered them; chunk headers name their
+ *   session.
+ */
+#ifndef LOGBOOK_FORMAT_H
+#define LOGBOOK_FORMAT_H
+
+#include <stdint.h>
+#include <stdatomic.h>
+
+#define LB_FORMAT_VERSION 1u
+
+#define LB_RING_MAGIC "LBRING01"
+#define LB_RING_HEADER_SIZE 4096u
+#define LB_CHUNK_MAGIC 0x4b43424cu   /* "LBCK" */
+#define LB_CHUNK_HEADER_SIZE 64u
+#define LB_RECORD_FIXED_SIZE 24u     /* header + timestamp + site + logger + level + pad */
+#define LB_RECORD_CHECK 0xB7u        /* top byte of every committed record header */
+#define LB_META_MAGIC "LBMETA01"
+#define LB_META_ENTRY_HEAD_SIZE 12u
+
+/* Limits the decoder enforces; the writer never produces anything beyond them. */
+#define LB_CHUNK_SIZE_MIN 4096u
+#define LB_CHUNK_SIZE_MAX (1u << 24)
+#define LB_CHUNK_COUNT_MAX (1u << 24)
+#define LB_RECORD_MAX_SIZE (1u << 20)         /* largest logical record: 1 MiB */
+#define LB_META_ENTRY_MAX_SIZE (1u << 20)
+
+enum lb_chunk_state {
+    LB_CHUNK_FREE = 0,      /* never used since the ring was created */
+    LB_CHUNK_CLAIMING = 1,  /* being reset by a claimer: not readable */
+    LB_CHUNK_ACTIVE = 2,    /* owned by a writer; records are appended and committed */
+    LB_CHUNK_SEALED = 3,    /* no more records will be added */
+    LB_CHUNK_ARCHIVED = 4,  /* sealed and persisted by the archiver (reusable under lossless) */
+};
+
+enum lb_record_kind {
+    LB_RECORD_FULL = 1,
+    LB_RECORD_FIRST = 2,
+    LB_RECORD_MIDDLE = 3,
+    LB_RECORD_LAST = 4,
+};
+
+enum lb_arg_type {
+    LB_ARG_BOOL = 1,
+    LB_ARG_I8 = 2,
+    LB_ARG_I16 = 3,
+    LB_ARG_I32 = 4,
+    LB_ARG_I64 = 5,
+    LB_ARG_INT = 6,
+    LB_ARG_U8 = 7,
+    LB_ARG_U16 = 8,
+    LB_ARG_U32 = 9,
+    LB_ARG_U64 = 10,
+    LB_ARG_UINT = 11,
+    LB_ARG_F32 = 12,
+    LB_ARG_F64 = 13,
+    LB_ARG_STRING = 14,
+    LB_ARG_STATIC_STRING = 15,
+    LB_ARG_BYTES = 16,
+    LB_ARG_REDACTED = 17,
+};
+
+enum lb_wrap_policy {
+    LB_WRAP_OVERWRITE = 1,  /* reuse the oldest sealed chunk: a flight recorder */
+    LB_WRAP_LOSSLESS = 2,   /* reuse only archived chunks (the archiver's policy) */
+};
+
+enum lb_clock_kind {
+    LB_CLOCK_TSC = 1,        /* rdtsc ticks; invariant TSC */
+    LB_CLOCK_MONOTONIC = 2,  /* CLOCK_MONOTONIC nanoseconds */
+};
+
+enum lb_meta_kind {
+    LB_META_SESSION = 1,
+    LB_META_LOGGER = 2,
+    LB_META_SITE = 3,
+};
+
+/* Why records were dropped. Every drop is counted under one of these. */
+enum lb_drop_reason {
+    LB_DROP_TOO_LARGE = 0,  /* the record exceeded LB_RECORD_MAX_SIZE */
+    LB_DROP_NO_CHUNK = 1,   /* no chunk could be claimed (every chunk busy) */
+    LB_DROP_REENTRANT = 2,  /* logged while the same thread was building a record */
+    LB_DROP_CLOSED = 3,     /* logged to a closed bundle */
+    LB_DROP_META = 4,       /* the call site or logger could not be written to the meta file */
+    LB_DROP_REASON_COUNT = 5,
+};
+
+/* The ring file's first page. Fields before `header_crc` are written once at creation. */
+typedef struct lb_ring_header {
+    char magic[8];                 /* LB_RING_MAGIC */
+    uint32_t format_version;       /* LB_FORMAT_VERSION */
+    uint32_t header_size;          /* LB_RING_HEADER_SIZE: offset of chunk 0 */
+    uint32_t chunk_size;
+    uint32_t chunk_count;
+    uint32_t wrap_policy;          /* lb_wrap_policy */
+    uint32_t reserved0;
+    uint64_t created_wall_ns;
+    uint32_t header_crc;           /* CRC-32C of the bytes before this field */
+    uint8_t pad0[20];
+    /* cache line 1 — written by claimers */
+    _Atomic uint64_t next_sequence; /* next chunk sequence to hand out (starts at 1) */
+    _Atomic uint32_t writer_pid;    /* pid of the current or last writer */
+    _Atomic uint32_t session_count; /* sessions ever opened for writing */
+    uint8_t pad1[48];
+    /* cache line 2 — counters, added to when a chunk is sealed or a record dropped */
+    _Atomic uint64_t records;       /* records in sealed chunks */
+    _Atomic uint64_t bytes;         /* record bytes in sealed chunks */
+    _Atomic uint64_t chunks_claimed;
+    _Atomic uint64_t chunks_reused; /* claims that overwrote a sealed chunk */
+    _Atomic uint64_t large_records; /* records written as fragments */
+    _Atomic uint64_t drops[LB_DROP_REASON_COUNT];
+    uint8_t pad2[LB_RING_HEADER_SIZE - 128 - 8 * (5 + LB_DROP_REASON_COUNT)];
+} lb_ring_header;
+
+/* The first 64 bytes of every chunk. `state`, `committed` and `record_count` change while the
+ * chunk is active (owner: release stores); the rest is written once per claim, then checked by
+ * `header_crc`. */
+typedef struct lb_chunk_header {
+    uint32_t magic;                /* LB_CHUNK_MAGIC */
+    _Atomic uint32_t state;        /* lb_chunk_state */
+    uint64_t sequence;             /* global chunk sequence, >= 1 */
+    uint64_t prev_sequence;        /* this writer's previous chunk in this session, 0 if none */
+    uint64_t tick_anchor;          /* clock ticks at claim */
+    uint64_t wall_anchor_ns;       /* CLOCK_REALTIME at claim */
+    uint32_t thread_id;            /* gettid() of the writer */
+    uint32_t session;              /* session (meta SESSION entry) of the writer */
+    _Atomic uint32_t committed;    /* end offset of the last committed record, from chunk start */
+    _Atomic uint32_t record_count; /* records committed in this chunk */
+    uint32_t header_crc;           /* CRC-32C of magic, sequence .. session (see lb_chunk_crc) */
+    uint32_t reserved;
+} lb_chunk_header;
+
+typedef struct lb_meta_file_header {
+    char magic[8];                 /* LB_META_MAGIC */
+    uint32_t format_version;
+    uint32_t reserved;
+} lb_meta_file_header;
+
+_Static_assert(sizeof(lb_ring_header) == LB_RING_HEADER_SIZE, "ring header is one page");
+_Static_assert(sizeof(lb_chunk_header) == LB_CHUNK_HEADER_SIZE, "chunk header is 64 bytes");
+_Static_assert(sizeof(lb_meta_file_header) == 16, "meta file header is 16 bytes");
+_Static_assert(__builtin_offsetof(lb_ring_header, next_sequence) == 64, "claim line");
+_Static_assert(__builtin_offsetof(lb_ring_header, records) == 128, "counter line");
+_Static_assert(__builtin_offsetof(lb_chunk_header, committed) == 48, "chunk header layout");
+
+#define LB_RECORD_HEADER(length, tag, kind) \
+    ((uint64_t)(uint32_t)(length) | ((uint64_t)(uint16_t)(tag) << 32) | \
+     ((uint64_t)(uint8_t)(kind) << 48) | ((uint64_t)LB_RECORD_CHECK << 56))
+
+#endif

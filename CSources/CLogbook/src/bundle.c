@@ -1,0 +1,553 @@
+/* bundle.c — a bundle opened for writing: files, writer lock, mapping, recovery after a crash,
+ * chunk claim and seal, the meta file (sessions, loggers, call sites), and the idle sealer. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+void lb_options_init(lb_options *o) {
+    memset(o, 0, sizeof *o);
+    o->capacity = 16u << 20;
+    o->chunk_size = 64u << 10;
+    o->wrap_policy = LB_WRAP_OVERWRITE;
+    o->idle_seal_ms = 1000;
+}
+
+static char *join_path(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+static int open_in(const char *dir, const char *name, int flags) {
+    char *p = join_path(dir, name);
+    if (!p) return -ENOMEM;
+    int fd;
+    do fd = open(p, flags | O_CLOEXEC, 0600);
+    while (fd < 0 && errno == EINTR);
+    int err = errno;
+    free(p);
+    return fd < 0 ? -err : fd;
+}
+
+/* ---- meta file ---- */
+
+/* Appends one entry; on any failure the file is cut back so that no torn entry stays behind.
+ * Caller holds b->lock. */
+static int meta_append(lb_bundle *b, uint16_t kind, const lb_meta_buffer *body) {
+    if (body->failed) return -ENOMEM;
+    uint8_t head[LB_META_ENTRY_HEAD_SIZE];
+    uint32_t length = (uint32_t)body->length, crc = lb_crc32c(0, body->bytes, body->length);
+    uint16_t zero = 0;
+    memcpy(head, &length, 4);
+    memcpy(head + 4, &crc, 4);
+    memcpy(head + 8, &kind, 2);
+    memcpy(head + 10, &zero, 2);
+    size_t total = sizeof head + body->length;
+    uint8_t *entry = malloc(total);
+    if (!entry) return -ENOMEM;
+    memcpy(entry, head, sizeof head);
+    memcpy(entry + sizeof head, body->bytes, body->length);
+    int rc = lb_pwrite_full(b->meta_fd, entry, total, b->meta_offset);
+    free(entry);
+    if (rc != 0) {
+        if (ftruncate(b->meta_fd, (off_t)b->meta_offset) != 0) { /* the reader reports a torn tail */ }
+        return rc;
+    }
+    b->meta_offset += total;
+    return 0;
+}
+
+static int meta_prepare(lb_bundle *b, int created) {
+    if (created) {
+        lb_meta_file_header h;
+        memset(&h, 0, sizeof h);
+        memcpy(h.magic, LB_META_MAGIC, 8);
+        h.format_version = LB_FORMAT_VERSION;
+        int rc = lb_pwrite_full(b->meta_fd, &h, sizeof h, 0);
+        if (rc) return rc;
+        b->meta_offset = sizeof h;
+        return 0;
+    }
+    lb_meta_file_header h;
+    ssize_t n = lb_pread_full(b->meta_fd, &h, sizeof h, 0);
+    if (n < 0) return (int)n;
+    if ((size_t)n < sizeof h || memcmp(h.magic, LB_META_MAGIC, 8) != 0 ||
+        h.format_version != LB_FORMAT_VERSION)
+        return -EPROTO;
+    /* Keep every complete entry; cut a torn tail left by a crash so new entries stay readable. */
+    uint64_t end = sizeof h;
+    int rc = lb_meta_read_entries(b->meta_fd, &end, NULL, NULL);
+    if (rc < 0 && rc != -1) return rc;
+    if (rc != 0 && ftruncate(b->meta_fd, (off_t)end) != 0) return -errno;
+    b->meta_offset = end;
+    return 0;
+}
+
+static int meta_write_session(lb_bundle *b, uint64_t tick_anchor, int64_t wall_anchor) {
+    char host[256] = "", exe[PATH_MAX] = "";
+    gethostname(host, sizeof host - 1);
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) exe[n] = 0;
+    lb_meta_buffer body = {0};
+    lb_meta_put_u32(&body, b->session);
+    lb_meta_put_u32(&body, (uint32_t)getpid());
+    lb_meta_put_u64(&body, b->ticks_per_second);
+    lb_meta_put_u32(&body, lb_clock_is_tsc ? LB_CLOCK_TSC : LB_CLOCK_MONOTONIC);
+    lb_meta_put_u32(&body, 0);
+    lb_meta_put_u64(&body, tick_anchor);
+    lb_meta_put_u64(&body, (uint64_t)wall_anchor);
+    lb_meta_put_string(&body, host, strlen(host));
+    lb_meta_put_string(&body, exe, strlen(exe));
+    pthread_mutex_lock(&b->lock);
+    int rc = meta_append(b, LB_META_SESSION, &body);
+    pthread_mutex_unlock(&b->lock);
+    free(body.bytes);
+    return rc;
+}
+
+int lb_logger_register(lb_bundle *b, const char *name, lb_logger **out) {
+    if (!b || !name || !out) return -EINVAL;
+    size_t name_length = strlen(name);
+    pthread_mutex_lock(&b->lock);
+    for (uint32_t i = 0; i < b->logger_count; i++) {
+        if (strcmp(b->loggers[i]->name, name) == 0) {
+            *out = b->loggers[i];
+            pthread_mutex_unlock(&b->lock);
+            return 0;
+        }
+    }
+    int rc = 0;
+    if (b->logger_count >= 65535) { rc = -ENOSPC; goto done; }
+    if (b->logger_count == b->logger_capacity) {
+        uint32_t cap = b->logger_capacity ? b->logger_capacity * 2 : 16;
+        lb_logger **p = realloc(b->loggers, cap * sizeof *p);
+        if (!p) { rc = -ENOMEM; goto done; }
+        b->loggers = p;
+        b->logger_capacity = cap;
+    }
+    lb_logger *logger = calloc(1, sizeof *logger);
+    char *copy = strdup(name);
+    if (!logger || !copy) { free(logger); free(copy); rc = -ENOMEM; goto done; }
+    logger->id = (uint16_t)(b->logger_count + 1);
+    logger->bundle = b;
+    logger->name = copy;
+    atomic_store(&logger->min_level, LB_LEVEL_TRACE);
+    lb_meta_buffer body = {0};
+    lb_meta_put_u32(&body, b->session);
+    lb_meta_put_u16(&body, logger->id);
+    lb_meta_put_u16(&body, 0);
+    lb_meta_put_string(&body, name, name_length);
+    rc = meta_append(b, LB_META_LOGGER, &body);
+    free(body.bytes);
+    if (rc) { free(copy); free(logger); goto done; }
+    b->loggers[b->logger_count++] = logger;
+    *out = logger;
+done:
+    pthread_mutex_unlock(&b->lock);
+    return rc;
+}
+
+static uint32_t site_hash(const void *file, const void *extra, uint32_t line, uint32_t column) {
+    return lb_site_slot_index(file, extra, line, column) & (LB_SITE_TABLE_SIZE - 1);
+}
+
+int lb_site_register(lb_bundle *b, const lb_site_desc *d, uint32_t *id_out) {
+    if (!b || !d || !id_out) return -EINVAL;
+    uint32_t h = site_hash(d->key_file, d->key_extra, d->line, d->column);
+    pthread_mutex_lock(&b->lock);
+    lb_site_entry *e = b->site_table[h];
+    for (; e; e = e->next) {
+        if (e->slot.key_file == d->key_file && e->slot.key_extra == d->key_extra &&
+            e->slot.line == d->line && e->slot.column == d->column)
+            break;
+    }
+    int rc = 0;
+    if (!e) {
+        e = calloc(1, sizeof *e);
+        if (!e) { rc = -ENOMEM; goto done; }
+        e->slot.key_file = d->key_file;
+        e->slot.key_extra = d->key_extra;
+        e->slot.line = d->line;
+        e->slot.column = d->column;
+        e->slot.id = b->next_site_id;
+        lb_meta_buffer body = {0};
+        lb_meta_put_u32(&body, b->session);
+        lb_meta_put_u32(&body, e->slot.id);
+        lb_meta_put_u32(&body, d->line);
+        lb_meta_put_u32(&body, d->column);
+        lb_meta_put_string(&body, d->file ? d->file : "", d->file ? d->file_length : 0);
+        lb_meta_put_string(&body, d->function ? d->function : "",
+                           d->function ? d->function_length : 0);
+        lb_meta_put_string(&body, d->template_text ? d->template_text : "",
+                           d->template_text ? d->template_length : 0);
+        rc = meta_append(b, LB_META_SITE, &body);
+        free(body.bytes);
+        if (rc) { free(e); goto done; }
+        b->next_site_id++;
+        e->next = b->site_table[h];
+        b->site_table[h] = e;
+    }
+    /* Publish in the lock-free cache; a colliding site simply replaces the slot. */
+    atomic_store_explicit(
+        &b->hot.site_cache[lb_site_slot_index(d->key_file, d->key_extra, d->line, d->column)],
+        &e->slot, memory_order_release);
+    *id_out = e->slot.id;
+done:
+    pthread_mutex_unlock(&b->lock);
+    if (rc) lb_bundle_count_drop(b, LB_DROP_META);
+    return rc;
+}
+
+uint32_t lb_site_register_c(lb_bundle *b, const char *file, uint32_t line, const char *function,
+                            const char *template_text) {
+    lb_site_desc d = {
+        .key_file = file, .key_extra = template_text, .line = line, .column = 0,
+        .file = file, .file_length = strlen(file),
+        .function = function, .function_length = strlen(function),
+        .template_text = template_text, .template_length = strlen(template_text),
+    };
+    uint32_t id = 0;
+    return lb_site_register(b, &d, &id) == 0 ? id : 0;
+}
+
+/* ---- chunks ---- */
+
+int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
+                   lb_chunk_header **out) {
+    lb_ring_header *ring = b->ring;
+    /* A slot still owned by another writer (or, under lossless, not yet archived) is passed over:
+     * its sequence number is simply never used. Two laps without a free slot: give up. */
+    for (uint32_t attempt = 0; attempt < 2 * b->chunk_count; attempt++) {
+        uint64_t seq = atomic_fetch_add_explicit(&ring->next_sequence, 1, memory_order_relaxed);
+        lb_chunk_header *h = lb_chunk_at(b, (uint32_t)(seq % b->chunk_count));
+        uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
+        if (state == LB_CHUNK_ACTIVE || state == LB_CHUNK_CLAIMING) continue;
+        if (b->wrap_policy == LB_WRAP_LOSSLESS && state == LB_CHUNK_SEALED) continue;
+        if (!atomic_compare_exchange_strong(&h->state, &state, LB_CHUNK_CLAIMING)) continue;
+        if (state == LB_CHUNK_SEALED || state == LB_CHUNK_ARCHIVED)
+            atomic_fetch_add_explicit(&ring->chunks_reused, 1, memory_order_relaxed);
+        h->magic = 0;
+        h->sequence = seq;
+        h->prev_sequence = prev_sequence < seq ? prev_sequence : 0;
+        h->tick_anchor = lb_clock_ticks();
+        h->wall_anchor_ns = (uint64_t)lb_wall_now_ns();
+        h->thread_id = thread_id;
+        h->session = b->session;
+        atomic_store_explicit(&h->committed, LB_CHUNK_HEADER_SIZE, memory_order_relaxed);
+        atomic_store_explicit(&h->record_count, 0, memory_order_relaxed);
+        h->reserved = 0;
+        memset((uint8_t *)h + LB_CHUNK_HEADER_SIZE, 0, 8);  /* the first header slot */
+        h->magic = LB_CHUNK_MAGIC;
+        h->header_crc = lb_chunk_crc(h);
+        atomic_store_explicit(&h->state, LB_CHUNK_ACTIVE, memory_order_release);
+        atomic_fetch_add_explicit(&ring->chunks_claimed, 1, memory_order_relaxed);
+        *out = h;
+        return 0;
+    }
+    return -ENOSPC;
+}
+
+void lb_chunk_seal(lb_bundle *b, lb_chunk_header *h) {
+    uint32_t records = atomic_load_explicit(&h->record_count, memory_order_relaxed);
+    uint32_t committed = atomic_load_explicit(&h->committed, memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->ring->records, records, memory_order_relaxed);
+    atomic_fetch_add_explicit(&b->ring->bytes, committed - LB_CHUNK_HEADER_SIZE,
+                              memory_order_relaxed);
+    atomic_store_explicit(&h->state, LB_CHUNK_SEALED, memory_order_release);
+}
+
+void lb_bundle_count_drop(lb_bundle *b, unsigned reason) {
+    if (b && b->ring && reason < LB_DROP_REASON_COUNT)
+        atomic_fetch_add_explicit(&b->ring->drops[reason], 1, memory_order_relaxed);
+}
+
+/* ---- recovery: chunks a dead writer left active are sealed with what they really hold ---- */
+typedef struct recovery_count {
+    uint32_t records, end;
+} recovery_count;
+
+static int recovery_visit(void *context, const lb_walk_record *r) {
+    recovery_count *c = context;
+    if (r->kind == LB_RECORD_FULL || r->kind == LB_RECORD_LAST) c->records++;
+    c->end = r->offset + ((r->length + 7u) & ~7u);
+    return 0;
+}
+
+static void recover_chunks(lb_bundle *b) {
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        int check = lb_chunk_header_check(h, slot, b->chunk_count);
+        uint32_t state = atomic_load(&h->state);
+        if (check == 2 || (check < 0 && state != LB_CHUNK_FREE)) {
+            /* A claim cut short or a damaged header: the slot holds nothing readable. */
+            memset(h, 0, LB_CHUNK_HEADER_SIZE);
+            continue;
+        }
+        if (check != 0 || state != LB_CHUNK_ACTIVE) continue;
+        recovery_count count = {0, LB_CHUNK_HEADER_SIZE};
+        lb_walk_end end;
+        lb_chunk_walk((const uint8_t *)h, b->chunk_size, LB_CHUNK_HEADER_SIZE, recovery_visit,
+                      &count, &end);
+        atomic_store(&h->committed, count.end);
+        atomic_store(&h->record_count, count.records);
+        lb_chunk_seal(b, h);
+    }
+}
+
+/* ---- open / close ---- */
+
+static int valid_options(const lb_options *o) {
+    if (o->chunk_size < LB_CHUNK_SIZE_MIN || o->chunk_size > LB_CHUNK_SIZE_MAX) return 0;
+    if (o->chunk_size & (o->chunk_size - 1)) return 0;
+    if (o->wrap_policy != LB_WRAP_OVERWRITE && o->wrap_policy != LB_WRAP_LOSSLESS) return 0;
+    uint64_t count = o->capacity / o->chunk_size;
+    return count >= 2 && count <= LB_CHUNK_COUNT_MAX;
+}
+
+static void *sealer_main(void *arg);
+
+static void bundle_free(lb_bundle *b) {
+    if (b->ring) munmap(b->ring, b->map_length);
+    if (b->ring_fd >= 0) close(b->ring_fd);
+    if (b->meta_fd >= 0) close(b->meta_fd);
+    if (b->lock_fd >= 0) close(b->lock_fd);
+    for (uint32_t i = 0; i < LB_SITE_TABLE_SIZE; i++) {
+        lb_site_entry *e = b->site_table[i];
+        while (e) {
+            lb_site_entry *next = e->next;
+            free(e);
+            e = next;
+        }
+    }
+    for (uint32_t i = 0; i < b->logger_count; i++) {
+        free((char *)b->loggers[i]->name);
+        free(b->loggers[i]);
+    }
+    free(b->loggers);
+    pthread_mutex_destroy(&b->lock);
+    pthread_mutex_destroy(&b->sealer_lock);
+    pthread_cond_destroy(&b->sealer_wake);
+    free(b->path);
+    free(b);
+}
+
+/* Writer lock: an OFD lock on `lock`, so it is per open file (a second opener in the same process
+ * conflicts too, and closing a reader's descriptor never drops it) and dies with the process. */
+static int take_writer_lock(int fd) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return 0;
+    return (errno == EAGAIN || errno == EACCES) ? -EWOULDBLOCK : -errno;
+}
+
+int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out) {
+    if (!path || !out) return -EINVAL;
+    lb_options defaults;
+    lb_options_init(&defaults);
+    if (!options) options = &defaults;
+    if (!valid_options(options)) return -EINVAL;
+
+    lb_bundle *b = calloc(1, sizeof *b);
+    if (!b) return -ENOMEM;
+    b->ring_fd = b->meta_fd = b->lock_fd = -1;
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_mutex_init(&b->sealer_lock, NULL);
+    pthread_cond_init(&b->sealer_wake, NULL);
+    b->path = strdup(path);
+    b->next_site_id = 1;
+    int rc = 0;
+    if (!b->path) { rc = -ENOMEM; goto fail; }
+
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) { rc = -errno; goto fail; }
+    b->lock_fd = open_in(path, "lock", O_RDWR | O_CREAT);
+    if (b->lock_fd < 0) { rc = b->lock_fd; goto fail; }
+    rc = take_writer_lock(b->lock_fd);
+    if (rc) goto fail;
+
+    b->ticks_per_second = lb_clock_setup();
+
+    int created = 0;
+    b->ring_fd = open_in(path, "ring", O_RDWR);
+    if (b->ring_fd == -ENOENT) {
+        created = 1;
+        b->ring_fd = open_in(path, "ring", O_RDWR | O_CREAT | O_TRUNC);
+    }
+    if (b->ring_fd < 0) { rc = b->ring_fd; goto fail; }
+    b->meta_fd = open_in(path, "meta", created ? (O_RDWR | O_CREAT | O_TRUNC) : O_RDWR);
+    if (b->meta_fd == -ENOENT) { rc = -EPROTO; goto fail; }
+    if (b->meta_fd < 0) { rc = b->meta_fd; goto fail; }
+
+    lb_ring_header header;
+    if (created) {
+        uint32_t count = (uint32_t)(options->capacity / options->chunk_size);
+        memset(&header, 0, sizeof header);
+        memcpy(header.magic, LB_RING_MAGIC, 8);
+        header.format_version = LB_FORMAT_VERSION;
+        header.header_size = LB_RING_HEADER_SIZE;
+        header.chunk_size = options->chunk_size;
+        header.chunk_count = count;
+        header.wrap_policy = options->wrap_policy;
+        header.created_wall_ns = (uint64_t)lb_wall_now_ns();
+        header.header_crc = lb_ring_header_crc(&header);
+        atomic_store(&header.next_sequence, 1);
+        off_t length = (off_t)LB_RING_HEADER_SIZE + (off_t)count * options->chunk_size;
+        /* Real blocks, never a sparse file: a store into a hole on a full disk is SIGBUS. */
+        int err = posix_fallocate(b->ring_fd, 0, length);
+        if (err) { rc = -err; goto fail; }
+        rc = lb_pwrite_full(b->ring_fd, &header, sizeof header, 0);
+        if (rc) goto fail;
+    } else {
+        ssize_t n = lb_pread_full(b->ring_fd, &header, sizeof header, 0);
+        if (n < 0) { rc = (int)n; goto fail; }
+        if ((size_t)n < sizeof header || memcmp(header.magic, LB_RING_MAGIC, 8) != 0 ||
+            header.format_version != LB_FORMAT_VERSION ||
+            header.header_crc != lb_ring_header_crc(&header) ||
+            header.header_size != LB_RING_HEADER_SIZE) {
+            rc = -EPROTO;
+            goto fail;
+        }
+        lb_options geometry = *options;
+        geometry.chunk_size = header.chunk_size;
+        geometry.capacity = (uint64_t)header.chunk_count * header.chunk_size;
+        geometry.wrap_policy = header.wrap_policy;
+        if (!valid_options(&geometry)) { rc = -EPROTO; goto fail; }
+        struct stat st;
+        if (fstat(b->ring_fd, &st) != 0) { rc = -errno; goto fail; }
+        if ((uint64_t)st.st_size < LB_RING_HEADER_SIZE + geometry.capacity) { rc = -EPROTO; goto fail; }
+    }
+    b->chunk_size = header.chunk_size;
+    b->chunk_count = header.chunk_count;
+    b->wrap_policy = header.wrap_policy;
+    b->map_length = LB_RING_HEADER_SIZE + (size_t)b->chunk_count * b->chunk_size;
+    void *map = mmap(NULL, b->map_length, PROT_READ | PROT_WRITE, MAP_SHARED, b->ring_fd, 0);
+    if (map == MAP_FAILED) { rc = -errno; goto fail; }
+    b->ring = map;
+    b->chunks = (uint8_t *)map + LB_RING_HEADER_SIZE;
+    /* Pre-fault every page writable so that no page fault lands on the hot path. */
+    if (madvise(map, b->map_length, MADV_POPULATE_WRITE) != 0) {
+        volatile uint8_t *p = map;
+        for (size_t i = 0; i < b->map_length; i += 4096) p[i] = p[i];
+    }
+
+    rc = meta_prepare(b, created);
+    if (rc) goto fail;
+    if (!created) recover_chunks(b);
+    b->session = atomic_fetch_add(&b->ring->session_count, 1);
+    atomic_store(&b->ring->writer_pid, (uint32_t)getpid());
+    rc = meta_write_session(b, lb_clock_ticks(), lb_wall_now_ns());
+    if (rc) goto fail;
+    if (created) {
+        /* The directory entry and the header must survive a crash of the machine too. */
+        fsync(b->ring_fd);
+        fsync(b->meta_fd);
+        int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir >= 0) { fsync(dir); close(dir); }
+    }
+
+    b->idle_seal_ms = options->idle_seal_ms;
+    lb_membarrier();  /* registers the process for expedited barriers */
+    if (b->idle_seal_ms > 0 && lb_membarrier() == 0) {
+        if (pthread_create(&b->sealer, NULL, sealer_main, b) == 0) b->sealer_running = 1;
+    }
+    *out = b;
+    return 0;
+fail:
+    bundle_free(b);
+    return rc;
+}
+
+static void stop_sealer(lb_bundle *b) {
+    if (!b->sealer_running) return;
+    pthread_mutex_lock(&b->sealer_lock);
+    b->sealer_stop = 1;
+    pthread_cond_signal(&b->sealer_wake);
+    pthread_mutex_unlock(&b->sealer_lock);
+    pthread_join(b->sealer, NULL);
+    b->sealer_running = 0;
+}
+
+int lb_bundle_shutdown(lb_bundle *b) {
+    if (!b) return -EINVAL;
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&b->closed, &expected, 1)) return 0;
+    stop_sealer(b);
+    lb_writers_detach_all(b, 1);
+    int rc = 0;
+    if (msync(b->ring, b->map_length, MS_ASYNC) != 0) rc = -errno;
+    if (b->lock_fd >= 0) {
+        close(b->lock_fd);  /* releases the OFD writer lock */
+        b->lock_fd = -1;
+    }
+    return rc;
+}
+
+int lb_bundle_close(lb_bundle *b) {
+    if (!b) return -EINVAL;
+    int rc = lb_bundle_shutdown(b);
+    bundle_free(b);
+    return rc;
+}
+
+int lb_bundle_flush(lb_bundle *b) {
+    if (!b) return -EINVAL;
+    if (atomic_load(&b->closed)) return -EBADF;
+    lb_writers_seal_all(b, 0);
+    if (msync(b->ring, b->map_length, MS_ASYNC) != 0) return -errno;
+    return 0;
+}
+
+int lb_bundle_counters(lb_bundle *b, lb_counters *out) {
+    if (!b || !out) return -EINVAL;
+    memset(out, 0, sizeof *out);
+    lb_ring_header *r = b->ring;
+    uint64_t active_bytes = 0;
+    uint64_t active_records = lb_writers_active_records(b, &active_bytes);
+    out->records = atomic_load(&r->records) + active_records;
+    out->bytes = atomic_load(&r->bytes) + active_bytes;
+    out->chunks_claimed = atomic_load(&r->chunks_claimed);
+    out->chunks_reused = atomic_load(&r->chunks_reused);
+    out->large_records = atomic_load(&r->large_records);
+    for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) {
+        out->drops[i] = atomic_load(&r->drops[i]);
+        out->dropped += out->drops[i];
+    }
+    return 0;
+}
+
+/* ---- idle sealer: a chunk whose writer went quiet is sealed so readers and the archiver see it
+ * complete. It uses the same steal protocol as flush. ---- */
+static void *sealer_main(void *arg) {
+    lb_bundle *b = arg;
+    uint64_t idle_ticks = (uint64_t)((__uint128_t)b->ticks_per_second * b->idle_seal_ms / 1000);
+    uint32_t period_ms = b->idle_seal_ms / 2 ? b->idle_seal_ms / 2 : 1;
+    pthread_mutex_lock(&b->sealer_lock);
+    while (!b->sealer_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += period_ms / 1000;
+        until.tv_nsec += (long)(period_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&b->sealer_wake, &b->sealer_lock, &until);
+        if (b->sealer_stop) break;
+        pthread_mutex_unlock(&b->sealer_lock);
+        lb_writers_seal_idle(b, idle_ticks);
+        pthread_mutex_lock(&b->sealer_lock);
+    }
+    pthread_mutex_unlock(&b->sealer_lock);
+    return NULL;
+}

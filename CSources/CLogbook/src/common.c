@@ -1,0 +1,289 @@
+/* common.c — pieces shared by the writer and the reader: CRC-32C, clock set-up, full I/O,
+ * the chunk walker (the single place that decides what a committed record is) and meta entries. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* ---- CRC-32C, table driven (headers and meta entries only: never on the record hot path) ---- */
+static uint32_t crc_table[256];
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+uint32_t lb_crc32c(uint32_t crc, const void *data, size_t length) {
+    pthread_once(&crc_once, crc_init);
+    const uint8_t *p = data;
+    crc = ~crc;
+    while (length--) crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+uint32_t lb_ring_header_crc(const lb_ring_header *header) {
+    return lb_crc32c(0, header, __builtin_offsetof(lb_ring_header, header_crc));
+}
+
+uint32_t lb_chunk_crc(const lb_chunk_header *chunk) {
+    uint32_t crc = lb_crc32c(0, &chunk->magic, 4);
+    return lb_crc32c(crc, &chunk->sequence,
+                     __builtin_offsetof(lb_chunk_header, committed) -
+                         __builtin_offsetof(lb_chunk_header, sequence));
+}
+
+/* ---- clock ---- */
+bool lb_clock_is_tsc = false;
+static uint64_t clock_ticks_per_second = 1000000000ull;
+static pthread_once_t clock_once = PTHREAD_ONCE_INIT;
+
+static uint64_t mono_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int64_t lb_wall_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
+/* The TSC is usable as a clock only when it runs at a constant rate in every power state. */
+static int tsc_is_invariant(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (getenv("LOGBOOK_CLOCK") && strcmp(getenv("LOGBOOK_CLOCK"), "monotonic") == 0) return 0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return 0;
+    char line[4096];
+    int constant = 0, nonstop = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "flags", 5) != 0) continue;
+        constant = strstr(line, " constant_tsc") != NULL;
+        nonstop = strstr(line, " nonstop_tsc") != NULL;
+        break;
+    }
+    fclose(f);
+    return constant && nonstop;
+#else
+    return 0;
+#endif
+}
+
+static void clock_init(void) {
+    if (!tsc_is_invariant()) return;
+#if defined(__x86_64__) || defined(__i386__)
+    /* Calibrate against CLOCK_MONOTONIC over 20 ms; readers refine nothing, so take the best of
+     * two windows bracketed tightly. */
+    uint64_t best = 0;
+    for (int round = 0; round < 2; round++) {
+        uint64_t m0 = mono_ns(), t0 = __rdtsc();
+        struct timespec nap = {0, 10 * 1000 * 1000};
+        while (nanosleep(&nap, &nap) != 0 && errno == EINTR) {}
+        uint64_t t1 = __rdtsc(), m1 = mono_ns();
+        if (m1 > m0 && t1 > t0) {
+            uint64_t hz = (uint64_t)((__uint128_t)(t1 - t0) * 1000000000ull / (m1 - m0));
+            if (hz > best) best = hz;
+        }
+    }
+    if (best < 1000000ull) return;  /* implausible: keep CLOCK_MONOTONIC */
+    clock_ticks_per_second = best;
+    lb_clock_is_tsc = true;
+#endif
+}
+
+uint64_t lb_clock_setup(void) {
+    pthread_once(&clock_once, clock_init);
+    return clock_ticks_per_second;
+}
+
+/* ---- I/O ---- */
+ssize_t lb_pread_full(int fd, void *buffer, size_t length, uint64_t offset) {
+    size_t done = 0;
+    while (done < length) {
+        ssize_t n = pread(fd, (uint8_t *)buffer + done, length - done, (off_t)(offset + done));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) break;
+        done += (size_t)n;
+    }
+    return (ssize_t)done;
+}
+
+int lb_pwrite_full(int fd, const void *buffer, size_t length, uint64_t offset) {
+    size_t done = 0;
+    while (done < length) {
+        ssize_t n = pwrite(fd, (const uint8_t *)buffer + done, length - done, (off_t)(offset + done));
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (n == 0) return -EIO;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* ---- chunks ---- */
+int lb_chunk_header_check(const lb_chunk_header *h, uint32_t slot, uint32_t chunk_count) {
+    uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
+    if (h->magic == 0 && state == LB_CHUNK_FREE && h->sequence == 0) return 1;
+    if (state == LB_CHUNK_CLAIMING) return 2;
+    if (h->magic != LB_CHUNK_MAGIC) return -1;
+    if (state < LB_CHUNK_ACTIVE || state > LB_CHUNK_ARCHIVED) return -1;
+    if (h->header_crc != lb_chunk_crc(h)) return -1;
+    if (h->sequence == 0 || h->sequence % chunk_count != slot) return -1;
+    if (h->prev_sequence >= h->sequence) return -1;
+    return 0;
+}
+
+uint32_t lb_chunk_walk(const uint8_t *chunk, uint32_t chunk_size, uint32_t start,
+                       lb_walk_visitor visit, void *context, lb_walk_end *end) {
+    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)chunk;
+    const uint16_t tag = (uint16_t)h->sequence;
+    uint32_t off = start < LB_CHUNK_HEADER_SIZE ? LB_CHUNK_HEADER_SIZE : start;
+    *end = LB_WALK_END_CLEAN;
+    if (off & 7u) {
+        *end = LB_WALK_END_INVALID;
+        return off;
+    }
+    while ((uint64_t)off + 8 <= chunk_size) {
+        uint64_t word;
+        memcpy(&word, chunk + off, 8);
+        if (word == 0) return off;
+        uint32_t length = (uint32_t)word;
+        uint16_t record_tag = (uint16_t)(word >> 32);
+        uint8_t kind = (uint8_t)(word >> 48);
+        uint8_t check = (uint8_t)(word >> 56);
+        uint32_t minimum = (kind == LB_RECORD_FULL || kind == LB_RECORD_FIRST)
+                               ? LB_RECORD_FIXED_SIZE
+                               : 9u;
+        if (check != LB_RECORD_CHECK || record_tag != tag || kind < LB_RECORD_FULL ||
+            kind > LB_RECORD_LAST || length < minimum || length > chunk_size - off) {
+            *end = LB_WALK_END_INVALID;
+            return off;
+        }
+        lb_walk_record record = {off, length, kind, chunk + off};
+        if (visit && visit(context, &record) != 0) return off;
+        uint32_t next = off + ((length + 7u) & ~7u);
+        if (next <= off) break;
+        off = next;
+    }
+    return off > chunk_size ? chunk_size : off;
+}
+
+/* ---- meta entry encoding ---- */
+static void meta_reserve(lb_meta_buffer *b, size_t more) {
+    if (b->failed) return;
+    if (b->length + more <= b->capacity) return;
+    size_t cap = b->capacity ? b->capacity : 256;
+    while (cap < b->length + more) cap *= 2;
+    uint8_t *p = realloc(b->bytes, cap);
+    if (!p) {
+        b->failed = 1;
+        return;
+    }
+    b->bytes = p;
+    b->capacity = cap;
+}
+
+static void meta_put(lb_meta_buffer *b, const void *v, size_t n) {
+    meta_reserve(b, n);
+    if (b->failed) return;
+    memcpy(b->bytes + b->length, v, n);
+    b->length += n;
+}
+
+void lb_meta_put_u16(lb_meta_buffer *b, uint16_t v) { meta_put(b, &v, 2); }
+void lb_meta_put_u32(lb_meta_buffer *b, uint32_t v) { meta_put(b, &v, 4); }
+void lb_meta_put_u64(lb_meta_buffer *b, uint64_t v) { meta_put(b, &v, 8); }
+void lb_meta_put_string(lb_meta_buffer *b, const char *s, size_t length) {
+    if (length > LB_META_ENTRY_MAX_SIZE / 4) length = LB_META_ENTRY_MAX_SIZE / 4;
+    lb_meta_put_u32(b, (uint32_t)length);
+    meta_put(b, s, length);
+}
+
+static int meta_get(lb_meta_cursor *c, void *out, size_t n) {
+    if (c->failed || c->length - c->offset < n || c->offset > c->length) {
+        c->failed = 1;
+        memset(out, 0, n);
+        return -1;
+    }
+    memcpy(out, c->bytes + c->offset, n);
+    c->offset += n;
+    return 0;
+}
+
+uint16_t lb_meta_get_u16(lb_meta_cursor *c) { uint16_t v; meta_get(c, &v, 2); return v; }
+uint32_t lb_meta_get_u32(lb_meta_cursor *c) { uint32_t v; meta_get(c, &v, 4); return v; }
+uint64_t lb_meta_get_u64(lb_meta_cursor *c) { uint64_t v; meta_get(c, &v, 8); return v; }
+
+char *lb_meta_get_string(lb_meta_cursor *c) {
+    uint32_t n = lb_meta_get_u32(c);
+    if (c->failed || n > c->length - c->offset) {
+        c->failed = 1;
+        return NULL;
+    }
+    char *s = malloc((size_t)n + 1);
+    if (!s) {
+        c->failed = 1;
+        return NULL;
+    }
+    memcpy(s, c->bytes + c->offset, n);
+    s[n] = 0;
+    c->offset += n;
+    return s;
+}
+
+int lb_meta_read_entries(int fd, uint64_t *offset, lb_meta_visitor visit, void *context) {
+    uint8_t head[LB_META_ENTRY_HEAD_SIZE];
+    uint8_t *body = NULL;
+    size_t body_capacity = 0;
+    int result = 0;
+    for (;;) {
+        ssize_t n = lb_pread_full(fd, head, sizeof head, *offset);
+        if (n < 0) { result = (int)n; break; }
+        if (n == 0) break;
+        if ((size_t)n < sizeof head) { result = 1; break; }
+        uint32_t length, crc;
+        uint16_t kind;
+        memcpy(&length, head, 4);
+        memcpy(&crc, head + 4, 4);
+        memcpy(&kind, head + 8, 2);
+        if (length > LB_META_ENTRY_MAX_SIZE || kind == 0) { result = -1; break; }
+        if (length > body_capacity) {
+            uint8_t *p = realloc(body, length ? length : 1);
+            if (!p) { result = -ENOMEM; break; }
+            body = p;
+            body_capacity = length;
+        }
+        n = lb_pread_full(fd, body, length, *offset + sizeof head);
+        if (n < 0) { result = (int)n; break; }
+        if ((size_t)n < length) { result = 1; break; }
+        if (lb_crc32c(0, body, length) != crc) {
+            /* A bad CRC on the very last entry is a torn write; anywhere else it is corruption. */
+            uint8_t probe;
+            ssize_t more = lb_pread_full(fd, &probe, 1, *offset + sizeof head + length);
+            result = more == 0 ? 1 : -1;
+            break;
+        }
+        if (visit) visit(context, kind, body, length);
+        *offset += sizeof head + length;
+    }
+    free(body);
+    return result;
+}
+
+const char *lb_drop_reason_name(unsigned reason) {
+    static const char *const names[LB_DROP_REASON_COUNT] = {"too_large", "no_chunk", "reentrant",
+                                                            "closed", "meta"};
+    return reason < LB_DROP_REASON_COUNT ? names[reason] : NULL;
+}

@@ -1,0 +1,139 @@
+/* internal.h — declarations shared by the C core's source files; not installed. */
+#ifndef LOGBOOK_INTERNAL_H
+#define LOGBOOK_INTERNAL_H
+
+#include "logbook.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#define LB_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LB_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+/* ---- CRC-32C (Castagnoli), used for headers and meta entries ---- */
+uint32_t lb_crc32c(uint32_t crc, const void *data, size_t length);
+uint32_t lb_ring_header_crc(const lb_ring_header *header);
+uint32_t lb_chunk_crc(const lb_chunk_header *chunk);
+
+/* ---- clock ---- */
+/* Decides TSC or CLOCK_MONOTONIC once and returns ticks per second (calibrated once). */
+uint64_t lb_clock_setup(void);
+int64_t lb_wall_now_ns(void);
+
+/* ---- one chunk walker, used by recovery and by the reader ---- */
+typedef struct lb_walk_record {
+    uint32_t offset;       /* from the chunk start */
+    uint32_t length;       /* exact length including the 8-byte header */
+    uint8_t kind;          /* lb_record_kind */
+    const uint8_t *bytes;  /* the record, header included */
+} lb_walk_record;
+
+typedef enum lb_walk_end {
+    LB_WALK_END_CLEAN = 0,   /* a zero header slot or the chunk's end */
+    LB_WALK_END_INVALID = 1, /* a non-zero header that is not a valid record of this chunk */
+} lb_walk_end;
+
+/* Visits committed records of `chunk` (chunk_size bytes, already validated header) from offset
+ * `start`. The visitor returns 0 to go on. Returns the offset where the walk stopped; *end says
+ * why. */
+typedef int (*lb_walk_visitor)(void *context, const lb_walk_record *record);
+uint32_t lb_chunk_walk(const uint8_t *chunk, uint32_t chunk_size, uint32_t start,
+                       lb_walk_visitor visit, void *context, lb_walk_end *end);
+
+/* Checks a chunk header read from slot `slot` of a ring with this geometry. 0 if usable,
+ * 1 if the slot was never used, -1 if corrupt, 2 if a claim is in progress. */
+int lb_chunk_header_check(const lb_chunk_header *header, uint32_t slot, uint32_t chunk_count);
+
+/* ---- meta file entries, written by the bundle and parsed by the reader ---- */
+typedef struct lb_meta_buffer {
+    uint8_t *bytes;
+    size_t length, capacity;
+    int failed;
+} lb_meta_buffer;
+
+void lb_meta_put_u16(lb_meta_buffer *b, uint16_t v);
+void lb_meta_put_u32(lb_meta_buffer *b, uint32_t v);
+void lb_meta_put_u64(lb_meta_buffer *b, uint64_t v);
+void lb_meta_put_string(lb_meta_buffer *b, const char *s, size_t length);
+
+typedef struct lb_meta_cursor {
+    const uint8_t *bytes;
+    size_t length, offset;
+    int failed;
+} lb_meta_cursor;
+
+uint16_t lb_meta_get_u16(lb_meta_cursor *c);
+uint32_t lb_meta_get_u32(lb_meta_cursor *c);
+uint64_t lb_meta_get_u64(lb_meta_cursor *c);
+/* Returns a malloc'd NUL-terminated copy, or NULL (and sets failed) on a bad length. */
+char *lb_meta_get_string(lb_meta_cursor *c);
+
+/* Reads entries from `fd` starting at *offset. For each complete, CRC-valid entry calls
+ * visit(kind, body, length). Stops at the end of the complete entries and sets *offset to it.
+ * Returns 0 when all bytes were consumed, 1 when a partial entry remains at the end (a torn tail or
+ * an entry being written), -1 when an entry in the middle is corrupt (*offset points at it),
+ * or -errno on a read error. */
+typedef void (*lb_meta_visitor)(void *context, uint16_t kind, const uint8_t *body, uint32_t length);
+int lb_meta_read_entries(int fd, uint64_t *offset, lb_meta_visitor visit, void *context);
+
+/* ---- I/O helpers: full reads and writes, EINTR retried in one place ---- */
+ssize_t lb_pread_full(int fd, void *buffer, size_t length, uint64_t offset);
+int lb_pwrite_full(int fd, const void *buffer, size_t length, uint64_t offset);
+
+/* ---- the bundle (writer side) ---- */
+typedef struct lb_site_entry {
+    lb_site_slot slot;             /* immutable once published in the cache */
+    struct lb_site_entry *next;    /* hash chain */
+} lb_site_entry;
+
+#define LB_SITE_TABLE_SIZE 1024u
+
+struct lb_bundle {
+    lb_bundle_hot hot;             /* must stay first: read by inline lb_site_lookup */
+    char *path;
+    int ring_fd, meta_fd, lock_fd;
+    lb_ring_header *ring;
+    size_t map_length;
+    uint8_t *chunks;
+    uint32_t chunk_size, chunk_count, wrap_policy;
+    uint32_t session;
+    uint64_t ticks_per_second;
+    uint64_t meta_offset;          /* append position; under `lock` */
+    pthread_mutex_t lock;          /* meta file, sites, loggers */
+    lb_site_entry *site_table[LB_SITE_TABLE_SIZE];
+    uint32_t next_site_id;
+    lb_logger **loggers;           /* by id - 1 */
+    uint32_t logger_count, logger_capacity;
+    struct lb_writer *writers;     /* attached writers; under the registry lock */
+    _Atomic int closed;
+    /* idle sealer */
+    uint32_t idle_seal_ms;
+    pthread_t sealer;
+    int sealer_running;
+    pthread_mutex_t sealer_lock;
+    pthread_cond_t sealer_wake;
+    int sealer_stop;
+};
+
+/* The registry lock guards writer attachment: bundle->writers lists and writer->bundle. */
+void lb_registry_lock(void);
+void lb_registry_unlock(void);
+
+/* Writer operations used by the bundle (writer.c). */
+void lb_writers_detach_all(lb_bundle *bundle, int force);  /* close: steal and detach */
+void lb_writers_seal_all(lb_bundle *bundle, int force);    /* flush: steal chunks, keep writers */
+void lb_writers_seal_idle(lb_bundle *bundle, uint64_t idle_ticks);
+uint64_t lb_writers_active_records(lb_bundle *bundle, uint64_t *bytes);
+void lb_bundle_count_drop(lb_bundle *bundle, unsigned reason);
+int lb_membarrier(void);  /* 0 when the asymmetric fence ran, -errno when unavailable */
+
+/* Chunk operations (bundle.c). */
+static inline lb_chunk_header *lb_chunk_at(const lb_bundle *b, uint32_t slot) {
+    return (lb_chunk_header *)(void *)(b->chunks + (size_t)slot * b->chunk_size);
+}
+int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
+                   lb_chunk_header **out);
+void lb_chunk_seal(lb_bundle *b, lb_chunk_header *chunk);
+
+#endif

@@ -1,0 +1,715 @@
+/* reader.c — the one decoder. It reads bundles of live, exited or killed writers with pread (never
+ * a mapping: a truncated file cannot SIGBUS it), checks every length and offset, reassembles
+ * fragmented records, and reports what it cannot use as issues. Its memory is bounded by the size
+ * of the files it reads. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define NAME_TABLE_SIZE 1024u
+#define ARENA_BLOCK (1u << 20)
+#define PENDING_MAX 4096u
+
+typedef struct name_entry {
+    uint32_t session;
+    uint32_t id;
+    char *name;
+    lb_site_info site;  /* used by the site table */
+    struct name_entry *next;
+} name_entry;
+
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t used, capacity;
+    uint8_t bytes[];
+} arena_block;
+
+typedef struct slot_progress {
+    uint64_t sequence;   /* chunk read last from this slot */
+    uint32_t offset;     /* where its walk stopped */
+    uint32_t broken;     /* a corrupt record was reported: do not walk it again */
+} slot_progress;
+
+typedef struct pending_record {
+    uint64_t last_sequence;  /* chunk holding the newest fragment */
+    uint64_t first_sequence;
+    uint32_t first_offset;
+    uint32_t thread_id, session;
+    uint8_t *bytes;          /* logical record from its timestamp on */
+    size_t length;
+} pending_record;
+
+struct lb_reader {
+    char *path;
+    int ring_fd, meta_fd, lock_fd;
+    int header_ok, meta_ok, truncation_reported;
+    lb_ring_header header;
+    uint64_t meta_offset;
+    uint64_t meta_torn_reported;
+    lb_session_info *sessions;
+    size_t session_count, session_capacity;
+    name_entry *loggers[NAME_TABLE_SIZE];
+    name_entry *sites[NAME_TABLE_SIZE];
+    slot_progress *progress;
+    uint8_t *chunk;
+    lb_entry *entries;
+    size_t entry_count, entry_capacity;
+    arena_block *arena;
+    lb_issue *issues;
+    size_t issue_count, issue_capacity;
+    pending_record *pending;
+    size_t pending_count;
+};
+
+/* ---- small containers ---- */
+static int grow(void **array, size_t *capacity, size_t need, size_t element) {
+    if (need <= *capacity) return 0;
+    size_t cap = *capacity ? *capacity : 64;
+    while (cap < need) cap *= 2;
+    void *p = realloc(*array, cap * element);
+    if (!p) return -ENOMEM;
+    *array = p;
+    *capacity = cap;
+    return 0;
+}
+
+static void add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
+                      uint64_t length, const char *reason) {
+    if (grow((void **)&r->issues, &r->issue_capacity, r->issue_count + 1, sizeof(lb_issue)))
+        return;
+    r->issues[r->issue_count++] = (lb_issue){kind, file, offset, length, reason};
+}
+
+static uint8_t *arena_copy(lb_reader *r, const uint8_t *bytes, size_t length) {
+    arena_block *b = r->arena;
+    if (!b || b->capacity - b->used < length) {
+        size_t cap = length > ARENA_BLOCK ? length : ARENA_BLOCK;
+        b = malloc(sizeof *b + cap);
+        if (!b) return NULL;
+        b->capacity = cap;
+        b->used = 0;
+        b->next = r->arena;
+        r->arena = b;
+    }
+    uint8_t *p = b->bytes + b->used;
+    if (length) memcpy(p, bytes, length);
+    b->used += length;
+    return p;
+}
+
+static uint32_t name_hash(uint32_t session, uint32_t id) {
+    return (session * 2654435761u ^ id * 40503u) & (NAME_TABLE_SIZE - 1);
+}
+
+static name_entry *name_find(name_entry *const *table, uint32_t session, uint32_t id) {
+    for (name_entry *e = table[name_hash(session, id)]; e; e = e->next)
+        if (e->session == session && e->id == id) return e;
+    return NULL;
+}
+
+/* ---- meta ---- */
+static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32_t length) {
+    lb_reader *r = context;
+    lb_meta_cursor c = {body, length, 0, 0};
+    if (kind == LB_META_SESSION) {
+        lb_session_info s = {0};
+        s.session = lb_meta_get_u32(&c);
+        s.pid = lb_meta_get_u32(&c);
+        s.ticks_per_second = lb_meta_get_u64(&c);
+        s.clock = lb_meta_get_u32(&c);
+        (void)lb_meta_get_u32(&c);
+        s.tick_anchor = lb_meta_get_u64(&c);
+        s.wall_anchor_ns = lb_meta_get_u64(&c);
+        s.host = lb_meta_get_string(&c);
+        s.executable = lb_meta_get_string(&c);
+        if (c.failed || s.ticks_per_second == 0 ||
+            grow((void **)&r->sessions, &r->session_capacity, r->session_count + 1, sizeof s)) {
+            free((char *)s.host);
+            free((char *)s.executable);
+            add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "session entry does not parse");
+            return;
+        }
+        r->sessions[r->session_count++] = s;
+    } else if (kind == LB_META_LOGGER) {
+        uint32_t session = lb_meta_get_u32(&c);
+        uint16_t id = lb_meta_get_u16(&c);
+        (void)lb_meta_get_u16(&c);
+        char *name = lb_meta_get_string(&c);
+        name_entry *e = c.failed ? NULL : calloc(1, sizeof *e);
+        if (!e) {
+            free(name);
+            add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "logger entry does not parse");
+            return;
+        }
+        e->session = session;
+        e->id = id;
+        e->name = name;
+        uint32_t h = name_hash(session, id);
+        e->next = r->loggers[h];
+        r->loggers[h] = e;
+    } else if (kind == LB_META_SITE) {
+        lb_site_info s = {0};
+        s.session = lb_meta_get_u32(&c);
+        s.id = lb_meta_get_u32(&c);
+        s.line = lb_meta_get_u32(&c);
+        s.column = lb_meta_get_u32(&c);
+        s.file = lb_meta_get_string(&c);
+        s.function = lb_meta_get_string(&c);
+        s.template_text = lb_meta_get_string(&c);
+        name_entry *e = c.failed ? NULL : calloc(1, sizeof *e);
+        if (!e) {
+            free((char *)s.file);
+            free((char *)s.function);
+            free((char *)s.template_text);
+            add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "site entry does not parse");
+            return;
+        }
+        e->session = s.session;
+        e->id = s.id;
+        e->site = s;
+        uint32_t h = name_hash(s.session, s.id);
+        e->next = r->sites[h];
+        r->sites[h] = e;
+    }
+    /* Unknown kinds are skipped: a later format may add entries that older readers ignore. */
+}
+
+static void read_meta(lb_reader *r) {
+    if (!r->meta_ok) {
+        if (r->meta_offset != 0) return;  /* broken earlier: reported once */
+        lb_meta_file_header h;
+        ssize_t n = lb_pread_full(r->meta_fd, &h, sizeof h, 0);
+        if (n < (ssize_t)sizeof h || memcmp(h.magic, LB_META_MAGIC, 8) != 0 ||
+            h.format_version != LB_FORMAT_VERSION) {
+            add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, sizeof h, "meta file header is not valid");
+            r->meta_offset = 1;
+            return;
+        }
+        r->meta_ok = 1;
+        r->meta_offset = sizeof h;
+    }
+    int rc = lb_meta_read_entries(r->meta_fd, &r->meta_offset, meta_visit, r);
+    struct stat st;
+    uint64_t size = fstat(r->meta_fd, &st) == 0 ? (uint64_t)st.st_size : r->meta_offset;
+    if (rc == -1) {
+        add_issue(r, LB_ISSUE_CORRUPT, "meta", r->meta_offset, size - r->meta_offset,
+                  "meta entry fails its checksum or length check; the rest is unreadable");
+        r->meta_ok = 0;
+    } else if (rc == 1 && r->meta_torn_reported != r->meta_offset) {
+        add_issue(r, LB_ISSUE_TORN, "meta", r->meta_offset, size - r->meta_offset,
+                  "incomplete meta entry at the end (a crash during a write, or one in progress)");
+        r->meta_torn_reported = r->meta_offset;
+    }
+}
+
+/* ---- records ---- */
+int lb_arg_next(const uint8_t *a, uint32_t n, uint32_t *offset, lb_arg *out) {
+    uint32_t off = *offset;
+    if (off >= n) return 0;
+    memset(out, 0, sizeof *out);
+    uint8_t type = a[off++];
+    uint32_t size;
+    switch (type) {
+    case LB_ARG_BOOL: case LB_ARG_I8: case LB_ARG_U8: case LB_ARG_REDACTED: size = 1; break;
+    case LB_ARG_I16: case LB_ARG_U16: size = 2; break;
+    case LB_ARG_I32: case LB_ARG_U32: case LB_ARG_F32: size = 4; break;
+    case LB_ARG_I64: case LB_ARG_INT: case LB_ARG_U64: case LB_ARG_UINT: case LB_ARG_F64:
+        size = 8; break;
+    case LB_ARG_STRING: case LB_ARG_STATIC_STRING: case LB_ARG_BYTES: {
+        if (n - off < 4) return -EBADMSG;
+        uint32_t length;
+        memcpy(&length, a + off, 4);
+        off += 4;
+        if (length > n - off) return -EBADMSG;
+        out->type = type;
+        out->length = length;
+        out->bytes = a + off;
+        *offset = off + length;
+        return 1;
+    }
+    default: return -EBADMSG;
+    }
+    if (n - off < size) return -EBADMSG;
+    const uint8_t *p = a + off;
+    out->type = type;
+    switch (type) {
+    case LB_ARG_BOOL: if (p[0] > 1) return -EBADMSG; out->value.b = p[0] != 0; break;
+    case LB_ARG_I8: out->value.i = (int8_t)p[0]; break;
+    case LB_ARG_U8: out->value.u = p[0]; break;
+    case LB_ARG_REDACTED:
+        if (p[0] < LB_ARG_BOOL || p[0] >= LB_ARG_REDACTED) return -EBADMSG;
+        out->redacted_type = p[0];
+        break;
+    case LB_ARG_I16: { int16_t v; memcpy(&v, p, 2); out->value.i = v; break; }
+    case LB_ARG_U16: { uint16_t v; memcpy(&v, p, 2); out->value.u = v; break; }
+    case LB_ARG_I32: { int32_t v; memcpy(&v, p, 4); out->value.i = v; break; }
+    case LB_ARG_U32: { uint32_t v; memcpy(&v, p, 4); out->value.u = v; break; }
+    case LB_ARG_F32: { float v; memcpy(&v, p, 4); out->value.f = v; break; }
+    case LB_ARG_F64: { double v; memcpy(&v, p, 8); out->value.f = v; break; }
+    case LB_ARG_I64: case LB_ARG_INT: memcpy(&out->value.i, p, 8); break;
+    default: memcpy(&out->value.u, p, 8); break;
+    }
+    *offset = off + size;
+    return 1;
+}
+
+static int args_valid(const uint8_t *a, uint32_t n) {
+    uint32_t off = 0;
+    lb_arg arg;
+    int rc;
+    while ((rc = lb_arg_next(a, n, &off, &arg)) == 1) {}
+    return rc == 0;
+}
+
+static const lb_session_info *find_session(const lb_reader *r, uint32_t session) {
+    for (size_t i = 0; i < r->session_count; i++)
+        if (r->sessions[i].session == session) return &r->sessions[i];
+    return NULL;
+}
+
+/* Builds an entry from a logical record (bytes from the timestamp on). */
+static void emit(lb_reader *r, const lb_chunk_header *h, uint64_t file_offset, uint32_t offset,
+                 const uint8_t *logical, size_t length, uint32_t thread_id, uint32_t session,
+                 uint64_t sequence, int fragmented) {
+    if (length < LB_RECORD_FIXED_SIZE - 8) return;
+    uint32_t args_length = (uint32_t)(length - (LB_RECORD_FIXED_SIZE - 8));
+    const uint8_t *args = logical + (LB_RECORD_FIXED_SIZE - 8);
+    if (!args_valid(args, args_length)) {
+        add_issue(r, LB_ISSUE_CORRUPT, "ring", file_offset, length + 8,
+                  "record arguments do not decode");
+        return;
+    }
+    if (grow((void **)&r->entries, &r->entry_capacity, r->entry_count + 1, sizeof(lb_entry)))
+        return;
+    lb_entry e = {0};
+    memcpy(&e.ticks, logical, 8);
+    memcpy(&e.site_id, logical + 8, 4);
+    memcpy(&e.logger_id, logical + 12, 2);
+    e.level = logical[14];
+    e.chunk_sequence = sequence;
+    e.chunk_offset = offset;
+    e.thread_id = thread_id;
+    e.session = session;
+    e.fragmented = (uint8_t)fragmented;
+    const lb_session_info *s = find_session(r, session);
+    uint64_t hz = s ? s->ticks_per_second : 1000000000ull;
+    e.pid = s ? s->pid : 0;
+    __int128 delta = (__int128)(int64_t)(e.ticks - h->tick_anchor);
+    e.wall_ns = (int64_t)h->wall_anchor_ns + (int64_t)(delta * 1000000000 / (__int128)hz);
+    e.args = arena_copy(r, args, args_length);
+    e.args_length = args_length;
+    if (!e.args && args_length) return;
+    if (!name_find(r->sites, session, e.site_id))
+        add_issue(r, LB_ISSUE_UNKNOWN_SITE, "ring", file_offset, length + 8,
+                  "record refers to a call site that no meta entry defines");
+    r->entries[r->entry_count++] = e;
+}
+
+typedef struct walk_context {
+    lb_reader *r;
+    const lb_chunk_header *h;
+    uint64_t chunk_file_offset;
+    uint32_t chunk_size;
+    int corrupt;
+} walk_context;
+
+static pending_record *find_pending(lb_reader *r, uint64_t last_sequence) {
+    for (size_t i = 0; i < r->pending_count; i++)
+        if (r->pending[i].last_sequence == last_sequence) return &r->pending[i];
+    return NULL;
+}
+
+static void drop_pending(lb_reader *r, pending_record *p) {
+    free(p->bytes);
+    *p = r->pending[--r->pending_count];
+}
+
+static int walk_visit(void *context, const lb_walk_record *rec) {
+    walk_context *w = context;
+    lb_reader *r = w->r;
+    const lb_chunk_header *h = w->h;
+    uint64_t file_offset = w->chunk_file_offset + rec->offset;
+    const uint8_t *body = rec->bytes + 8;
+    size_t body_length = rec->length - 8;
+    uint32_t end = rec->offset + ((rec->length + 7u) & ~7u);
+    switch (rec->kind) {
+    case LB_RECORD_FULL:
+        emit(r, h, file_offset, rec->offset, body, body_length, h->thread_id, h->session,
+             h->sequence, 0);
+        return 0;
+    case LB_RECORD_FIRST: {
+        if (end + 8 <= w->chunk_size) {
+            add_issue(r, LB_ISSUE_CORRUPT, "ring", file_offset, rec->length,
+                      "first fragment does not end its chunk");
+            w->corrupt = 1;
+            return 1;
+        }
+        if (r->pending_count >= PENDING_MAX) return 0;
+        pending_record p = {h->sequence, h->sequence, rec->offset, h->thread_id, h->session,
+                            malloc(body_length), body_length};
+        if (!p.bytes) return 0;
+        memcpy(p.bytes, body, body_length);
+        r->pending = realloc(r->pending, (r->pending_count + 1) * sizeof *r->pending);
+        if (!r->pending) { free(p.bytes); r->pending_count = 0; return 0; }
+        r->pending[r->pending_count++] = p;
+        return 0;
+    }
+    default: {
+        if (rec->offset != LB_CHUNK_HEADER_SIZE ||
+            (rec->kind == LB_RECORD_MIDDLE && end + 8 <= w->chunk_size)) {
+            add_issue(r, LB_ISSUE_CORRUPT, "ring", file_offset, rec->length,
+                      "fragment is out of place in its chunk");
+            w->corrupt = 1;
+            return 1;
+        }
+        pending_record *p = h->prev_sequence ? find_pending(r, h->prev_sequence) : NULL;
+        if (!p) {
+            add_issue(r, LB_ISSUE_TORN, "ring", file_offset, rec->length,
+                      "fragment whose beginning was overwritten or lost");
+            return 0;
+        }
+        if (p->length + body_length > LB_RECORD_MAX_SIZE) {
+            add_issue(r, LB_ISSUE_CORRUPT, "ring", file_offset, rec->length,
+                      "fragmented record exceeds the record size limit");
+            drop_pending(r, p);
+            return 0;
+        }
+        uint8_t *grown = realloc(p->bytes, p->length + body_length);
+        if (!grown) { drop_pending(r, p); return 0; }
+        p->bytes = grown;
+        memcpy(p->bytes + p->length, body, body_length);
+        p->length += body_length;
+        p->last_sequence = h->sequence;
+        if (rec->kind == LB_RECORD_LAST) {
+            uint64_t first_file_offset =
+                LB_RING_HEADER_SIZE +
+                (p->first_sequence % r->header.chunk_count) * (uint64_t)r->header.chunk_size +
+                p->first_offset;
+            emit(r, h, first_file_offset, p->first_offset, p->bytes, p->length, p->thread_id,
+                 p->session, p->first_sequence, 1);
+            drop_pending(r, p);
+        }
+        return 0;
+    }
+    }
+}
+
+/* ---- open / scan ---- */
+static int open_in(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return -ENOMEM;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    int err = errno;
+    free(p);
+    return fd < 0 ? -err : fd;
+}
+
+int lb_reader_open(const char *path, lb_reader **out) {
+    if (!path || !out) return -EINVAL;
+    lb_reader *r = calloc(1, sizeof *r);
+    if (!r) return -ENOMEM;
+    r->ring_fd = open_in(path, "ring");
+    r->meta_fd = open_in(path, "meta");
+    r->lock_fd = open_in(path, "lock");
+    int rc = r->ring_fd < 0 ? r->ring_fd : r->meta_fd < 0 ? r->meta_fd : 0;
+    r->path = strdup(path);
+    if (!rc && !r->path) rc = -ENOMEM;
+    if (rc) {
+        lb_reader_close(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+static void free_names(name_entry **table, int sites) {
+    for (uint32_t i = 0; i < NAME_TABLE_SIZE; i++) {
+        name_entry *e = table[i];
+        while (e) {
+            name_entry *next = e->next;
+            free(e->name);
+            if (sites) {
+                free((char *)e->site.file);
+                free((char *)e->site.function);
+                free((char *)e->site.template_text);
+            }
+            free(e);
+            e = next;
+        }
+    }
+}
+
+void lb_reader_discard_entries(lb_reader *r) {
+    arena_block *b = r->arena;
+    while (b) {
+        arena_block *next = b->next;
+        free(b);
+        b = next;
+    }
+    r->arena = NULL;
+    r->entry_count = 0;
+}
+
+void lb_reader_close(lb_reader *r) {
+    if (!r) return;
+    if (r->ring_fd >= 0) close(r->ring_fd);
+    if (r->meta_fd >= 0) close(r->meta_fd);
+    if (r->lock_fd >= 0) close(r->lock_fd);
+    lb_reader_discard_entries(r);
+    free(r->entries);
+    free(r->issues);
+    for (size_t i = 0; i < r->session_count; i++) {
+        free((char *)r->sessions[i].host);
+        free((char *)r->sessions[i].executable);
+    }
+    free(r->sessions);
+    free_names(r->loggers, 0);
+    free_names(r->sites, 1);
+    for (size_t i = 0; i < r->pending_count; i++) free(r->pending[i].bytes);
+    free(r->pending);
+    free(r->progress);
+    free(r->chunk);
+    free(r->path);
+    free(r);
+}
+
+static int read_header(lb_reader *r) {
+    lb_ring_header h;
+    ssize_t n = lb_pread_full(r->ring_fd, &h, sizeof h, 0);
+    if (n < 0) return (int)n;
+    const char *why = NULL;
+    if ((size_t)n < sizeof h) why = "ring file is shorter than its header";
+    else if (memcmp(h.magic, LB_RING_MAGIC, 8) != 0) why = "ring file has no Logbook magic";
+    else if (h.format_version != LB_FORMAT_VERSION) why = "ring file has an unknown format version";
+    else if (h.header_crc != lb_ring_header_crc(&h)) why = "ring header fails its checksum";
+    else if (h.header_size != LB_RING_HEADER_SIZE || h.chunk_size < LB_CHUNK_SIZE_MIN ||
+             h.chunk_size > LB_CHUNK_SIZE_MAX || (h.chunk_size & (h.chunk_size - 1)) ||
+             h.chunk_count < 2 || h.chunk_count > LB_CHUNK_COUNT_MAX)
+        why = "ring header has an impossible geometry";
+    if (why) {
+        add_issue(r, (size_t)n < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT, "ring", 0,
+                  sizeof h, why);
+        return -EPROTO;
+    }
+    r->header = h;
+    r->progress = calloc(h.chunk_count, sizeof *r->progress);
+    r->chunk = malloc(h.chunk_size);
+    if (!r->progress || !r->chunk) return -ENOMEM;
+    r->header_ok = 1;
+    return 0;
+}
+
+typedef struct chunk_ref {
+    uint64_t sequence;
+    uint32_t slot;
+} chunk_ref;
+
+static int compare_refs(const void *a, const void *b) {
+    const chunk_ref *x = a, *y = b;
+    return x->sequence < y->sequence ? -1 : x->sequence > y->sequence;
+}
+
+static int compare_entries(const void *a, const void *b) {
+    const lb_entry *x = a, *y = b;
+    if (x->wall_ns != y->wall_ns) return x->wall_ns < y->wall_ns ? -1 : 1;
+    if (x->chunk_sequence != y->chunk_sequence) return x->chunk_sequence < y->chunk_sequence ? -1 : 1;
+    return x->chunk_offset < y->chunk_offset ? -1 : x->chunk_offset > y->chunk_offset;
+}
+
+static int writer_alive(lb_reader *r) {
+    if (r->lock_fd < 0) return 0;
+    struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(r->lock_fd, F_OFD_GETLK, &fl) != 0) return 0;
+    return fl.l_type != F_UNLCK;
+}
+
+long lb_reader_scan(lb_reader *r) {
+    if (!r) return -EINVAL;
+    if (!r->header_ok) {
+        int rc = read_header(r);
+        if (rc) return rc;
+    }
+    const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
+    read_meta(r);
+
+    struct stat st;
+    if (fstat(r->ring_fd, &st) != 0) return -errno;
+    uint64_t expected = LB_RING_HEADER_SIZE + (uint64_t)count * size;
+    uint32_t present = count;
+    if ((uint64_t)st.st_size < expected) {
+        present = st.st_size <= LB_RING_HEADER_SIZE
+                      ? 0
+                      : (uint32_t)(((uint64_t)st.st_size - LB_RING_HEADER_SIZE) / size);
+        if (!r->truncation_reported) {
+            add_issue(r, LB_ISSUE_TRUNCATED, "ring", (uint64_t)st.st_size,
+                      expected - (uint64_t)st.st_size, "ring file is shorter than its header says");
+            r->truncation_reported = 1;
+        }
+    }
+
+    chunk_ref *refs = malloc((present ? present : 1) * sizeof *refs);
+    if (!refs) return -ENOMEM;
+    size_t ref_count = 0;
+    for (uint32_t slot = 0; slot < present; slot++) {
+        lb_chunk_header h;
+        uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * size;
+        if (lb_pread_full(r->ring_fd, &h, sizeof h, at) != (ssize_t)sizeof h) continue;
+        int check = lb_chunk_header_check(&h, slot, count);
+        slot_progress *p = &r->progress[slot];
+        if (check == -1) {
+            if (p->sequence != UINT64_MAX) {
+                add_issue(r, LB_ISSUE_CORRUPT, "ring", at, size, "chunk header is not valid");
+                p->sequence = UINT64_MAX;  /* reported; look again only when it changes */
+                p->offset = 0;
+            }
+            continue;
+        }
+        if (check != 0) continue;
+        if (p->sequence == h.sequence &&
+            (p->broken || atomic_load(&h.committed) <= p->offset))
+            continue;
+        refs[ref_count++] = (chunk_ref){h.sequence, slot};
+    }
+    /* Oldest first, so that the fragments of a large record arrive in order. */
+    qsort(refs, ref_count, sizeof *refs, compare_refs);
+
+    size_t first_new = r->entry_count;
+    for (size_t i = 0; i < ref_count; i++) {
+        uint32_t slot = refs[i].slot;
+        uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * size;
+        ssize_t n = lb_pread_full(r->ring_fd, r->chunk, size, at);
+        if (n != (ssize_t)size) continue;
+        const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
+        if (lb_chunk_header_check(h, slot, count) != 0 || h->sequence != refs[i].sequence)
+            continue;  /* changed between the two reads: next scan */
+        slot_progress *p = &r->progress[slot];
+        uint32_t start = p->sequence == h->sequence ? p->offset : LB_CHUNK_HEADER_SIZE;
+        size_t entry_mark = r->entry_count, issue_mark = r->issue_count;
+        size_t pending_mark = r->pending_count;
+        walk_context w = {r, h, at, size, 0};
+        lb_walk_end end;
+        uint32_t stop = lb_chunk_walk(r->chunk, size, start, walk_visit, &w, &end);
+        /* The chunk may have been reclaimed while we copied it: then nothing of it counts. */
+        lb_chunk_header again;
+        if (lb_pread_full(r->ring_fd, &again, sizeof again, at) != (ssize_t)sizeof again ||
+            again.sequence != h->sequence ||
+            atomic_load(&again.state) == LB_CHUNK_CLAIMING) {
+            r->entry_count = entry_mark;
+            r->issue_count = issue_mark;
+            while (r->pending_count > pending_mark) drop_pending(r, &r->pending[r->pending_count - 1]);
+            continue;
+        }
+        if (end == LB_WALK_END_INVALID && !w.corrupt) {
+            add_issue(r, LB_ISSUE_CORRUPT, "ring", at + stop, size - stop,
+                      "record header is not valid for its chunk");
+            w.corrupt = 1;
+        }
+        p->sequence = h->sequence;
+        p->offset = stop;
+        p->broken = w.corrupt;
+    }
+    free(refs);
+
+    /* A large record whose beginning the walk found but whose writer is gone will never finish. */
+    if (r->pending_count && !writer_alive(r)) {
+        while (r->pending_count) {
+            pending_record *p = &r->pending[r->pending_count - 1];
+            add_issue(r, LB_ISSUE_TORN, "ring",
+                      LB_RING_HEADER_SIZE + (p->first_sequence % count) * (uint64_t)size +
+                          p->first_offset,
+                      p->length, "large record cut short: its writer stopped before the end");
+            drop_pending(r, p);
+        }
+    }
+    size_t added = r->entry_count - first_new;
+    qsort(r->entries + first_new, added, sizeof(lb_entry), compare_entries);
+    return (long)added;
+}
+
+size_t lb_reader_entry_count(const lb_reader *r) { return r ? r->entry_count : 0; }
+
+int lb_reader_entry(const lb_reader *r, size_t index, lb_entry *out) {
+    if (!r || !out || index >= r->entry_count) return -EINVAL;
+    *out = r->entries[index];
+    return 0;
+}
+
+const lb_site_info *lb_reader_site(const lb_reader *r, uint32_t session, uint32_t site_id) {
+    name_entry *e = name_find(r->sites, session, site_id);
+    return e ? &e->site : NULL;
+}
+
+const char *lb_reader_logger_name(const lb_reader *r, uint32_t session, uint16_t logger_id) {
+    name_entry *e = name_find(r->loggers, session, logger_id);
+    return e ? e->name : NULL;
+}
+
+size_t lb_reader_session_count(const lb_reader *r) { return r->session_count; }
+
+const lb_session_info *lb_reader_session(const lb_reader *r, size_t index) {
+    return index < r->session_count ? &r->sessions[index] : NULL;
+}
+
+size_t lb_reader_issue_count(const lb_reader *r) { return r ? r->issue_count : 0; }
+
+int lb_reader_issue(const lb_reader *r, size_t index, lb_issue *out) {
+    if (!r || !out || index >= r->issue_count) return -EINVAL;
+    *out = r->issues[index];
+    return 0;
+}
+
+int lb_reader_ring_info(lb_reader *r, lb_ring_info *out) {
+    if (!r || !out) return -EINVAL;
+    if (!r->header_ok) {
+        int rc = read_header(r);
+        if (rc) return rc;
+    }
+    lb_ring_header h;
+    if (lb_pread_full(r->ring_fd, &h, sizeof h, 0) != (ssize_t)sizeof h) return -EIO;
+    memset(out, 0, sizeof *out);
+    out->format_version = r->header.format_version;
+    out->chunk_size = r->header.chunk_size;
+    out->chunk_count = r->header.chunk_count;
+    out->wrap_policy = r->header.wrap_policy;
+    out->created_wall_ns = r->header.created_wall_ns;
+    out->writer_pid = atomic_load(&h.writer_pid);
+    out->writer_alive = (uint32_t)writer_alive(r);
+    out->next_sequence = atomic_load(&h.next_sequence);
+    lb_counters *c = &out->counters;
+    c->records = atomic_load(&h.records);
+    c->bytes = atomic_load(&h.bytes);
+    c->chunks_claimed = atomic_load(&h.chunks_claimed);
+    c->chunks_reused = atomic_load(&h.chunks_reused);
+    c->large_records = atomic_load(&h.large_records);
+    for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) {
+        c->drops[i] = atomic_load(&h.drops[i]);
+        c->dropped += c->drops[i];
+    }
+    for (uint32_t slot = 0; slot < r->header.chunk_count; slot++) {
+        lb_chunk_header ch;
+        uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * r->header.chunk_size;
+        if (lb_pread_full(r->ring_fd, &ch, sizeof ch, at) != (ssize_t)sizeof ch) break;
+        int check = lb_chunk_header_check(&ch, slot, r->header.chunk_count);
+        uint32_t state = atomic_load(&ch.state);
+        if (check != 0) { out->chunks_free++; continue; }
+        if (state == LB_CHUNK_ACTIVE) {
+            out->chunks_active++;
+            /* Records of a live writer's open chunks are not in the header counters yet. */
+            if (out->writer_alive) {
+                c->records += atomic_load(&ch.record_count);
+                c->bytes += atomic_load(&ch.committed) - LB_CHUNK_HEADER_SIZE;
+            }
+        } else if (state == LB_CHUNK_SEALED) out->chunks_sealed++;
+        else if (state == LB_CHUNK_ARCHIVED) out->chunks_archived++;
+    }
+    return 0;
+}

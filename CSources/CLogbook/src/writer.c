@@ -1,0 +1,531 @@
+/* writer.c — per-thread writers: their slow paths (chunk change, records larger than a chunk,
+ * drops), thread exit, and the steal protocol that lets flush, close and the idle sealer seal a
+ * chunk another thread owns without a per-record atomic read-modify-write.
+ *
+ * Steal protocol (an asymmetric Dekker handshake):
+ *   owner, per record:  building = 1; signal fence; if (steal) slow path;  ... commit: building = 0
+ *   stealer:            steal = 1; membarrier(); lock; if (!building) take the chunk; steal = 0
+ * membarrier() runs a full barrier on every thread of the process, so either the owner's
+ * `building = 1` is visible to the stealer, or the owner's later load sees `steal == 1` and goes to
+ * the slow path, where it waits for the stealer's lock. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+_Thread_local lb_bundle *lb_tls_bundle;
+_Thread_local lb_writer *lb_tls_writer;
+
+typedef struct lb_writer_cold {
+    lb_bundle *bundle;             /* NULL once detached (bundle closed); under the registry lock */
+    lb_writer *next_in_bundle;     /* under the registry lock */
+    lb_writer *next_in_thread;     /* owner thread only */
+    pthread_mutex_t lock;          /* owner's slow path and stealers */
+    uint64_t prev_sequence;        /* sequence of this writer's previous chunk */
+    uint32_t thread_id;
+    uint32_t drop_reason;          /* for LB_WRITER_DISCARD */
+    uint8_t *resume;               /* chunk position to return to after a discarded record */
+    uint8_t *staging;
+    size_t staging_capacity;
+    /* A nested record (logged while building one) is discarded; the outer one is restored. */
+    uint32_t depth;
+    uint8_t *saved_cur, *saved_end, *saved_record, *saved_resume;
+    uint32_t saved_reason;
+    uint32_t saved_mode;
+    uint8_t scratch[256];
+} lb_writer_cold;
+
+#define COLD(w) ((lb_writer_cold *)(void *)(w)->cold)
+
+static pthread_mutex_t registry = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t thread_key;
+static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local lb_writer *thread_writers;  /* every writer this thread made */
+
+void lb_registry_lock(void) { pthread_mutex_lock(&registry); }
+void lb_registry_unlock(void) { pthread_mutex_unlock(&registry); }
+
+/* ---- membarrier ---- */
+static int membarrier_state;  /* 0 unknown, 1 private expedited, 2 global, -1 none */
+static pthread_once_t membarrier_once = PTHREAD_ONCE_INIT;
+
+static void membarrier_init(void) {
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0)
+        membarrier_state = 1;
+    else if (cmds > 0 && (cmds & MEMBARRIER_CMD_GLOBAL))
+        membarrier_state = 2;
+    else
+        membarrier_state = -1;
+}
+
+int lb_membarrier(void) {
+    pthread_once(&membarrier_once, membarrier_init);
+    if (membarrier_state == 1) return syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0 ? 0 : -errno;
+    if (membarrier_state == 2) return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0 ? 0 : -errno;
+    return -ENOSYS;
+}
+
+/* ---- chunk ownership (owner thread, or a stealer holding cold->lock while !building) ---- */
+static void writer_drop_chunk(lb_writer *w) {
+    w->chunk = NULL;
+    w->cur = w->end = w->chunk_end = w->record = NULL;
+}
+
+static void writer_seal(lb_writer *w, lb_bundle *b) {
+    if (w->chunk) lb_chunk_seal(b, w->chunk);
+    writer_drop_chunk(w);
+}
+
+static int writer_claim(lb_writer *w, lb_bundle *b) {
+    lb_writer_cold *c = COLD(w);
+    if (w->chunk) writer_seal(w, b);
+    lb_chunk_header *h;
+    int rc = lb_chunk_claim(b, c->prev_sequence, c->thread_id, &h);
+    if (rc) return rc;
+    c->prev_sequence = h->sequence;
+    w->chunk = h;
+    w->chunk_end = (uint8_t *)h + b->chunk_size;
+    w->cur = (uint8_t *)h + LB_CHUNK_HEADER_SIZE;
+    w->end = w->chunk_end;
+    w->tag_bits = ((uint64_t)(uint16_t)h->sequence << 32) | ((uint64_t)LB_RECORD_CHECK << 56);
+    return 0;
+}
+
+/* ---- thread exit: seal and free this thread's writers ---- */
+static void thread_exit(void *unused) {
+    (void)unused;
+    lb_registry_lock();
+    lb_writer *w = thread_writers;
+    while (w) {
+        lb_writer_cold *c = COLD(w);
+        lb_writer *next = c->next_in_thread;
+        lb_bundle *b = c->bundle;
+        if (b) {
+            pthread_mutex_lock(&c->lock);
+            writer_seal(w, b);
+            pthread_mutex_unlock(&c->lock);
+            lb_writer **link = &b->writers;
+            while (*link && *link != w) link = &COLD(*link)->next_in_bundle;
+            if (*link) *link = c->next_in_bundle;
+        }
+        pthread_mutex_destroy(&c->lock);
+        free(c->staging);
+        free(w);
+        w = next;
+    }
+    thread_writers = NULL;
+    lb_tls_bundle = NULL;
+    lb_tls_writer = NULL;
+    lb_registry_unlock();
+}
+
+static void thread_key_init(void) { pthread_key_create(&thread_key, thread_exit); }
+
+/* A writer that belongs to no bundle and drops everything: returned when none can be made. */
+static _Thread_local _Alignas(64) uint8_t orphan[sizeof(lb_writer) + sizeof(lb_writer_cold)];
+
+static lb_writer *orphan_writer(void) {
+    lb_writer *w = (lb_writer *)(void *)orphan;
+    COLD(w)->bundle = NULL;
+    return w;
+}
+
+lb_writer *lb_writer_get_slow(lb_bundle *b) {
+    pthread_once(&thread_key_once, thread_key_init);
+    lb_writer *w = thread_writers;
+    for (; w; w = COLD(w)->next_in_thread)
+        if (COLD(w)->bundle == b) break;
+    if (!w) {
+        w = aligned_alloc(64, (sizeof(lb_writer) + sizeof(lb_writer_cold) + 63) & ~(size_t)63);
+        if (!w) return orphan_writer();
+        memset(w, 0, sizeof(lb_writer) + sizeof(lb_writer_cold));
+        lb_writer_cold *c = COLD(w);
+        pthread_mutex_init(&c->lock, NULL);
+        c->thread_id = (uint32_t)syscall(SYS_gettid);
+        lb_registry_lock();
+        if (atomic_load(&b->closed)) {
+            lb_registry_unlock();
+            pthread_mutex_destroy(&c->lock);
+            free(w);
+            return orphan_writer();
+        }
+        c->bundle = b;
+        c->next_in_bundle = b->writers;
+        b->writers = w;
+        c->next_in_thread = thread_writers;
+        thread_writers = w;
+        lb_registry_unlock();
+        pthread_setspecific(thread_key, w);  /* any non-NULL value arms the exit destructor */
+    }
+    lb_tls_bundle = b;
+    lb_tls_writer = w;
+    return w;
+}
+
+/* ---- discarding: the record is dropped, puts land in scratch ---- */
+static void writer_discard(lb_writer *w, unsigned reason) {
+    lb_writer_cold *c = COLD(w);
+    if (w->mode == LB_WRITER_DIRECT) c->resume = w->record;
+    w->mode = LB_WRITER_DISCARD;
+    c->drop_reason = reason;
+    w->record = c->scratch;
+    w->cur = c->scratch + LB_RECORD_FIXED_SIZE;
+    w->end = c->scratch + sizeof c->scratch;
+}
+
+void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nested) {
+    lb_writer_cold *c = COLD(w);
+    uint32_t depth = atomic_load_explicit(&w->building, memory_order_relaxed);
+    if (nested) {
+        /* Logged from inside the building of another record (e.g. from a value's description):
+         * keep the outer record intact and drop this one. */
+        if (depth == 1) {
+            c->saved_cur = w->cur;
+            c->saved_end = w->end;
+            c->saved_record = w->record;
+            c->saved_mode = w->mode;
+            c->saved_reason = c->drop_reason;
+        }
+        atomic_store_explicit(&w->building, depth + 1, memory_order_relaxed);
+        c->depth = depth + 1;
+        if (depth == 1) c->saved_resume = c->resume;
+        w->mode = LB_WRITER_DISCARD;  /* keep `resume` of the outer record */
+        writer_discard(w, LB_DROP_REENTRANT);
+        return;
+    }
+    atomic_store_explicit(&w->building, 1, memory_order_relaxed);
+    c->depth = 1;
+    lb_bundle *b = c->bundle;
+    if (!b) {
+        writer_drop_chunk(w);
+        w->mode = LB_WRITER_DIRECT;
+        writer_discard(w, LB_DROP_CLOSED);
+        return;
+    }
+    pthread_mutex_lock(&c->lock);  /* waits out a stealer that is taking our chunk */
+    if (atomic_load(&b->closed) || !c->bundle) {
+        pthread_mutex_unlock(&c->lock);
+        writer_drop_chunk(w);
+        writer_discard(w, LB_DROP_CLOSED);
+        return;
+    }
+    w->mode = LB_WRITER_DIRECT;
+    if (!w->chunk || (size_t)(w->end - w->cur) < LB_RECORD_FIXED_SIZE) {
+        if (writer_claim(w, b) != 0) {
+            pthread_mutex_unlock(&c->lock);
+            writer_discard(w, LB_DROP_NO_CHUNK);
+            return;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    uint8_t *r = w->cur;
+    uint64_t t = lb_clock_ticks();
+    w->last_ticks = t;
+    memcpy(r + 8, &t, 8);
+    uint32_t who = (uint32_t)logger | (uint32_t)level << 16;
+    memcpy(r + 20, &who, 4);
+    w->record = r;
+    w->cur = r + LB_RECORD_FIXED_SIZE;
+}
+
+static uint8_t *scratch_reserve(lb_writer *w, size_t size) {
+    lb_writer_cold *c = COLD(w);
+    if (size > sizeof c->scratch) return NULL;
+    w->cur = c->scratch + size;
+    w->end = c->scratch + sizeof c->scratch;
+    return c->scratch;
+}
+
+static int staging_grow(lb_writer_cold *c, size_t need) {
+    if (need <= c->staging_capacity) return 0;
+    size_t cap = c->staging_capacity ? c->staging_capacity : 4096;
+    while (cap < need) cap *= 2;
+    if (cap > (size_t)LB_RECORD_MAX_SIZE + 64) cap = (size_t)LB_RECORD_MAX_SIZE + 64;
+    if (cap < need) return -EMSGSIZE;
+    uint8_t *p = realloc(c->staging, cap);
+    if (!p) return -ENOMEM;
+    c->staging = p;
+    c->staging_capacity = cap;
+    return 0;
+}
+
+uint8_t *lb_record_reserve_slow(lb_writer *w, size_t size) {
+    lb_writer_cold *c = COLD(w);
+    if (w->mode == LB_WRITER_DISCARD) return scratch_reserve(w, size);
+    size_t partial = (size_t)(w->cur - w->record);
+    size_t total = partial + size;
+    if (total > LB_RECORD_MAX_SIZE) {
+        writer_discard(w, LB_DROP_TOO_LARGE);
+        return scratch_reserve(w, size);
+    }
+    lb_bundle *b = c->bundle;
+    if (w->mode == LB_WRITER_DIRECT && b &&
+        total + 8 <= b->chunk_size - LB_CHUNK_HEADER_SIZE) {
+        /* Move the record begun here to a fresh chunk; the old slot keeps its zero header. */
+        uint8_t *old = w->record;
+        pthread_mutex_lock(&c->lock);
+        int rc = writer_claim(w, b);
+        pthread_mutex_unlock(&c->lock);
+        if (rc) {
+            w->record = old;  /* the chunk is gone; nothing of it is referenced again */
+            writer_discard(w, LB_DROP_NO_CHUNK);
+            return scratch_reserve(w, size);
+        }
+        memcpy(w->cur, old, partial);
+        w->record = w->cur;
+        w->cur = w->record + partial + size;
+        return w->record + partial;
+    }
+    /* Larger than a chunk: build it in the staging buffer, write it as fragments at commit. */
+    if (w->mode == LB_WRITER_DIRECT) {
+        uint8_t *old = w->record;
+        int rc = staging_grow(c, total);
+        if (rc) {
+            writer_discard(w, rc == -EMSGSIZE ? LB_DROP_TOO_LARGE : LB_DROP_NO_CHUNK);
+            return scratch_reserve(w, size);
+        }
+        memcpy(c->staging, old, partial);
+        c->resume = old;
+        w->mode = LB_WRITER_STAGING;
+    } else {
+        int rc = staging_grow(c, total);
+        if (rc) {
+            writer_discard(w, rc == -EMSGSIZE ? LB_DROP_TOO_LARGE : LB_DROP_NO_CHUNK);
+            return scratch_reserve(w, size);
+        }
+    }
+    w->record = c->staging;
+    w->end = c->staging + c->staging_capacity;
+    w->cur = w->record + total;
+    return w->record + partial;
+}
+
+static int drop_errno(unsigned reason) {
+    switch (reason) {
+    case LB_DROP_TOO_LARGE: return -EMSGSIZE;
+    case LB_DROP_NO_CHUNK: return -ENOSPC;
+    case LB_DROP_REENTRANT: return -EDEADLK;
+    case LB_DROP_CLOSED: return -EBADF;
+    default: return -EIO;
+    }
+}
+
+/* Appends one record (or fragment) to the owned chunk, which must have room. */
+static void chunk_append(lb_writer *w, const uint8_t *body, size_t body_length, uint8_t kind) {
+    uint8_t *r = w->cur;
+    size_t length = 8 + body_length;
+    memcpy(r + 8, body, body_length);
+    uint8_t *next = r + ((length + 7u) & ~(size_t)7u);
+    if ((size_t)(w->chunk_end - next) >= 8) memset(next, 0, 8);
+    atomic_store_explicit((_Atomic uint64_t *)(void *)r,
+                          (uint64_t)length | w->tag_bits | ((uint64_t)kind << 48),
+                          memory_order_release);
+    lb_chunk_header *h = w->chunk;
+    atomic_store_explicit(&h->committed, (uint32_t)(next - (uint8_t *)h), memory_order_release);
+    if (kind == LB_RECORD_FULL || kind == LB_RECORD_LAST)
+        atomic_store_explicit(&h->record_count,
+                              atomic_load_explicit(&h->record_count, memory_order_relaxed) + 1,
+                              memory_order_release);
+    w->cur = next;
+}
+
+static int commit_staged(lb_writer *w, uint32_t site) {
+    lb_writer_cold *c = COLD(w);
+    lb_bundle *b = c->bundle;
+    size_t length = (size_t)(w->cur - w->record);
+    memcpy(c->staging + 16, &site, 4);
+    const uint8_t *body = c->staging + 8;
+    size_t body_length = length - 8;
+    size_t capacity = b->chunk_size - LB_CHUNK_HEADER_SIZE;  /* record bytes in an empty chunk */
+    int rc = 0;
+    pthread_mutex_lock(&c->lock);
+    /* Restore the chunk cursor the record started from. */
+    w->record = NULL;
+    w->end = w->chunk_end;
+    w->cur = w->chunk ? c->resume : NULL;
+    w->mode = LB_WRITER_DIRECT;
+    if (!b || atomic_load(&b->closed)) {
+        rc = -EBADF;
+        lb_bundle_count_drop(b, LB_DROP_CLOSED);
+        goto done;
+    }
+    int fragmented = length + 8 > capacity;
+    if (fragmented) atomic_fetch_add_explicit(&b->ring->large_records, 1, memory_order_relaxed);
+    uint8_t kind = fragmented ? LB_RECORD_FIRST : LB_RECORD_FULL;
+    size_t done_bytes = 0;
+    while (done_bytes < body_length) {
+        /* Every piece starts in a fresh chunk: a FIRST fragment must end its chunk and the next
+         * piece must open the writer's next chunk. */
+        rc = writer_claim(w, b);
+        if (rc) {
+            lb_bundle_count_drop(b, LB_DROP_NO_CHUNK);
+            goto done;
+        }
+        size_t room = capacity - 8;  /* record header of the piece */
+        size_t piece = body_length - done_bytes;
+        if (piece > room) piece = room;
+        if (fragmented && done_bytes > 0)
+            kind = done_bytes + piece == body_length ? LB_RECORD_LAST : LB_RECORD_MIDDLE;
+        chunk_append(w, body + done_bytes, piece, kind);
+        done_bytes += piece;
+    }
+done:
+    pthread_mutex_unlock(&c->lock);
+    if (c->staging_capacity > (256u << 10)) {  /* do not keep a huge buffer per thread */
+        free(c->staging);
+        c->staging = NULL;
+        c->staging_capacity = 0;
+    }
+    return rc;
+}
+
+int lb_record_commit_slow(lb_writer *w, uint32_t site) {
+    lb_writer_cold *c = COLD(w);
+    uint32_t depth = atomic_load_explicit(&w->building, memory_order_relaxed);
+    if (depth > 1) {
+        /* End of a nested record: it was discarded; return to the outer one. */
+        lb_bundle_count_drop(c->bundle, LB_DROP_REENTRANT);
+        if (depth == 2) {
+            w->cur = c->saved_cur;
+            w->end = c->saved_end;
+            w->record = c->saved_record;
+            w->mode = c->saved_mode;
+            c->resume = c->saved_resume;
+            c->drop_reason = c->saved_reason;
+        } else {
+            w->record = c->scratch;
+            w->cur = c->scratch + LB_RECORD_FIXED_SIZE;
+            w->end = c->scratch + sizeof c->scratch;
+        }
+        c->depth = depth - 1;
+        atomic_store_explicit(&w->building, depth - 1, memory_order_relaxed);
+        return -EDEADLK;
+    }
+    int rc;
+    if (w->mode == LB_WRITER_STAGING) {
+        rc = commit_staged(w, site);
+    } else {
+        rc = drop_errno(c->drop_reason);
+        lb_bundle_count_drop(c->bundle, c->drop_reason);
+        w->mode = LB_WRITER_DIRECT;
+        if (w->chunk) {
+            w->cur = c->resume;
+            w->end = w->chunk_end;
+        } else {
+            writer_drop_chunk(w);
+        }
+    }
+    c->depth = 0;
+    atomic_store_explicit(&w->building, 0, memory_order_release);
+    return rc;
+}
+
+/* ---- stealing: seal another thread's chunk ---- */
+
+/* Returns 1 when the chunk was sealed (or there was none), 0 when the owner was busy. */
+static int steal_chunk(lb_writer *w, lb_bundle *b) {
+    lb_writer_cold *c = COLD(w);
+    atomic_store(&w->steal, 1);
+    if (lb_membarrier() != 0) {
+        atomic_store(&w->steal, 0);
+        return 0;
+    }
+    pthread_mutex_lock(&c->lock);
+    int taken = 0;
+    if (atomic_load(&w->building) == 0) {
+        writer_seal(w, b);
+        taken = 1;
+    }
+    atomic_store_explicit(&w->steal, 0, memory_order_release);
+    pthread_mutex_unlock(&c->lock);
+    return taken;
+}
+
+static int is_own(lb_writer *w) {
+    for (lb_writer *t = thread_writers; t; t = COLD(t)->next_in_thread)
+        if (t == w) return 1;
+    return 0;
+}
+
+static void seal_writer(lb_writer *w, lb_bundle *b, int force) {
+    if (is_own(w)) {
+        if (atomic_load(&w->building) == 0) {
+            pthread_mutex_lock(&COLD(w)->lock);
+            writer_seal(w, b);
+            pthread_mutex_unlock(&COLD(w)->lock);
+        }
+        return;
+    }
+    /* Under force (close), wait up to 2 s for a record in progress to be committed. */
+    for (int tries = 0; !steal_chunk(w, b) && force && tries < 2000; tries++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+}
+
+void lb_writers_seal_all(lb_bundle *b, int force) {
+    lb_registry_lock();
+    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle)
+        if (w->chunk) seal_writer(w, b, force);
+    lb_registry_unlock();
+}
+
+void lb_writers_detach_all(lb_bundle *b, int force) {
+    lb_registry_lock();
+    lb_writer *w = b->writers;
+    while (w) {
+        lb_writer_cold *c = COLD(w);
+        lb_writer *next = c->next_in_bundle;
+        seal_writer(w, b, force);
+        /* The owner finds `bundle == NULL` on its next slow path; `steal` sends it there. */
+        pthread_mutex_lock(&c->lock);
+        if (!atomic_load(&w->building)) writer_drop_chunk(w);
+        c->bundle = NULL;
+        c->next_in_bundle = NULL;
+        atomic_store(&w->steal, 1);
+        pthread_mutex_unlock(&c->lock);
+        w = next;
+    }
+    b->writers = NULL;
+    lb_registry_unlock();
+    if (lb_tls_bundle == b) {
+        lb_tls_bundle = NULL;
+        lb_tls_writer = NULL;
+    }
+}
+
+void lb_writers_seal_idle(lb_bundle *b, uint64_t idle_ticks) {
+    uint64_t now = lb_clock_ticks();
+    lb_registry_lock();
+    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
+        lb_chunk_header *h = __atomic_load_n(&w->chunk, __ATOMIC_RELAXED);
+        if (!h || atomic_load_explicit(&h->record_count, memory_order_relaxed) == 0) continue;
+        uint64_t last = __atomic_load_n(&w->last_ticks, __ATOMIC_RELAXED);
+        if (now > last && now - last >= idle_ticks) steal_chunk(w, b);
+    }
+    lb_registry_unlock();
+}
+
+uint64_t lb_writers_active_records(lb_bundle *b, uint64_t *bytes) {
+    uint64_t records = 0, total = 0;
+    lb_registry_lock();
+    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
+        lb_writer_cold *c = COLD(w);
+        pthread_mutex_lock(&c->lock);
+        lb_chunk_header *h = w->chunk;
+        if (h) {
+            records += atomic_load(&h->record_count);
+            total += atomic_load(&h->committed) - LB_CHUNK_HEADER_SIZE;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    lb_registry_unlock();
+    *bytes = total;
+    return records;
+}

@@ -1,0 +1,28 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let package = Package(
+    name: "Logbook",
+    products: [
+        .library(name: "Logbook", targets: ["Logbook"]),
+        .library(name: "CLogbook", targets: ["CLogbook"]),
+        .executable(name: "logbook", targets: ["LogbookCLI"]),
+        .executable(name: "logbook-demo", targets: ["LogbookDemo"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        .target(
+            name: "CLogbook",
+            path: "CSources/CLogbook"
+        ),
+        .target(name: "Logbook", dependencies: ["CLogbook"]),
+        .executableTarget(
+            name: "LogbookCLI",
+            dependencies: ["Logbook", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
+        .executableTarget(name: "LogbookDemo", dependencies: ["Logbook"]),
+        .testTarget(name: "LogbookTests", dependencies: ["Logbook", "CLogbook"]),
+    ]
+)
