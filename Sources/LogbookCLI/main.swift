@@ -1,1 +1,252 @@
-print("x")
+import ArgumentParser
+import Logbook
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+@main
+struct LogbookCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "logbook",
+        abstract: "Read Logbook bundles: show entries as text or JSON, follow a live writer, verify, inspect.",
+        subcommands: [Show.self, Verify.self, Info.self],
+        defaultSubcommand: Show.self)
+}
+
+/// Buffered standard output: one write(2) per 64 KiB, not per line.
+struct Output {
+    private var buffer: [UInt8] = []
+
+    init() { buffer.reserveCapacity(1 << 16) }
+
+    mutating func line(_ text: String) {
+        buffer.append(contentsOf: text.utf8)
+        buffer.append(10)
+        if buffer.count >= 1 << 16 { flush() }
+    }
+
+    mutating func flush() {
+        guard !buffer.isEmpty else { return }
+        buffer.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                let n = write(1, bytes.baseAddress! + offset, bytes.count - offset)
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    exit(errno == EPIPE ? 0 : 1)
+                }
+                offset += n
+            }
+        }
+        buffer.removeAll(keepingCapacity: true)
+    }
+}
+
+func fail(_ message: String) -> Never {
+    let text = Array("logbook: \(message)\n".utf8)
+    _ = text.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+    exit(1)
+}
+
+/// "2026-11-21T08:00:00Z" or a duration before now: "90s", "15m", "2h", "1d".
+func parseTime(_ text: String, option: String) throws -> Int64 {
+    if let value = parseRFC3339(text) { return value }
+    let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+    if let unit = text.last, let scale = units[unit], let amount = Int64(text.dropLast()), amount >= 0 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        let nowNanoseconds = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+        return nowNanoseconds - amount * scale * 1_000_000_000
+    }
+    throw ValidationError("\(option) takes an RFC 3339 time (2026-11-21T08:00:00Z) or a duration before now (90s, 15m, 2h, 1d), not '\(text)'")
+}
+
+struct Show: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the entries of a bundle in time order.")
+
+    @Argument(help: "The .logbook bundle directory.")
+    var bundle: String
+
+    @Flag(help: "One JSON object per line.")
+    var json = false
+
+    @Flag(name: [.short, .long], help: "Keep printing new entries of a running writer until interrupted.")
+    var follow = false
+
+    @Option(help: "Only these loggers (a name, or a prefix before a dot: 'net' matches 'net.http'). Repeatable.")
+    var logger: [String] = []
+
+    @Option(help: "Minimum level: trace, debug, info, notice, warning, error, critical.")
+    var level: String?
+
+    @Option(help: "Only entries at or after this time (RFC 3339, or a duration before now such as 15m).")
+    var since: String?
+
+    @Option(help: "Only entries before this time (RFC 3339, or a duration before now).")
+    var until: String?
+
+    @Option(help: "Only entries whose message matches this regular expression.")
+    var grep: String?
+
+    @Flag(help: "Append the call site (file:line) and thread to each text line.")
+    var source = false
+
+    @Option(help: "Seconds between polls with --follow.")
+    var interval: Double = 0.2
+
+    func run() throws {
+        let minimum: LogLevel?
+        if let level {
+            guard let parsed = LogLevel(name: level) else {
+                throw ValidationError("--level takes trace, debug, info, notice, warning, error or critical, not '\(level)'")
+            }
+            minimum = parsed
+        } else {
+            minimum = nil
+        }
+        let sinceNanoseconds = try since.map { try parseTime($0, option: "--since") }
+        let untilNanoseconds = try until.map { try parseTime($0, option: "--until") }
+        let pattern: Regex<AnyRegexOutput>?
+        do { pattern = try grep.map { try Regex($0) } } catch {
+            throw ValidationError("--grep: not a valid regular expression: \(error)")
+        }
+        let reader: LogReader
+        do { reader = try LogReader(path: bundle) } catch { fail("\(error)") }
+
+        var output = Output()
+        func emit(_ entry: LogEntry) {
+            if let minimum, (entry.level ?? .critical) < minimum { return }
+            if let sinceNanoseconds, entry.wallNanoseconds < sinceNanoseconds { return }
+            if let untilNanoseconds, entry.wallNanoseconds >= untilNanoseconds { return }
+            if !logger.isEmpty {
+                let name = entry.logger ?? ""
+                guard logger.contains(where: { name == $0 || name.hasPrefix($0 + ".") }) else { return }
+            }
+            let message = entry.message
+            if let pattern, (try? pattern.firstMatch(in: message)) == nil { return }
+            output.line(json ? jsonLine(entry, message: message) : textLine(entry, message: message))
+        }
+        do {
+            try reader.scan(emit)
+            output.flush()
+            guard follow else { return }
+            signal(SIGPIPE, SIG_IGN)
+            while true {
+                usleep(UInt32(max(0.01, interval) * 1_000_000))
+                try reader.scan(emit)
+                output.flush()
+            }
+        } catch {
+            output.flush()
+            fail("\(error)")
+        }
+    }
+
+    func textLine(_ entry: LogEntry, message: String) -> String {
+        let level = entry.level?.description ?? "level\(entry.rawLevel)"
+        var line = "\(entry.timestamp) \(level.padding(8)) \(escapingControlCharacters(entry.logger ?? "?")): "
+            + escapingControlCharacters(message)
+        if source {
+            line += "  (\(escapingControlCharacters(entry.file ?? "?")):\(entry.line) thread \(entry.threadID))"
+        }
+        return line
+    }
+}
+
+extension String {
+    func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+}
+
+func jsonValue(_ value: LogValue) -> String {
+    switch value {
+    case .bool(let v): return v ? "true" : "false"
+    case .signed(let v, _): return String(v)
+    case .unsigned(let v, _): return String(v)
+    case .float(let v): return v.isFinite ? v.description : "\"\(v)\""
+    case .double(let v): return v.isFinite ? v.description : "\"\(v)\""
+    case .string(let v, _): return "\"" + escapingJSON(v) + "\""
+    case .bytes: return "\"" + value.description.dropFirst().dropLast() + "\""
+    case .redacted: return "null"
+    }
+}
+
+func jsonLine(_ entry: LogEntry, message: String) -> String {
+    var out = "{\"time\":\"\(entry.timestamp)\""
+    out += ",\"level\":\"\(entry.level?.description ?? "level\(entry.rawLevel)")\""
+    out += ",\"logger\":" + (entry.logger.map { "\"" + escapingJSON($0) + "\"" } ?? "null")
+    out += ",\"message\":\"" + escapingJSON(message) + "\""
+    out += ",\"args\":["
+    for (index, value) in entry.arguments.enumerated() {
+        if index > 0 { out += "," }
+        out += "{\"type\":\"\(value.type.name)\""
+        if case .redacted = value { out += ",\"redacted\":true" }
+        out += ",\"value\":" + jsonValue(value) + "}"
+    }
+    out += "]"
+    out += ",\"file\":" + (entry.file.map { "\"" + escapingJSON($0) + "\"" } ?? "null")
+    out += ",\"line\":\(entry.line)"
+    out += ",\"function\":" + (entry.function.map { "\"" + escapingJSON($0) + "\"" } ?? "null")
+    out += ",\"thread\":\(entry.threadID),\"pid\":\(entry.processID)}"
+    return out
+}
+
+struct Verify: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check a bundle; list every corrupt or skipped range. Exits 1 if anything is damaged.")
+
+    @Argument(help: "The .logbook bundle directory.")
+    var bundle: String
+
+    func run() throws {
+        let reader: LogReader
+        do { reader = try LogReader(path: bundle) } catch { fail("\(error)") }
+        var count = 0
+        var unreadable: LogbookError?
+        do { try reader.scan { _ in count += 1 } } catch let error as LogbookError { unreadable = error }
+        let issues = reader.issues
+        for issue in issues { print(issue) }
+        let failures = issues.filter(\.isFailure).count
+        if let unreadable {
+            print("unreadable: \(unreadable)")
+            throw ExitCode(1)
+        }
+        print("\(count) entries, \(issues.count) issues, \(failures) failures")
+        if failures > 0 { throw ExitCode(1) }
+    }
+}
+
+struct Info: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print a bundle's metadata and counters.")
+
+    @Argument(help: "The .logbook bundle directory.")
+    var bundle: String
+
+    func run() throws {
+        do {
+            let reader = try LogReader(path: bundle)
+            var entries = 0
+            try reader.scan { _ in entries += 1 }
+            let info = try reader.info()
+            print("bundle:          \(bundle)")
+            print("format:          version \(info.formatVersion)")
+            print("created:         \(formatRFC3339(nanoseconds: info.createdNanoseconds))")
+            print("ring:            \(info.chunkCount) chunks × \(info.chunkSize) bytes = \(UInt64(info.chunkCount) * UInt64(info.chunkSize)) bytes")
+            print("wrap policy:     \(info.wrapPolicy.map { "\($0)" } ?? "unknown")")
+            print("writer:          pid \(info.writerPID) (\(info.writerAlive ? "running" : "not running"))")
+            print("chunks:          \(info.chunksActive) active, \(info.chunksSealed) sealed, \(info.chunksArchived) archived, \(info.chunksFree) free")
+            print("entries now:     \(entries)")
+            let c = info.counters
+            print("records written: \(c.records) (\(c.bytes) bytes, \(c.largeRecords) large)")
+            print("chunks claimed:  \(c.chunksClaimed) (\(c.chunksReused) overwrote older chunks)")
+            let drops = c.drops.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            print("dropped:         \(c.dropped) (\(drops))")
+            for s in info.sessions {
+                print("session \(s.index):       pid \(s.pid) on \(s.host), \(s.executable), started \(formatRFC3339(nanoseconds: s.startedNanoseconds)), clock \(s.clock) at \(s.ticksPerSecond) Hz")
+            }
+            let issues = reader.issues
+            if !issues.isEmpty { print("issues:          \(issues.count) (run `logbook verify`)") }
+        } catch { fail("\(error)") }
+    }
+}

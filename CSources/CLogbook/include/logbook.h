@@ -124,6 +124,10 @@ static inline void lb_logger_set_min_level(lb_logger *logger, uint8_t level) {
     atomic_store_explicit(&logger->min_level, level, memory_order_relaxed);
 }
 
+static inline uint8_t lb_logger_min_level(const lb_logger *logger) {
+    return atomic_load_explicit(&logger->min_level, memory_order_relaxed);
+}
+
 static inline bool lb_logger_enabled(const lb_logger *logger, uint8_t level) {
     return level >= atomic_load_explicit(&logger->min_level, memory_order_relaxed);
 }
@@ -221,6 +225,7 @@ typedef struct lb_writer {
     uint32_t mode;                 /* lb_writer_mode of the record being built */
     _Atomic uint32_t building;     /* 1 from begin to commit; the steal protocol's busy flag */
     uint64_t last_ticks;           /* clock ticks of the last record begun */
+    void *capture;                 /* façade use: collects a new call site's literal text */
     /* written by another thread (flush, close, idle sealer) */
     _Atomic uint32_t steal;        /* another thread asks to take this writer's chunk */
     uint32_t pad;
@@ -234,6 +239,10 @@ lb_writer *lb_writer_get_slow(lb_bundle *bundle);
 void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nested);
 uint8_t *lb_record_reserve_slow(lb_writer *w, size_t size);
 int lb_record_commit_slow(lb_writer *w, uint32_t site);
+
+/* Abandons the record being built: the following lb_record_commit drops it and counts `reason`
+ * (lb_drop_reason). Used when its call site could not be registered. */
+void lb_record_discard(lb_writer *w, unsigned reason);
 
 /* This thread's writer for `bundle`. Never NULL: when no writer can be made, the returned writer
  * drops (and counts) what is logged through it. */
@@ -416,6 +425,7 @@ uint32_t lb_site_register_c(lb_bundle *bundle, const char *file, uint32_t line,
             if (!lb__site)                                                                     \
                 lb__site = lb_site_register_c(lb__logger->bundle, __FILE__, __LINE__, __func__, \
                                               template_text);                                  \
+            if (!lb__site) lb_record_discard(lb__w, LB_DROP_META);                             \
             (void)lb_record_commit(lb__w, lb__site);                                           \
         }                                                                                      \
     } while (0)

@@ -210,7 +210,6 @@ int lb_site_register(lb_bundle *b, const lb_site_desc *d, uint32_t *id_out) {
     *id_out = e->slot.id;
 done:
     pthread_mutex_unlock(&b->lock);
-    if (rc) lb_bundle_count_drop(b, LB_DROP_META);
     return rc;
 }
 

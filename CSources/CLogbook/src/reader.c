@@ -703,11 +703,10 @@ int lb_reader_ring_info(lb_reader *r, lb_ring_info *out) {
         if (check != 0) { out->chunks_free++; continue; }
         if (state == LB_CHUNK_ACTIVE) {
             out->chunks_active++;
-            /* Records of a live writer's open chunks are not in the header counters yet. */
-            if (out->writer_alive) {
-                c->records += atomic_load(&ch.record_count);
-                c->bytes += atomic_load(&ch.committed) - LB_CHUNK_HEADER_SIZE;
-            }
+            /* Records of open chunks reach the header counters only when the chunk is sealed
+             * (by its writer, or by recovery when a killed writer's bundle is reopened). */
+            c->records += atomic_load(&ch.record_count);
+            c->bytes += atomic_load(&ch.committed) - LB_CHUNK_HEADER_SIZE;
         } else if (state == LB_CHUNK_SEALED) out->chunks_sealed++;
         else if (state == LB_CHUNK_ARCHIVED) out->chunks_archived++;
     }

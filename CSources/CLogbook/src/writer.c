@@ -179,6 +179,11 @@ static void writer_discard(lb_writer *w, unsigned reason) {
     w->end = c->scratch + sizeof c->scratch;
 }
 
+void lb_record_discard(lb_writer *w, unsigned reason) {
+    if (w->mode == LB_WRITER_DISCARD) return;
+    writer_discard(w, reason);
+}
+
 void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nested) {
     lb_writer_cold *c = COLD(w);
     uint32_t depth = atomic_load_explicit(&w->building, memory_order_relaxed);

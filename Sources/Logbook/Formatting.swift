@@ -1,0 +1,129 @@
+/// Text helpers shared by the reader's users (the CLI, tests): time stamps and escaping.
+
+/// RFC 3339 UTC with nanoseconds: `2026-11-21T08:13:00.000000042Z`.
+public func formatRFC3339(nanoseconds: Int64) -> String {
+    var seconds = nanoseconds / 1_000_000_000
+    var fraction = nanoseconds % 1_000_000_000
+    if fraction < 0 {
+        fraction += 1_000_000_000
+        seconds -= 1
+    }
+    var days = seconds / 86_400
+    var rest = seconds % 86_400
+    if rest < 0 {
+        rest += 86_400
+        days -= 1
+    }
+    // Civil date from days since the epoch (Howard Hinnant's algorithm).
+    let z = days + 719_468
+    let era = (z >= 0 ? z : z - 146_096) / 146_097
+    let doe = z - era * 146_097
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+    let mp = (5 * doy + 2) / 153
+    let day = doy - (153 * mp + 2) / 5 + 1
+    let month = mp < 10 ? mp + 3 : mp - 9
+    let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+    func pad(_ value: Int64, _ width: Int) -> String {
+        let text = String(value)
+        return String(repeating: "0", count: max(0, width - text.count)) + text
+    }
+    return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(rest / 3600, 2)):\(pad(rest / 60 % 60, 2)):"
+        + "\(pad(rest % 60, 2)).\(pad(fraction, 9))Z"
+}
+
+/// Parses RFC 3339 (`2026-11-21T08:13:00Z`, optional fraction, `Z` or `±hh:mm`) to nanoseconds.
+public func parseRFC3339(_ text: String) -> Int64? {
+    let bytes = Array(text.utf8)
+    func number(_ start: Int, _ count: Int) -> Int64? {
+        guard start + count <= bytes.count else { return nil }
+        var value: Int64 = 0
+        for byte in bytes[start..<start + count] {
+            guard byte >= 48, byte <= 57 else { return nil }
+            value = value * 10 + Int64(byte - 48)
+        }
+        return value
+    }
+    guard bytes.count >= 20, let year = number(0, 4), bytes[4] == 45, let month = number(5, 2), bytes[7] == 45,
+        let day = number(8, 2), bytes[10] == 84 || bytes[10] == 116 || bytes[10] == 32, let hour = number(11, 2),
+        bytes[13] == 58, let minute = number(14, 2), bytes[16] == 58, let second = number(17, 2),
+        (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60, second < 61
+    else { return nil }
+    var index = 19
+    var fraction: Int64 = 0
+    if index < bytes.count, bytes[index] == 46 {
+        index += 1
+        var digits = 0
+        while index < bytes.count, bytes[index] >= 48, bytes[index] <= 57 {
+            if digits < 9 { fraction = fraction * 10 + Int64(bytes[index] - 48) }
+            digits += 1
+            index += 1
+        }
+        guard digits > 0 else { return nil }
+        for _ in min(digits, 9)..<9 { fraction *= 10 }
+    }
+    var offset: Int64 = 0
+    guard index < bytes.count else { return nil }
+    if bytes[index] == 90 || bytes[index] == 122 {
+        index += 1
+    } else if bytes[index] == 43 || bytes[index] == 45, let oh = number(index + 1, 2), bytes.count > index + 3,
+        bytes[index + 3] == 58, let om = number(index + 4, 2)
+    {
+        offset = (oh * 60 + om) * 60 * (bytes[index] == 43 ? 1 : -1)
+        index += 6
+    } else {
+        return nil
+    }
+    guard index == bytes.count else { return nil }
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = month <= 2 ? year - 1 : year
+    let era = (y >= 0 ? y : y - 399) / 400
+    let yoe = y - era * 400
+    let mp = month > 2 ? month - 3 : month + 9
+    let doy = (153 * mp + 2) / 5 + day - 1
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+    let days = era * 146_097 + doe - 719_468
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset
+    return seconds * 1_000_000_000 + fraction
+}
+
+/// Makes logged text safe for a terminal: control characters become `\n`, `\t`, `\u{1b}`...
+public func escapingControlCharacters(_ text: String) -> String {
+    guard text.unicodeScalars.contains(where: isControl) else { return text }
+    var out = ""
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where isControl(scalar): out += "\\u{" + String(scalar.value, radix: 16) + "}"
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
+}
+
+private func isControl(_ scalar: Unicode.Scalar) -> Bool {
+    scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value)
+        || scalar.value == 0x2028 || scalar.value == 0x2029
+}
+
+/// Escapes text for a JSON string literal (without the quotes).
+public func escapingJSON(_ text: String) -> String {
+    var out = ""
+    out.reserveCapacity(text.utf8.count)
+    for scalar in text.unicodeScalars {
+        switch scalar {
+        case "\"": out += "\\\""
+        case "\\": out += "\\\\"
+        case "\n": out += "\\n"
+        case "\r": out += "\\r"
+        case "\t": out += "\\t"
+        case _ where scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029:
+            let hex = String(scalar.value, radix: 16)
+            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        default: out.unicodeScalars.append(scalar)
+        }
+    }
+    return out
+}

@@ -1,0 +1,203 @@
+import CLogbook
+
+/// One recorded log entry, decoded.
+public struct LogEntry: Sendable {
+    /// Nanoseconds since 1970-01-01T00:00:00Z.
+    public var wallNanoseconds: Int64
+    public var level: LogLevel?
+    public var rawLevel: UInt8
+    /// The logger's name, or `nil` when its meta entry was lost.
+    public var logger: String?
+    public var file: String?
+    public var line: UInt32
+    public var column: UInt32
+    public var function: String?
+    /// The call site's constant text with `{}` for each argument, or `nil` when the site is unknown.
+    public var template: String?
+    public var arguments: [LogValue]
+    public var threadID: UInt32
+    public var processID: UInt32
+    public var chunkSequence: UInt64
+    public var chunkOffset: UInt32
+
+    /// The message with its arguments filled in (no escaping: see ``escapingControlCharacters(_:)``).
+    public var message: String {
+        let texts = arguments.map(\.description)
+        guard let template else { return "<unknown call site>" + texts.map { " " + $0 }.joined() }
+        return renderTemplate(template, texts)
+    }
+
+    /// The time as RFC 3339 UTC with nanoseconds, e.g. `2026-11-21T08:13:00.123456789Z`.
+    public var timestamp: String { formatRFC3339(nanoseconds: wallNanoseconds) }
+}
+
+/// A problem the reader found in a bundle.
+public struct LogIssue: Sendable, CustomStringConvertible {
+    public enum Kind: UInt32, Sendable {
+        case corrupt = 1       // LB_ISSUE_CORRUPT
+        case truncated = 2     // LB_ISSUE_TRUNCATED
+        case torn = 3          // LB_ISSUE_TORN
+        case unknownSite = 4   // LB_ISSUE_UNKNOWN_SITE
+    }
+    public var kind: Kind
+    /// "ring" or "meta".
+    public var file: String
+    public var offset: UInt64
+    public var length: UInt64
+    public var reason: String
+
+    /// Corruption, truncation and unknown sites fail `logbook verify`; a torn write at a crash does not.
+    public var isFailure: Bool { kind != .torn }
+
+    public var description: String {
+        let name = switch kind {
+        case .corrupt: "corrupt"
+        case .truncated: "truncated"
+        case .torn: "torn"
+        case .unknownSite: "unknown-site"
+        }
+        return "\(name) \(file) offset \(offset) length \(length): \(reason)"
+    }
+}
+
+/// Facts about a bundle: geometry, writer, chunk states and counters.
+public struct BundleInfo: Sendable {
+    public var formatVersion: UInt32
+    public var chunkSize: UInt32
+    public var chunkCount: UInt32
+    public var wrapPolicy: WrapPolicy?
+    public var createdNanoseconds: Int64
+    public var writerPID: UInt32
+    public var writerAlive: Bool
+    public var chunksFree, chunksActive, chunksSealed, chunksArchived: UInt64
+    public var counters: LogCounters
+    public var sessions: [Session]
+
+    public struct Session: Sendable {
+        public var index: UInt32
+        public var pid: UInt32
+        public var host: String
+        public var executable: String
+        public var startedNanoseconds: Int64
+        public var clock: String
+        public var ticksPerSecond: UInt64
+    }
+}
+
+/// Reads a bundle, live or after its writer exited or was killed. It never maps the files and
+/// never trusts a length: damage becomes ``issues``, not a crash.
+///
+/// ```swift
+/// let reader = try LogReader(path: "app.logbook")
+/// for entry in try reader.readAll() { print(entry.timestamp, entry.message) }
+/// ```
+public final class LogReader {
+    let raw: OpaquePointer
+    public let path: String
+    private var issuesSeen = 0
+
+    public init(path: String) throws(LogbookError) {
+        var reader: OpaquePointer?
+        try check(lb_reader_open(path, &reader), "lb_reader_open", path: path)
+        raw = reader!
+        self.path = path
+    }
+
+    deinit { lb_reader_close(raw) }
+
+    /// Reads what is new since the last call and returns it in time order. Entries already
+    /// returned are not returned again. Memory of earlier calls is released.
+    public func readNew() throws(LogbookError) -> [LogEntry] {
+        lb_reader_discard_entries(raw)
+        let result = lb_reader_scan(raw)
+        if result < 0 { try check(Int32(result), "lb_reader_scan", path: path) }
+        var entries: [LogEntry] = []
+        entries.reserveCapacity(Int(result))
+        forEachHeld { entries.append($0) }
+        return entries
+    }
+
+    /// Reads every entry the bundle holds now (on a fresh reader: all of them).
+    public func readAll() throws(LogbookError) -> [LogEntry] { try readNew() }
+
+    /// Scans for new entries and calls `body` for each, in time order, without collecting them.
+    public func scan(_ body: (LogEntry) throws -> Void) throws {
+        lb_reader_discard_entries(raw)
+        let result = lb_reader_scan(raw)
+        if result < 0 { try check(Int32(result), "lb_reader_scan", path: path) }
+        var failure: Error?
+        forEachHeld { entry in
+            guard failure == nil else { return }
+            do { try body(entry) } catch { failure = error }
+        }
+        if let failure { throw failure }
+    }
+
+    private func forEachHeld(_ body: (LogEntry) -> Void) {
+        let count = lb_reader_entry_count(raw)
+        var raw = lb_entry()
+        for index in 0..<count {
+            lb_reader_entry(self.raw, index, &raw)
+            body(decode(raw))
+        }
+    }
+
+    private func decode(_ e: lb_entry) -> LogEntry {
+        let site = lb_reader_site(raw, e.session, e.site_id)
+        let logger = lb_reader_logger_name(raw, e.session, e.logger_id)
+        var arguments: [LogValue] = []
+        var offset: UInt32 = 0
+        var arg = lb_arg()
+        while lb_arg_next(e.args, e.args_length, &offset, &arg) == 1 {
+            if let value = LogValue(arg) { arguments.append(value) }
+        }
+        return LogEntry(
+            wallNanoseconds: e.wall_ns,
+            level: LogLevel(rawValue: e.level),
+            rawLevel: e.level,
+            logger: logger.map { String(cString: $0) },
+            file: site.map { String(cString: $0.pointee.file) },
+            line: site?.pointee.line ?? 0,
+            column: site?.pointee.column ?? 0,
+            function: site.map { String(cString: $0.pointee.function) },
+            template: site.map { String(cString: $0.pointee.template_text) },
+            arguments: arguments,
+            threadID: e.thread_id,
+            processID: e.pid,
+            chunkSequence: e.chunk_sequence,
+            chunkOffset: e.chunk_offset)
+    }
+
+    /// Every problem found so far, in the order found.
+    public var issues: [LogIssue] {
+        (0..<lb_reader_issue_count(raw)).compactMap { index in
+            var issue = lb_issue()
+            guard lb_reader_issue(raw, index, &issue) == 0, let kind = LogIssue.Kind(rawValue: issue.kind) else {
+                return nil
+            }
+            return LogIssue(
+                kind: kind, file: String(cString: issue.file), offset: issue.offset, length: issue.length,
+                reason: String(cString: issue.reason))
+        }
+    }
+
+    /// Geometry, writer state, chunk states and counters; sessions known from the last scan.
+    public func info() throws(LogbookError) -> BundleInfo {
+        var info = lb_ring_info()
+        try check(lb_reader_ring_info(raw, &info), "lb_reader_ring_info", path: path)
+        let sessions = (0..<lb_reader_session_count(raw)).compactMap { index -> BundleInfo.Session? in
+            guard let s = lb_reader_session(raw, index)?.pointee else { return nil }
+            return BundleInfo.Session(
+                index: s.session, pid: s.pid, host: String(cString: s.host), executable: String(cString: s.executable),
+                startedNanoseconds: Int64(bitPattern: s.wall_anchor_ns),
+                clock: s.clock == LB_CLOCK_TSC.rawValue ? "tsc" : "monotonic", ticksPerSecond: s.ticks_per_second)
+        }
+        return BundleInfo(
+            formatVersion: info.format_version, chunkSize: info.chunk_size, chunkCount: info.chunk_count,
+            wrapPolicy: WrapPolicy(rawValue: info.wrap_policy),
+            createdNanoseconds: Int64(bitPattern: info.created_wall_ns), writerPID: info.writer_pid,
+            writerAlive: info.writer_alive != 0, chunksFree: info.chunks_free, chunksActive: info.chunks_active,
+            chunksSealed: info.chunks_sealed, chunksArchived: info.chunks_archived,
+            counters: LogCounters(info.counters), sessions: sessions)
+    }
+}

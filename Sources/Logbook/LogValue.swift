@@ -1,0 +1,103 @@
+import CLogbook
+
+/// One typed argument of a recorded entry.
+public enum LogValue: Equatable, Sendable, CustomStringConvertible {
+    case bool(Bool)
+    case signed(Int64, LogArgumentType)
+    case unsigned(UInt64, LogArgumentType)
+    case float(Float)
+    case double(Double)
+    case string(String, isStatic: Bool)
+    case bytes([UInt8])
+    /// A value logged with `privacy: .private`: only its type was recorded.
+    case redacted(LogArgumentType)
+
+    /// The stored type of the value.
+    public var type: LogArgumentType {
+        switch self {
+        case .bool: .bool
+        case .signed(_, let type), .unsigned(_, let type), .redacted(let type): type
+        case .float: .float
+        case .double: .double
+        case .string(_, let isStatic): isStatic ? .staticString : .string
+        case .bytes: .bytes
+        }
+    }
+
+    /// The value as shown in a rendered message.
+    public var description: String {
+        switch self {
+        case .bool(let value): value ? "true" : "false"
+        case .signed(let value, _): String(value)
+        case .unsigned(let value, _): String(value)
+        case .float(let value): value.description
+        case .double(let value): value.description
+        case .string(let value, _): value
+        case .bytes(let value): "<" + value.map { hexByte($0) }.joined() + ">"
+        case .redacted: "<private>"
+        }
+    }
+
+    init?(_ arg: lb_arg) {
+        guard let type = LogArgumentType(rawValue: arg.type) else {
+            if arg.type == UInt8(LB_ARG_REDACTED.rawValue), let hidden = LogArgumentType(rawValue: arg.redacted_type) {
+                self = .redacted(hidden)
+                return
+            }
+            return nil
+        }
+        switch type {
+        case .bool: self = .bool(arg.value.b)
+        case .int8, .int16, .int32, .int64, .int: self = .signed(arg.value.i, type)
+        case .uint8, .uint16, .uint32, .uint64, .uint: self = .unsigned(arg.value.u, type)
+        case .float: self = .float(Float(arg.value.f))
+        case .double: self = .double(arg.value.f)
+        case .string, .staticString:
+            let buffer = UnsafeBufferPointer(start: arg.bytes, count: Int(arg.length))
+            self = .string(String(decoding: buffer, as: UTF8.self), isStatic: type == .staticString)
+        case .bytes:
+            self = .bytes(Array(UnsafeBufferPointer(start: arg.bytes, count: Int(arg.length))))
+        }
+    }
+}
+
+func hexByte(_ byte: UInt8) -> String {
+    let digits: [Character] = Array("0123456789abcdef")
+    return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
+}
+
+/// Renders a site template ("took {} ms", "{{" for a literal brace) with argument texts.
+/// Arguments without a placeholder are appended; placeholders without an argument stay "{}".
+public func renderTemplate(_ template: String, _ arguments: [String]) -> String {
+    var out = ""
+    out.reserveCapacity(template.utf8.count + arguments.reduce(0) { $0 + $1.utf8.count })
+    var next = 0
+    var iterator = template.makeIterator()
+    while let character = iterator.next() {
+        guard character == "{" else {
+            out.append(character)
+            continue
+        }
+        switch iterator.next() {
+        case "{":
+            out.append("{")
+        case "}":
+            if next < arguments.count {
+                out += arguments[next]
+                next += 1
+            } else {
+                out += "{}"
+            }
+        case let other?:
+            out.append("{")
+            out.append(other)
+        case nil:
+            out.append("{")
+        }
+    }
+    while next < arguments.count {
+        out += " " + arguments[next]
+        next += 1
+    }
+    return out
+}
