@@ -23,6 +23,7 @@ let package = Package(
             dependencies: ["Logbook", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(name: "LogbookDemo", dependencies: ["Logbook"]),
-        .testTarget(name: "LogbookTests", dependencies: ["Logbook", "CLogbook"]),
+        .target(name: "CLogbookTestSupport", dependencies: ["CLogbook"], path: "Tests/CLogbookTestSupport"),
+        .testTarget(name: "LogbookTests", dependencies: ["Logbook", "CLogbook", "CLogbookTestSupport"]),
     ]
 )

@@ -196,14 +196,3 @@ extension UnsafeRawBufferPointer: LogArgument {
         lb_record_put_data(writer, LogArgumentType.bytes.rawValue, baseAddress, count)
     }
 }
-
-extension Optional: LogArgument where Wrapped: LogArgument {
-    @inlinable public static var logArgumentType: LogArgumentType { Wrapped.logArgumentType }
-    /// `nil` is recorded as the static string "nil".
-    @inlinable public func writeLogArgument(to writer: UnsafeMutablePointer<lb_writer>) {
-        switch self {
-        case .some(let value): value.writeLogArgument(to: writer)
-        case .none: ("nil" as StaticString).writeLogArgument(to: writer)
-        }
-    }
-}

@@ -73,17 +73,7 @@ static int meta_append(lb_bundle *b, uint16_t kind, const lb_meta_buffer *body) 
     return 0;
 }
 
-static int meta_prepare(lb_bundle *b, int created) {
-    if (created) {
-        lb_meta_file_header h;
-        memset(&h, 0, sizeof h);
-        memcpy(h.magic, LB_META_MAGIC, 8);
-        h.format_version = LB_FORMAT_VERSION;
-        int rc = lb_pwrite_full(b->meta_fd, &h, sizeof h, 0);
-        if (rc) return rc;
-        b->meta_offset = sizeof h;
-        return 0;
-    }
+static int meta_prepare(lb_bundle *b) {
     lb_meta_file_header h;
     ssize_t n = lb_pread_full(b->meta_fd, &h, sizeof h, 0);
     if (n < 0) return (int)n;
@@ -244,8 +234,10 @@ int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
         h->magic = 0;
         h->sequence = seq;
         h->prev_sequence = prev_sequence < seq ? prev_sequence : 0;
-        h->tick_anchor = lb_clock_ticks();
+        /* Bracket the wall clock reading with two tick readings to pair them tightly. */
+        uint64_t before = lb_clock_ticks();
         h->wall_anchor_ns = (uint64_t)lb_wall_now_ns();
+        h->tick_anchor = before + (lb_clock_ticks() - before) / 2;
         h->thread_id = thread_id;
         h->session = b->session;
         atomic_store_explicit(&h->committed, LB_CHUNK_HEADER_SIZE, memory_order_relaxed);
@@ -354,6 +346,80 @@ static int take_writer_lock(int fd) {
     return (errno == EAGAIN || errno == EACCES) ? -EWOULDBLOCK : -errno;
 }
 
+static int rename_in(const char *dir, const char *from, const char *to) {
+    char *a = join_path(dir, from), *b = join_path(dir, to);
+    int rc = (!a || !b) ? -ENOMEM : rename(a, b) == 0 ? 0 : -errno;
+    free(a);
+    free(b);
+    return rc;
+}
+
+/* Creates the ring and meta files under temporary names and renames them into place, ring last:
+ * a bundle whose `ring` exists is complete, so a crash during creation never leaves a bundle that
+ * cannot be opened again. The blocks are allocated for real (posix_fallocate), never a sparse
+ * file: a store into a hole on a full disk is SIGBUS. */
+static int create_files_in_place(lb_bundle *b, const char *path, const lb_options *options,
+                                 lb_ring_header *header);
+
+static void unlink_in(const char *dir, const char *name) {
+    char *p = join_path(dir, name);
+    if (p) unlink(p);
+    free(p);
+}
+
+static int create_files(lb_bundle *b, const char *path, const lb_options *options,
+                        lb_ring_header *header) {
+    int rc = create_files_in_place(b, path, options, header);
+    if (rc) {
+        /* Give the space back (e.g. after ENOSPC) and leave no half-made files behind. */
+        unlink_in(path, "ring.new");
+        unlink_in(path, "meta.new");
+    }
+    return rc;
+}
+
+static int create_files_in_place(lb_bundle *b, const char *path, const lb_options *options,
+                                 lb_ring_header *header) {
+    uint32_t count = (uint32_t)(options->capacity / options->chunk_size);
+    memset(header, 0, sizeof *header);
+    memcpy(header->magic, LB_RING_MAGIC, 8);
+    header->format_version = LB_FORMAT_VERSION;
+    header->header_size = LB_RING_HEADER_SIZE;
+    header->chunk_size = options->chunk_size;
+    header->chunk_count = count;
+    header->wrap_policy = options->wrap_policy;
+    header->created_wall_ns = (uint64_t)lb_wall_now_ns();
+    header->header_crc = lb_ring_header_crc(header);
+    atomic_store(&header->next_sequence, 1);
+
+    b->ring_fd = open_in(path, "ring.new", O_RDWR | O_CREAT | O_TRUNC);
+    if (b->ring_fd < 0) return b->ring_fd;
+    off_t length = (off_t)LB_RING_HEADER_SIZE + (off_t)count * options->chunk_size;
+    int err = posix_fallocate(b->ring_fd, 0, length);
+    if (err) return -err;
+    int rc = lb_pwrite_full(b->ring_fd, header, sizeof *header, 0);
+    if (rc) return rc;
+
+    b->meta_fd = open_in(path, "meta.new", O_RDWR | O_CREAT | O_TRUNC);
+    if (b->meta_fd < 0) return b->meta_fd;
+    lb_meta_file_header meta;
+    memset(&meta, 0, sizeof meta);
+    memcpy(meta.magic, LB_META_MAGIC, 8);
+    meta.format_version = LB_FORMAT_VERSION;
+    rc = lb_pwrite_full(b->meta_fd, &meta, sizeof meta, 0);
+    if (rc) return rc;
+    if (fsync(b->meta_fd) != 0 || fsync(b->ring_fd) != 0) return -errno;
+    rc = rename_in(path, "meta.new", "meta");
+    if (!rc) rc = rename_in(path, "ring.new", "ring");
+    if (rc) return rc;
+    int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir >= 0) {
+        fsync(dir);
+        close(dir);
+    }
+    return 0;
+}
+
 int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out) {
     if (!path || !out) return -EINVAL;
     lb_options defaults;
@@ -381,36 +447,19 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     b->ticks_per_second = lb_clock_setup();
 
     int created = 0;
+    lb_ring_header header;
     b->ring_fd = open_in(path, "ring", O_RDWR);
     if (b->ring_fd == -ENOENT) {
         created = 1;
-        b->ring_fd = open_in(path, "ring", O_RDWR | O_CREAT | O_TRUNC);
-    }
-    if (b->ring_fd < 0) { rc = b->ring_fd; goto fail; }
-    b->meta_fd = open_in(path, "meta", created ? (O_RDWR | O_CREAT | O_TRUNC) : O_RDWR);
-    if (b->meta_fd == -ENOENT) { rc = -EPROTO; goto fail; }
-    if (b->meta_fd < 0) { rc = b->meta_fd; goto fail; }
-
-    lb_ring_header header;
-    if (created) {
-        uint32_t count = (uint32_t)(options->capacity / options->chunk_size);
-        memset(&header, 0, sizeof header);
-        memcpy(header.magic, LB_RING_MAGIC, 8);
-        header.format_version = LB_FORMAT_VERSION;
-        header.header_size = LB_RING_HEADER_SIZE;
-        header.chunk_size = options->chunk_size;
-        header.chunk_count = count;
-        header.wrap_policy = options->wrap_policy;
-        header.created_wall_ns = (uint64_t)lb_wall_now_ns();
-        header.header_crc = lb_ring_header_crc(&header);
-        atomic_store(&header.next_sequence, 1);
-        off_t length = (off_t)LB_RING_HEADER_SIZE + (off_t)count * options->chunk_size;
-        /* Real blocks, never a sparse file: a store into a hole on a full disk is SIGBUS. */
-        int err = posix_fallocate(b->ring_fd, 0, length);
-        if (err) { rc = -err; goto fail; }
-        rc = lb_pwrite_full(b->ring_fd, &header, sizeof header, 0);
+        rc = create_files(b, path, options, &header);
         if (rc) goto fail;
+    } else if (b->ring_fd < 0) {
+        rc = b->ring_fd;
+        goto fail;
     } else {
+        b->meta_fd = open_in(path, "meta", O_RDWR);
+        if (b->meta_fd == -ENOENT) { rc = -EPROTO; goto fail; }
+        if (b->meta_fd < 0) { rc = b->meta_fd; goto fail; }
         ssize_t n = lb_pread_full(b->ring_fd, &header, sizeof header, 0);
         if (n < 0) { rc = (int)n; goto fail; }
         if ((size_t)n < sizeof header || memcmp(header.magic, LB_RING_MAGIC, 8) != 0 ||
@@ -443,20 +492,19 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
         for (size_t i = 0; i < b->map_length; i += 4096) p[i] = p[i];
     }
 
-    rc = meta_prepare(b, created);
-    if (rc) goto fail;
-    if (!created) recover_chunks(b);
+    if (created) {
+        b->meta_offset = sizeof(lb_meta_file_header);
+    } else {
+        rc = meta_prepare(b);
+        if (rc) goto fail;
+        recover_chunks(b);
+    }
     b->session = atomic_fetch_add(&b->ring->session_count, 1);
     atomic_store(&b->ring->writer_pid, (uint32_t)getpid());
-    rc = meta_write_session(b, lb_clock_ticks(), lb_wall_now_ns());
+    uint64_t before = lb_clock_ticks();
+    int64_t wall = lb_wall_now_ns();
+    rc = meta_write_session(b, before + (lb_clock_ticks() - before) / 2, wall);
     if (rc) goto fail;
-    if (created) {
-        /* The directory entry and the header must survive a crash of the machine too. */
-        fsync(b->ring_fd);
-        fsync(b->meta_fd);
-        int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir >= 0) { fsync(dir); close(dir); }
-    }
 
     b->idle_seal_ms = options->idle_seal_ms;
     lb_membarrier();  /* registers the process for expedited barriers */

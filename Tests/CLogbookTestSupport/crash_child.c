@@ -1,0 +1,67 @@
+#define _GNU_SOURCE
+#include "logbook_test_support.h"
+#include "logbook.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+typedef struct child_thread {
+    lb_logger *logger;
+    int report_fd;
+    uint32_t index;
+    uint64_t sequence;
+} child_thread;
+
+static void *child_main(void *arg) {
+    child_thread *t = arg;
+    char text[40];
+    for (;;) {
+        uint64_t seq = t->sequence++;
+        /* A string whose length varies exercises record spill across chunk ends. */
+        int n = (int)(seq % 23);
+        for (int i = 0; i < n; i++) text[i] = (char)('a' + (seq + (uint64_t)i) % 26);
+        text[n] = 0;
+        lb_writer *w = lb_writer_get(t->logger->bundle);
+        lb_record_begin(w, t->logger->id, LB_LEVEL_INFO);
+        lb_record_put_u32(w, t->index);
+        lb_record_put_u64(w, seq);
+        lb_record_put_string(w, text, (size_t)n);
+        uint32_t site = lb_site_lookup(t->logger->bundle, "crash", "child", 1, 1);
+        if (!site) site = lb_site_register_c(t->logger->bundle, "crash", 1, "child", "thread {} seq {} text {}");
+        if (lb_record_commit(w, site) != 0) continue;
+        uint8_t report[16];
+        uint32_t zero = 0;
+        memcpy(report, &t->index, 4);
+        memcpy(report + 4, &zero, 4);
+        memcpy(report + 8, &seq, 8);
+        if (write(t->report_fd, report, sizeof report) != (ssize_t)sizeof report) _exit(3);
+    }
+    return NULL;
+}
+
+pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int threads,
+                                  uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity) {
+    pid_t pid = fork();
+    if (pid < 0) return -errno;
+    if (pid > 0) return pid;
+    lb_options options;
+    lb_options_init(&options);
+    options.chunk_size = chunk_size;
+    options.capacity = capacity;
+    lb_bundle *bundle;
+    if (lb_bundle_open(bundle_path, &options, &bundle) != 0) _exit(4);
+    lb_logger *logger;
+    if (lb_logger_register(bundle, "crash", &logger) != 0) _exit(5);
+    child_thread *t = calloc((size_t)threads, sizeof *t);
+    if (!t) _exit(6);
+    for (int i = 1; i < threads; i++) {
+        t[i] = (child_thread){logger, report_fd, (uint32_t)i, first_sequence};
+        pthread_t thread;
+        if (pthread_create(&thread, NULL, child_main, &t[i]) != 0) _exit(7);
+    }
+    t[0] = (child_thread){logger, report_fd, 0, first_sequence};
+    child_main(&t[0]);
+    _exit(0);
+}

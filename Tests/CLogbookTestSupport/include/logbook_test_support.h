@@ -1,0 +1,14 @@
+/* Test support: code that must run in a forked child, where only async-signal-safe-ish C (no Swift
+ * runtime) is safe, and helpers for damaging files. */
+#ifndef LOGBOOK_TEST_SUPPORT_H
+#define LOGBOOK_TEST_SUPPORT_H
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Forks a child that opens `bundle_path` and logs from `threads` threads forever. After each
+ * committed record it writes {uint32 thread index, uint32 0, uint64 sequence} to `report_fd`.
+ * Sequences continue from `first_sequence`. Returns the child's pid, or -errno. */
+pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int threads,
+                                  uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity);
+
+#endif

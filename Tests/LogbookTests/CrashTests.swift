@@ -1,0 +1,83 @@
+import CLogbook
+import CLogbookTestSupport
+import Foundation
+import XCTest
+@testable import Logbook
+
+final class CrashTests: XCTestCase {
+    /// A child logs from two threads and reports every committed sequence number over a pipe; the
+    /// parent kills it with SIGKILL at a random moment. Every reported record must be in the
+    /// bundle, nothing invalid may be shown, and the next cycle reopens the same bundle (recovery).
+    func testSigkillLoopLosesNoCommittedRecord() throws {
+        let cycles = Int(ProcessInfo.processInfo.environment["LOGBOOK_KILL_CYCLES"] ?? "") ?? 60
+        let path = makeTemporaryDirectory(self) + "/killed.logbook"
+        var generator = SplitMix64(state: 20261121)
+        var reported = Set<UInt64>()  // thread << 48 | sequence
+        var nextSequence: UInt64 = 0
+        for cycle in 0..<cycles {
+            var fds: [Int32] = [0, 0]
+            XCTAssertEqual(pipe(&fds), 0)
+            let first = nextSequence
+            let pid = lb_test_spawn_logging_child(path, fds[1], 2, first, 16 << 10, 8 << 20)
+            XCTAssertGreaterThan(pid, 0)
+            close(fds[1])
+            // Let it run 1–15 ms, reading reports meanwhile so the pipe never fills.
+            let deadline = DispatchTime.now().uptimeNanoseconds + UInt64.random(in: 1_000_000...15_000_000, using: &generator)
+            var pending = [UInt8]()
+            let flags = fcntl(fds[0], F_GETFL)
+            _ = fcntl(fds[0], F_SETFL, flags | O_NONBLOCK)
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            func drain() {
+                while true {
+                    let n = read(fds[0], &buffer, buffer.count)
+                    if n <= 0 { return }
+                    pending += buffer[0..<n]
+                }
+            }
+            while DispatchTime.now().uptimeNanoseconds < deadline {
+                drain()
+                usleep(500)
+            }
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            XCTAssertTrue((status & 0x7f) == SIGKILL, "child ended with status \(status) instead of being killed")
+            _ = fcntl(fds[0], F_SETFL, flags)
+            drain()
+            close(fds[0])
+            var maximum = first
+            for offset in stride(from: 0, to: pending.count - 15, by: 16) {
+                let thread = pending[offset..<offset + 4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+                let sequence = pending[offset + 8..<offset + 16].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                reported.insert(UInt64(thread) << 48 | sequence)
+                maximum = max(maximum, sequence + 1)
+            }
+            // A record committed just before the kill may be unreported: never reuse its number.
+            nextSequence = maximum + 1000
+
+            // The ring (8 MiB) holds far more than one cycle writes, but not all cycles: check
+            // what this cycle reported, and that everything shown is valid.
+            let (entries, issues) = try readBundle(path)
+            XCTAssertTrue(issues.allSatisfy { !$0.isFailure }, "cycle \(cycle): \(issues.prefix(3))")
+            var present = Set<UInt64>()
+            for entry in entries {
+                guard entry.arguments.count == 3, case .unsigned(let thread, .uint32) = entry.arguments[0],
+                    case .unsigned(let sequence, .uint64) = entry.arguments[1],
+                    case .string(let text, _) = entry.arguments[2], text.utf8.count == Int(sequence % 23)
+                else { return XCTFail("cycle \(cycle): invalid record \(entry.arguments)") }
+                XCTAssertTrue(present.insert(thread << 48 | sequence).inserted, "duplicate \(thread)/\(sequence)")
+                XCTAssertEqual(entry.template, "thread {} seq {} text {}")
+            }
+            let thisCycle = reported.filter { ($0 & 0xFFFF_FFFF_FFFF) >= first }
+            let missing = thisCycle.subtracting(present)
+            XCTAssertTrue(missing.isEmpty, "cycle \(cycle): \(missing.count) committed records missing")
+            if !missing.isEmpty { break }
+        }
+        XCTAssertGreaterThan(reported.count, cycles, "children reported too little to prove anything")
+        // The bundle is still a valid writable bundle after all that.
+        let bundle = try LogBundle(path: path)
+        try bundle.logger("after").info("alive \(1)")
+        try bundle.close()
+        XCTAssertEqual(try readBundle(path).entries.last?.message, "alive 1")
+    }
+}

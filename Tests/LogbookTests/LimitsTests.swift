@@ -1,0 +1,140 @@
+import CLogbook
+import Foundation
+import XCTest
+@testable import Logbook
+
+/// A value whose conversion logs: the nested record must be dropped, the outer one kept.
+struct Chatty: LogArgumentConvertible {
+    let log: Logger
+    var logArgument: Int {
+        log.info("nested \(1)")
+        return 7
+    }
+}
+
+final class LimitsTests: XCTestCase {
+    func testRecordLargerThanAChunkIsStoredAsFragments() throws {
+        let path = makeTemporaryDirectory(self) + "/large.logbook"
+        let bundle = try LogBundle(path: path, capacity: 2 << 20, chunkSize: 16 << 10)
+        let log = try bundle.logger("big")
+        let big = String(repeating: "0123456789", count: 20_000)  // 200 KB: 13 chunks
+        log.info("before \(1)")
+        log.error("payload \(big) end \(2)")
+        log.info("after \(3)")
+        XCTAssertEqual(bundle.counters.largeRecords, 1)
+        try bundle.close()
+        let (entries, issues) = try readBundle(path)
+        XCTAssertEqual(issues.count, 0, "\(issues)")
+        XCTAssertEqual(entries.count, 3)
+        XCTAssertEqual(entries[1].arguments, [.string(big, isStatic: false), .signed(2, .int)])
+        XCTAssertEqual(entries.map(\.level), [.info, .error, .info])
+    }
+
+    func testRecordLargerThanTheLimitIsDroppedAndCounted() throws {
+        let path = makeTemporaryDirectory(self) + "/toolarge.logbook"
+        let bundle = try LogBundle(path: path, capacity: 4 << 20, chunkSize: 16 << 10)
+        let log = try bundle.logger("big")
+        let huge = [UInt8](repeating: 1, count: Int(LB_RECORD_MAX_SIZE) + 1)
+        log.info("huge \(huge)")
+        let half = [UInt8](repeating: 2, count: Int(LB_RECORD_MAX_SIZE) / 2)
+        log.info("two halves \(half) \(half) \(half)")  // grows past the limit while being built
+        log.info("still fine \(1)")
+        let counters = bundle.counters
+        XCTAssertEqual(counters.drops["too_large"], 2)
+        XCTAssertEqual(counters.dropped, 2)
+        try bundle.close()
+        XCTAssertEqual(try readBundle(path).entries.map(\.message), ["still fine 1"])
+    }
+
+    func testLogFromInsideAMessageIsDroppedAndTheOuterRecordKept() throws {
+        let path = makeTemporaryDirectory(self) + "/nested.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+        let log = try bundle.logger("outer")
+        log.info("outer \(1) then \(Chatty(log: log)) and \(3)")
+        XCTAssertEqual(bundle.counters.drops["reentrant"], 1)
+        try bundle.close()
+        XCTAssertEqual(try readBundle(path).entries.map(\.message), ["outer 1 then 7 and 3"])
+    }
+
+    func testLoggingAfterCloseIsDroppedNotACrash() throws {
+        let path = makeTemporaryDirectory(self) + "/closed.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+        let log = try bundle.logger("late")
+        log.info("before \(1)")
+        try bundle.close()
+        log.info("after close \(2)")
+        let other = Thread { log.info("after close from another thread \(3)") }
+        other.start()
+        while !other.isFinished { usleep(1000) }
+        XCTAssertEqual(try readBundle(path).entries.map(\.message), ["before 1"])
+    }
+
+    func testFlushSealsEveryThreadsChunk() throws {
+        let path = makeTemporaryDirectory(self) + "/flush.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10, idleSealMilliseconds: 0)
+        let log = try bundle.logger("f")
+        let logged = DispatchSemaphore(value: 0)
+        let finish = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            log.info("from a thread that stays alive \(1)")
+            logged.signal()
+            finish.wait()
+        }
+        thread.start()
+        logged.wait()
+        log.info("from the test thread \(2)")
+        XCTAssertEqual(try LogReader(path: path).info().chunksActive, 2)
+        try bundle.flush()
+        let info = try LogReader(path: path).info()
+        XCTAssertEqual(info.chunksActive, 0)
+        XCTAssertEqual(info.chunksSealed, 2)
+        XCTAssertEqual(info.counters.records, 2)
+        finish.signal()
+        try bundle.close()
+    }
+
+    func testIdleChunkIsSealedByItself() throws {
+        let path = makeTemporaryDirectory(self) + "/idle.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10, idleSealMilliseconds: 20)
+        defer { try? bundle.close() }
+        let log = try bundle.logger("idle")
+        let finish = DispatchSemaphore(value: 0)
+        let logged = DispatchSemaphore(value: 0)
+        let thread = Thread {
+            log.info("then quiet \(1)")
+            logged.signal()
+            finish.wait()
+            log.info("and back \(2)")
+            logged.signal()
+        }
+        thread.start()
+        logged.wait()
+        // Poll rather than sleep a fixed time: the sealer runs every 10 ms.
+        var sealed = false
+        for _ in 0..<500 where !sealed {
+            usleep(10_000)
+            sealed = try LogReader(path: path).info().chunksSealed == 1
+        }
+        XCTAssertTrue(sealed, "idle chunk was not sealed within 5 s")
+        finish.signal()
+        logged.wait()
+        try bundle.close()
+        XCTAssertEqual(try readBundle(path).entries.map(\.message), ["then quiet 1", "and back 2"])
+    }
+
+    func testThreadExitSealsItsChunk() throws {
+        let path = makeTemporaryDirectory(self) + "/exit.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10, idleSealMilliseconds: 0)
+        defer { try? bundle.close() }
+        let log = try bundle.logger("exit")
+        let thread = Thread { log.info("last words \(1)") }
+        thread.start()
+        while !thread.isFinished { usleep(1000) }
+        var sealed = false
+        for _ in 0..<500 where !sealed {  // the TLS destructor runs just after isFinished flips
+            sealed = try LogReader(path: path).info().chunksSealed == 1
+            if !sealed { usleep(10_000) }
+        }
+        XCTAssertTrue(sealed)
+    }
+}

@@ -1,0 +1,50 @@
+import CLogbook
+import Foundation
+import XCTest
+@testable import Logbook
+
+final class WrapTests: XCTestCase {
+    /// Far more records than the ring holds. A chunk slot is reused only by a claim N sequences
+    /// later, so each thread's survivors are one contiguous run ending at its last record (or
+    /// nothing), the newest record overall survives, and nothing torn or from an earlier lap shows.
+    func testWrapKeepsNewestAndNeverShowsOldLapBytes() throws {
+        let path = makeTemporaryDirectory(self) + "/wrap.logbook"
+        let chunkSize = 4096, chunks = 16
+        let bundle = try LogBundle(path: path, capacity: chunkSize * chunks, chunkSize: chunkSize)
+        let log = try bundle.logger("wrap")
+        let threads = 2, perThread = 50_000
+        let workers = (0..<threads).map { thread in
+            Thread {
+                for sequence in 0..<perThread {
+                    // Varying lengths put record boundaries everywhere across laps.
+                    log.info("t \(thread) s \(sequence) pad \(String(repeating: "z", count: sequence % 40))")
+                }
+            }
+        }
+        workers.forEach { $0.start() }
+        while workers.contains(where: { !$0.isFinished }) { usleep(1000) }
+        log.notice("final \(threads) s \(0) pad \("")")
+        XCTAssertGreaterThan(bundle.counters.chunksReused, 100)
+        try bundle.close()
+
+        let (entries, issues) = try readBundle(path)
+        XCTAssertEqual(issues.count, 0, "\(issues.prefix(5))")
+        XCTAssertEqual(entries.last?.message, "final 2 s 0 pad ")
+        var perThreadSeen = [Set<Int>](repeating: [], count: threads + 1)
+        for entry in entries {
+            guard entry.arguments.count == 3, case .signed(let t, _) = entry.arguments[0],
+                case .signed(let s, _) = entry.arguments[1], case .string(let pad, _) = entry.arguments[2],
+                (0...threads).contains(Int(t))
+            else { return XCTFail("torn or foreign record \(entry.arguments)") }
+            XCTAssertEqual(pad, String(repeating: "z", count: Int(s) % 40), "payload of \(t)/\(s) damaged")
+            XCTAssertTrue(perThreadSeen[Int(t)].insert(Int(s)).inserted, "\(t)/\(s) shown twice")
+        }
+        for (thread, seen) in perThreadSeen.prefix(threads).enumerated() where !seen.isEmpty {
+            let sorted = seen.sorted()
+            XCTAssertEqual(sorted.last, perThread - 1, "thread \(thread) lost its newest records")
+            XCTAssertEqual(sorted.count, sorted.last! - sorted.first! + 1, "thread \(thread) survivors have a gap")
+        }
+        // The ring is nearly full of survivors (records are at most 88 bytes).
+        XCTAssertGreaterThan(entries.count, (chunks - threads - 1) * (chunkSize - 64) / 88)
+    }
+}
