@@ -21,8 +21,6 @@ final class CrashTests: XCTestCase {
             let pid = lb_test_spawn_logging_child(path, fds[1], 2, first, 16 << 10, 8 << 20)
             XCTAssertGreaterThan(pid, 0)
             close(fds[1])
-            // Let it run 1–15 ms, reading reports meanwhile so the pipe never fills.
-            let deadline = DispatchTime.now().uptimeNanoseconds + UInt64.random(in: 1_000_000...15_000_000, using: &generator)
             var pending = [UInt8]()
             let flags = fcntl(fds[0], F_GETFL)
             _ = fcntl(fds[0], F_SETFL, flags | O_NONBLOCK)
@@ -34,6 +32,17 @@ final class CrashTests: XCTestCase {
                     pending += buffer[0..<n]
                 }
             }
+            // Every tenth child dies while opening (creation or recovery); the others once they
+            // log, 0–15 ms in, reading reports meanwhile so the pipe never fills.
+            if cycle % 10 != 9 {
+                let started = DispatchTime.now().uptimeNanoseconds
+                while pending.isEmpty && DispatchTime.now().uptimeNanoseconds - started < 10_000_000_000 {
+                    drain()
+                    usleep(200)
+                }
+                XCTAssertFalse(pending.isEmpty, "cycle \(cycle): child logged nothing within 10 s")
+            }
+            let deadline = DispatchTime.now().uptimeNanoseconds + UInt64.random(in: 0...15_000_000, using: &generator)
             while DispatchTime.now().uptimeNanoseconds < deadline {
                 drain()
                 usleep(500)
