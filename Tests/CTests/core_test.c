@@ -1,0 +1,138 @@
+/* core_test: the C core tested from C, through logbook.h only. Prints "N passed, N failed".
+ *
+ *   cc -O2 -pthread -I CSources/CLogbook/include Tests/CTests/core_test.c CSources/CLogbook/src/?*.c
+ */
+#define _GNU_SOURCE
+#include "logbook.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(cond)                                                               \
+    do {                                                                          \
+        if (cond) passed++;                                                       \
+        else {                                                                    \
+            failed++;                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                         \
+    } while (0)
+
+static char dir[256];
+
+static void path_of(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", dir, name); }
+
+static void test_open_options(void) {
+    char path[512];
+    path_of(path, sizeof path, "options.logbook");
+    lb_options o;
+    lb_options_init(&o);
+    o.chunk_size = 3000;
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
+    lb_options_init(&o);
+    o.capacity = 4096;  /* one chunk is not a ring */
+    CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
+    CHECK(lb_bundle_open(NULL, NULL, &b) == -EINVAL);
+    lb_options_init(&o);
+    o.capacity = 1 << 20;
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    lb_bundle *second = NULL;
+    CHECK(lb_bundle_open(path, &o, &second) == -EWOULDBLOCK);
+    CHECK(lb_bundle_close(b) == 0);
+}
+
+typedef struct thread_arg {
+    lb_logger *logger;
+    uint32_t index;
+} thread_arg;
+
+static void *write_many(void *p) {
+    thread_arg *a = p;
+    for (uint32_t i = 0; i < 50000; i++) LB_INFO(a->logger, "t {} i {}", a->index, i);
+    return NULL;
+}
+
+static void test_threads_and_reader(void) {
+    char path[512];
+    path_of(path, sizeof path, "threads.logbook");
+    lb_options o;
+    lb_options_init(&o);
+    o.capacity = 16 << 20;
+    o.chunk_size = 16 << 10;
+    lb_bundle *b;
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    lb_logger *logger;
+    CHECK(lb_logger_register(b, "c", &logger) == 0);
+    lb_logger *same;
+    CHECK(lb_logger_register(b, "c", &same) == 0 && same == logger);
+    pthread_t t[4];
+    thread_arg args[4];
+    for (uint32_t i = 0; i < 4; i++) {
+        args[i] = (thread_arg){logger, i};
+        pthread_create(&t[i], NULL, write_many, &args[i]);
+    }
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    lb_counters c;
+    CHECK(lb_bundle_counters(b, &c) == 0 && c.records == 200000 && c.dropped == 0);
+    CHECK(lb_bundle_close(b) == 0);
+
+    lb_reader *r;
+    CHECK(lb_reader_open(path, &r) == 0);
+    CHECK(lb_reader_scan(r) == 200000);
+    CHECK(lb_reader_issue_count(r) == 0);
+    uint32_t next[4] = {0, 0, 0, 0};
+    int in_order = 1;
+    for (size_t i = 0; i < lb_reader_entry_count(r); i++) {
+        lb_entry e;
+        lb_reader_entry(r, i, &e);
+        uint32_t off = 0;
+        lb_arg thread, seq;
+        if (lb_arg_next(e.args, e.args_length, &off, &thread) != 1 ||
+            lb_arg_next(e.args, e.args_length, &off, &seq) != 1 || thread.type != LB_ARG_U32 ||
+            thread.value.u >= 4 || seq.value.u != next[thread.value.u]++) {
+            in_order = 0;
+            break;
+        }
+    }
+    CHECK(in_order);
+    lb_entry e;
+    lb_reader_entry(r, 0, &e);
+    const lb_site_info *site = lb_reader_site(r, e.session, e.site_id);
+    CHECK(site && strcmp(site->template_text, "t {} i {}") == 0 && strstr(site->file, "core_test.c"));
+    CHECK(strcmp(lb_reader_logger_name(r, e.session, e.logger_id), "c") == 0);
+    CHECK(lb_reader_scan(r) == 0);  /* nothing new */
+    lb_reader_close(r);
+}
+
+static void test_arg_decoder_bounds(void) {
+    uint8_t bytes[16] = {LB_ARG_STRING, 200, 0, 0, 0, 'a'};
+    uint32_t off = 0;
+    lb_arg a;
+    CHECK(lb_arg_next(bytes, 6, &off, &a) == -EBADMSG);  /* length beyond the buffer */
+    uint8_t unknown[2] = {99, 0};
+    off = 0;
+    CHECK(lb_arg_next(unknown, 2, &off, &a) == -EBADMSG);
+    uint8_t short_int[4] = {LB_ARG_I64, 1, 2, 3};
+    off = 0;
+    CHECK(lb_arg_next(short_int, 4, &off, &a) == -EBADMSG);
+    off = 0;
+    CHECK(lb_arg_next(short_int, 0, &off, &a) == 0);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/logbook-core-test-XXXXXX");
+    if (!mkdtemp(dir)) return 2;
+    test_open_options();
+    test_threads_and_reader();
+    test_arg_decoder_bounds();
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
