@@ -81,6 +81,10 @@ public final class LogBundle: @unchecked Sendable {
         lb_bundle_close(raw)
     }
 
+    /// The C bundle (`lb_bundle *`) behind this one, for C code in the same program. Valid while
+    /// this object lives.
+    public var cBundle: OpaquePointer { raw }
+
     /// The logger with this name (created on first use; the same control for every call).
     public func logger(_ name: String) throws(LogbookError) -> Logger {
         var control: UnsafeMutablePointer<lb_logger>?
