@@ -1,0 +1,72 @@
+/* fuzz_reader: libFuzzer target for the decoder. The input is split into a meta file and a ring
+ * file (first byte pair = meta length / 16), written into a scratch bundle, and read completely:
+ * scan, every entry, every argument, site and logger look-ups, ring info. Any crash, hang, leak or
+ * sanitizer report is a bug. Run with scripts/fuzz. */
+#define _GNU_SOURCE
+#include "logbook.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static void write_file(const char *name, const uint8_t *bytes, size_t length) {
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) abort();
+    while (length) {
+        ssize_t n = write(fd, bytes, length);
+        if (n <= 0) abort();
+        bytes += n;
+        length -= (size_t)n;
+    }
+    close(fd);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/logbook-fuzz-%d", (int)getpid());
+        mkdir(dir, 0700);
+    }
+    if (size < 2) return 0;
+    size_t meta_length = ((size_t)data[0] | (size_t)data[1] << 8) * 16;
+    data += 2;
+    size -= 2;
+    if (meta_length > size) meta_length = size;
+    write_file("meta", data, meta_length);
+    write_file("ring", data + meta_length, size - meta_length);
+
+    lb_reader *r;
+    if (lb_reader_open(dir, &r) != 0) return 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (lb_reader_scan(r) < 0) break;
+        for (size_t i = 0; i < lb_reader_entry_count(r); i++) {
+            lb_entry e;
+            lb_reader_entry(r, i, &e);
+            const lb_site_info *site = lb_reader_site(r, e.session, e.site_id);
+            if (site && strlen(site->template_text) > (1u << 20)) abort();
+            (void)lb_reader_logger_name(r, e.session, e.logger_id);
+            uint32_t off = 0;
+            lb_arg arg;
+            while (lb_arg_next(e.args, e.args_length, &off, &arg) == 1) {
+                if (arg.bytes && arg.length) {
+                    volatile uint8_t sink = arg.bytes[arg.length - 1];
+                    (void)sink;
+                }
+            }
+        }
+    }
+    for (size_t i = 0; i < lb_reader_issue_count(r); i++) {
+        lb_issue issue;
+        lb_reader_issue(r, i, &issue);
+    }
+    lb_ring_info info;
+    (void)lb_reader_ring_info(r, &info);
+    lb_reader_close(r);
+    return 0;
+}
