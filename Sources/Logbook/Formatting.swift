@@ -32,7 +32,8 @@ public func formatRFC3339(nanoseconds: Int64) -> String {
         + "\(pad(rest % 60, 2)).\(pad(fraction, 9))Z"
 }
 
-/// Parses RFC 3339 (`2026-11-21T08:13:00Z`, optional fraction, `Z` or `±hh:mm`) to nanoseconds.
+/// Parses RFC 3339 (`2026-11-21T08:13:00Z`, optional fraction, `Z` or `±hh:mm`) to nanoseconds
+/// since the epoch; `nil` for malformed text or a time outside 1677...2262.
 public func parseRFC3339(_ text: String) -> Int64? {
     let bytes = Array(text.utf8)
     func number(_ start: Int, _ count: Int) -> Int64? {
@@ -84,7 +85,10 @@ public func parseRFC3339(_ text: String) -> Int64? {
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
     let days = era * 146_097 + doe - 719_468
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset
-    return seconds * 1_000_000_000 + fraction
+    // Int64 nanoseconds reach from 1677 to 2262: anything outside is not a time we can compare.
+    let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+    guard !overflow, scaled <= Int64.max - fraction else { return nil }
+    return scaled + fraction
 }
 
 /// Makes logged text safe for a terminal: control characters become `\n`, `\t`, `\u{1b}`...

@@ -1,0 +1,113 @@
+import Foundation
+import XCTest
+@testable import Logbook
+
+/// Runs the `logbook` executable built next to the test bundle, as a user would.
+final class CLITests: XCTestCase {
+    var logbook: String!
+    var bundlePath: String!
+
+    override func setUpWithError() throws {
+        let binDirectory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+        logbook = binDirectory.appendingPathComponent("logbook").path
+        guard FileManager.default.isExecutableFile(atPath: logbook) else {
+            return XCTFail("`swift test` builds the logbook executable; not found at \(logbook!)")
+        }
+        bundlePath = makeTemporaryDirectory(self) + "/cli.logbook"
+        let bundle = try LogBundle(path: bundlePath, capacity: 1 << 20, chunkSize: 16 << 10)
+        let net = try bundle.logger("net")
+        let http = try bundle.logger("net.http")
+        let db = try bundle.logger("db")
+        net.info("connected to \("10.0.0.1") in \(1.5) ms")
+        http.warning("slow response \(503) after \(2.25) s")
+        db.error("query failed: \("line1\nline2\u{1b}[31m")")
+        db.debug("quote \("\"q\" \\ back") tab\("\t")")
+        try bundle.close()
+    }
+
+    func testShowPrintsEscapedTextInTimeOrder() throws {
+        let result = try runProgram(logbook, ["show", bundlePath])
+        XCTAssertEqual(result.status, 0, result.output)
+        let lines = result.output.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.count, 4)
+        XCTAssertTrue(lines[0].hasSuffix(" info     net: connected to 10.0.0.1 in 1.5 ms"), lines[0])
+        XCTAssertTrue(lines[1].hasSuffix(" warning  net.http: slow response 503 after 2.25 s"), lines[1])
+        XCTAssertTrue(lines[2].hasSuffix(#"db: query failed: line1\nline2\u{1b}[31m"#), lines[2])
+        XCTAssertFalse(result.output.contains("\u{1b}"), "a control character reached the terminal")
+        XCTAssertNotNil(parseRFC3339(String(lines[0].prefix(30))))
+    }
+
+    func testShowFilters() throws {
+        func show(_ arguments: [String]) throws -> [String] {
+            let result = try runProgram(logbook, ["show"] + arguments + [bundlePath])
+            XCTAssertEqual(result.status, 0, result.output)
+            return result.output.split(separator: "\n").map(String.init)
+        }
+        XCTAssertEqual(try show(["--logger", "net"]).count, 2)  // net and net.http
+        XCTAssertEqual(try show(["--logger", "net.http"]).count, 1)
+        XCTAssertEqual(try show(["--logger", "db", "--logger", "net.http"]).count, 3)
+        XCTAssertEqual(try show(["--level", "warning"]).count, 2)
+        XCTAssertEqual(try show(["--grep", "slow|query"]).count, 2)
+        XCTAssertEqual(try show(["--since", "1h"]).count, 4)
+        XCTAssertEqual(try show(["--until", "1h"]).count, 0)
+        XCTAssertEqual(try show(["--since", "2000-01-01T00:00:00Z", "--until", "2200-01-01T00:00:00.5+02:00"]).count, 4)
+        // Regression: a year past 2262 overflowed Int64 nanoseconds and trapped.
+        let farFuture = try runProgram(logbook, ["show", "--until", "2999-01-01T00:00:00Z", bundlePath])
+        XCTAssertEqual(farFuture.status, 64, farFuture.output)  // a usage error, not a crash
+        XCTAssertTrue(farFuture.output.contains("--until"), farFuture.output)
+        let bad = try runProgram(logbook, ["show", "--level", "loud", bundlePath])
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertTrue(bad.output.contains("--level"), bad.output)
+        let badTime = try runProgram(logbook, ["show", "--since", "yesterday", bundlePath])
+        XCTAssertNotEqual(badTime.status, 0)
+    }
+
+    func testShowJSONLinesAreValidAndComplete() throws {
+        let result = try runProgram(logbook, ["show", "--json", bundlePath])
+        XCTAssertEqual(result.status, 0, result.output)
+        let lines = result.output.split(separator: "\n")
+        XCTAssertEqual(lines.count, 4)
+        let objects = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as! [String: Any] }
+        for object in objects {
+            for key in ["time", "logger", "level", "message", "args", "file", "line", "function", "thread"] {
+                XCTAssertNotNil(object[key], "missing \(key) in \(object)")
+            }
+            let time = object["time"] as! String
+            XCTAssertNotNil(parseRFC3339(time))
+            XCTAssertEqual(time.split(separator: ".").last?.count, 10, time)  // 9 digits and Z
+        }
+        XCTAssertEqual(objects[1]["message"] as? String, "slow response 503 after 2.25 s")
+        let args = objects[1]["args"] as! [[String: Any]]
+        XCTAssertEqual(args.map { $0["type"] as? String }, ["int", "double"])
+        XCTAssertEqual(args[0]["value"] as? Int, 503)
+        XCTAssertEqual(args[1]["value"] as? Double, 2.25)
+        XCTAssertEqual(objects[2]["message"] as? String, "query failed: line1\nline2\u{1b}[31m")
+        XCTAssertEqual(objects[3]["message"] as? String, "quote \"q\" \\ back tab\t")
+        XCTAssertEqual(objects[0]["file"] as? String, "LogbookTests/CLITests.swift")
+    }
+
+    func testVerifyAndInfo() throws {
+        let clean = try runProgram(logbook, ["verify", bundlePath])
+        XCTAssertEqual(clean.status, 0, clean.output)
+        XCTAssertTrue(clean.output.contains("4 entries, 0 issues, 0 failures"), clean.output)
+
+        let info = try runProgram(logbook, ["info", bundlePath])
+        XCTAssertEqual(info.status, 0, info.output)
+        XCTAssertTrue(info.output.contains("records written: 4"), info.output)
+        XCTAssertTrue(info.output.contains("dropped:         0"), info.output)
+        XCTAssertTrue(info.output.contains("not running"), info.output)
+
+        // Damage the ring header: verify names the file and offset and fails.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: bundlePath + "/ring"))
+        try handle.seek(toOffset: 20)
+        handle.write(Data([0xFF]))
+        try handle.close()
+        let damaged = try runProgram(logbook, ["verify", bundlePath])
+        XCTAssertEqual(damaged.status, 1, damaged.output)
+        XCTAssertTrue(damaged.output.contains("corrupt ring offset 0"), damaged.output)
+
+        let missing = try runProgram(logbook, ["show", bundlePath + "-missing"])
+        XCTAssertEqual(missing.status, 1)
+        XCTAssertTrue(missing.output.contains("No such file or directory"), missing.output)
+    }
+}
