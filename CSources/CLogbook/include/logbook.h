@@ -224,7 +224,7 @@ typedef struct lb_writer {
     uint64_t tag_bits;             /* bits 32..63 of this chunk's record headers, kind excluded */
     uint32_t mode;                 /* lb_writer_mode of the record being built */
     _Atomic uint32_t building;     /* 1 from begin to commit; the steal protocol's busy flag */
-    uint64_t last_ticks;           /* clock ticks of the last record begun */
+    _Atomic uint64_t last_ticks;   /* clock ticks of the last record begun (read by the sealer) */
     void *capture;                 /* façade use: collects a new call site's literal text */
     /* written by another thread (flush, close, idle sealer) */
     _Atomic uint32_t steal;        /* another thread asks to take this writer's chunk */
@@ -274,7 +274,7 @@ static inline void lb_record_begin(lb_writer *w, uint16_t logger, uint8_t level)
         return;
     }
     uint64_t t = lb_clock_ticks();
-    w->last_ticks = t;
+    atomic_store_explicit(&w->last_ticks, t, memory_order_relaxed);
     memcpy(r + 8, &t, 8);
     uint32_t who = (uint32_t)logger | (uint32_t)level << 16;
     memcpy(r + 20, &who, 4);

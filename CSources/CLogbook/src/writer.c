@@ -4,10 +4,15 @@
  *
  * Steal protocol (an asymmetric Dekker handshake):
  *   owner, per record:  building = 1; signal fence; if (steal) slow path;  ... commit: building = 0
- *   stealer:            steal = 1; membarrier(); lock; if (!building) take the chunk; steal = 0
+ *   stealer:            steal = 1; membarrier(); lock;
+ *                       if (!building) { seal the chunk; stolen = 1 }  (steal stays set)
+ *                       else steal = 0;  unlock
+ *   owner, slow path:   lock; if (stolen) { forget the chunk; stolen = 0; steal = 0 }; unlock
  * membarrier() runs a full barrier on every thread of the process, so either the owner's
  * `building = 1` is visible to the stealer, or the owner's later load sees `steal == 1` and goes to
- * the slow path, where it waits for the stealer's lock. */
+ * the slow path, where it waits for the stealer's lock. The stealer touches only the chunk (shared
+ * memory, atomics) and cold fields under the lock: the writer's hot fields have one writer, the
+ * owner. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -27,6 +32,7 @@ typedef struct lb_writer_cold {
     pthread_mutex_t lock;          /* owner's slow path and stealers */
     uint64_t prev_sequence;        /* sequence of this writer's previous chunk */
     uint32_t thread_id;
+    uint32_t stolen;               /* the chunk was sealed by another thread; under `lock` */
     uint32_t drop_reason;          /* for LB_WRITER_DISCARD */
     uint8_t *resume;               /* chunk position to return to after a discarded record */
     uint8_t *staging;
@@ -77,8 +83,12 @@ static void writer_drop_chunk(lb_writer *w) {
     w->cur = w->end = w->chunk_end = w->record = NULL;
 }
 
+/* Owner only (or the owner's thread exit), holding the writer's lock. */
 static void writer_seal(lb_writer *w, lb_bundle *b) {
-    if (w->chunk) lb_chunk_seal(b, w->chunk);
+    lb_writer_cold *c = COLD(w);
+    if (w->chunk && !c->stolen) lb_chunk_seal(b, w->chunk);
+    c->stolen = 0;
+    atomic_store_explicit(&w->steal, 0, memory_order_relaxed);
     writer_drop_chunk(w);
 }
 
@@ -206,17 +216,18 @@ void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nest
     }
     atomic_store_explicit(&w->building, 1, memory_order_relaxed);
     c->depth = 1;
-    lb_bundle *b = c->bundle;
-    if (!b) {
-        writer_drop_chunk(w);
-        w->mode = LB_WRITER_DIRECT;
-        writer_discard(w, LB_DROP_CLOSED);
-        return;
-    }
     pthread_mutex_lock(&c->lock);  /* waits out a stealer that is taking our chunk */
-    if (atomic_load(&b->closed) || !c->bundle) {
-        pthread_mutex_unlock(&c->lock);
+    lb_bundle *b = c->bundle;
+    if (c->stolen) {
+        /* Another thread sealed our chunk while we were idle: forget it. */
+        c->stolen = 0;
+        atomic_store_explicit(&w->steal, 0, memory_order_relaxed);
         writer_drop_chunk(w);
+    }
+    if (!b || atomic_load(&b->closed)) {
+        writer_drop_chunk(w);
+        pthread_mutex_unlock(&c->lock);
+        w->mode = LB_WRITER_DIRECT;
         writer_discard(w, LB_DROP_CLOSED);
         return;
     }
@@ -231,7 +242,7 @@ void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nest
     pthread_mutex_unlock(&c->lock);
     uint8_t *r = w->cur;
     uint64_t t = lb_clock_ticks();
-    w->last_ticks = t;
+    atomic_store_explicit(&w->last_ticks, t, memory_order_relaxed);
     memcpy(r + 8, &t, 8);
     uint32_t who = (uint32_t)logger | (uint32_t)level << 16;
     memcpy(r + 20, &who, 4);
@@ -269,13 +280,15 @@ uint8_t *lb_record_reserve_slow(lb_writer *w, size_t size) {
         writer_discard(w, LB_DROP_TOO_LARGE);
         return scratch_reserve(w, size);
     }
+    pthread_mutex_lock(&c->lock);
     lb_bundle *b = c->bundle;
-    if (w->mode == LB_WRITER_DIRECT && b &&
-        total + 8 <= b->chunk_size - LB_CHUNK_HEADER_SIZE) {
+    uint32_t chunk_size = b ? b->chunk_size : 0;
+    pthread_mutex_unlock(&c->lock);
+    if (w->mode == LB_WRITER_DIRECT && b && total + 8 <= chunk_size - LB_CHUNK_HEADER_SIZE) {
         /* Move the record begun here to a fresh chunk; the old slot keeps its zero header. */
         uint8_t *old = w->record;
         pthread_mutex_lock(&c->lock);
-        int rc = writer_claim(w, b);
+        int rc = c->bundle ? writer_claim(w, c->bundle) : -EBADF;
         pthread_mutex_unlock(&c->lock);
         if (rc) {
             w->record = old;  /* the chunk is gone; nothing of it is referenced again */
@@ -342,14 +355,13 @@ static void chunk_append(lb_writer *w, const uint8_t *body, size_t body_length, 
 
 static int commit_staged(lb_writer *w, uint32_t site) {
     lb_writer_cold *c = COLD(w);
-    lb_bundle *b = c->bundle;
     size_t length = (size_t)(w->cur - w->record);
     memcpy(c->staging + 16, &site, 4);
     const uint8_t *body = c->staging + 8;
     size_t body_length = length - 8;
-    size_t capacity = b->chunk_size - LB_CHUNK_HEADER_SIZE;  /* record bytes in an empty chunk */
     int rc = 0;
     pthread_mutex_lock(&c->lock);
+    lb_bundle *b = c->bundle;
     /* Restore the chunk cursor the record started from. */
     w->record = NULL;
     w->end = w->chunk_end;
@@ -360,6 +372,7 @@ static int commit_staged(lb_writer *w, uint32_t site) {
         lb_bundle_count_drop(b, LB_DROP_CLOSED);
         goto done;
     }
+    size_t capacity = b->chunk_size - LB_CHUNK_HEADER_SIZE;  /* record bytes in an empty chunk */
     int fragmented = length + 8 > capacity;
     if (fragmented) atomic_fetch_add_explicit(&b->ring->large_records, 1, memory_order_relaxed);
     uint8_t kind = fragmented ? LB_RECORD_FIRST : LB_RECORD_FULL;
@@ -390,12 +403,19 @@ done:
     return rc;
 }
 
+static void count_drop(lb_writer *w, unsigned reason) {
+    lb_writer_cold *c = COLD(w);
+    pthread_mutex_lock(&c->lock);
+    lb_bundle_count_drop(c->bundle, reason);  /* a detached writer has no bundle to count in */
+    pthread_mutex_unlock(&c->lock);
+}
+
 int lb_record_commit_slow(lb_writer *w, uint32_t site) {
     lb_writer_cold *c = COLD(w);
     uint32_t depth = atomic_load_explicit(&w->building, memory_order_relaxed);
     if (depth > 1) {
         /* End of a nested record: it was discarded; return to the outer one. */
-        lb_bundle_count_drop(c->bundle, LB_DROP_REENTRANT);
+        count_drop(w, LB_DROP_REENTRANT);
         if (depth == 2) {
             w->cur = c->saved_cur;
             w->end = c->saved_end;
@@ -417,7 +437,7 @@ int lb_record_commit_slow(lb_writer *w, uint32_t site) {
         rc = commit_staged(w, site);
     } else {
         rc = drop_errno(c->drop_reason);
-        lb_bundle_count_drop(c->bundle, c->drop_reason);
+        count_drop(w, c->drop_reason);
         w->mode = LB_WRITER_DIRECT;
         if (w->chunk) {
             w->cur = c->resume;
@@ -436,18 +456,21 @@ int lb_record_commit_slow(lb_writer *w, uint32_t site) {
 /* Returns 1 when the chunk was sealed (or there was none), 0 when the owner was busy. */
 static int steal_chunk(lb_writer *w, lb_bundle *b) {
     lb_writer_cold *c = COLD(w);
+    pthread_mutex_lock(&c->lock);
+    int done = c->stolen || !w->chunk;
+    pthread_mutex_unlock(&c->lock);
+    if (done) return 1;
     atomic_store(&w->steal, 1);
-    if (lb_membarrier() != 0) {
-        atomic_store(&w->steal, 0);
-        return 0;
-    }
+    int fenced = lb_membarrier() == 0;
     pthread_mutex_lock(&c->lock);
     int taken = 0;
-    if (atomic_load(&w->building) == 0) {
-        writer_seal(w, b);
+    if (fenced && !atomic_load(&w->building)) {
+        if (w->chunk && !c->stolen) lb_chunk_seal(b, w->chunk);
+        c->stolen = 1;  /* `steal` stays set: the owner forgets the chunk on its slow path */
         taken = 1;
+    } else {
+        atomic_store(&w->steal, 0);
     }
-    atomic_store_explicit(&w->steal, 0, memory_order_release);
     pthread_mutex_unlock(&c->lock);
     return taken;
 }
@@ -467,6 +490,7 @@ static void seal_writer(lb_writer *w, lb_bundle *b, int force) {
         }
         return;
     }
+    /* Another thread's writer: steal, unless the owner is in the middle of a record. */
     /* Under force (close), wait up to 2 s for a record in progress to be committed. */
     for (int tries = 0; !steal_chunk(w, b) && force && tries < 2000; tries++) {
         struct timespec ms = {0, 1000000};
@@ -476,8 +500,7 @@ static void seal_writer(lb_writer *w, lb_bundle *b, int force) {
 
 void lb_writers_seal_all(lb_bundle *b, int force) {
     lb_registry_lock();
-    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle)
-        if (w->chunk) seal_writer(w, b, force);
+    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) seal_writer(w, b, force);
     lb_registry_unlock();
 }
 
@@ -490,7 +513,6 @@ void lb_writers_detach_all(lb_bundle *b, int force) {
         seal_writer(w, b, force);
         /* The owner finds `bundle == NULL` on its next slow path; `steal` sends it there. */
         pthread_mutex_lock(&c->lock);
-        if (!atomic_load(&w->building)) writer_drop_chunk(w);
         c->bundle = NULL;
         c->next_in_bundle = NULL;
         atomic_store(&w->steal, 1);
@@ -509,10 +531,13 @@ void lb_writers_seal_idle(lb_bundle *b, uint64_t idle_ticks) {
     uint64_t now = lb_clock_ticks();
     lb_registry_lock();
     for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
-        lb_chunk_header *h = __atomic_load_n(&w->chunk, __ATOMIC_RELAXED);
-        if (!h || atomic_load_explicit(&h->record_count, memory_order_relaxed) == 0) continue;
-        uint64_t last = __atomic_load_n(&w->last_ticks, __ATOMIC_RELAXED);
-        if (now > last && now - last >= idle_ticks) steal_chunk(w, b);
+        lb_writer_cold *c = COLD(w);
+        pthread_mutex_lock(&c->lock);  /* the owner changes `chunk` only under it */
+        lb_chunk_header *h = c->stolen ? NULL : w->chunk;
+        int idle = h && atomic_load_explicit(&h->record_count, memory_order_relaxed) > 0;
+        pthread_mutex_unlock(&c->lock);
+        uint64_t last = atomic_load_explicit(&w->last_ticks, memory_order_relaxed);
+        if (idle && now > last && now - last >= idle_ticks) steal_chunk(w, b);
     }
     lb_registry_unlock();
 }
@@ -523,7 +548,7 @@ uint64_t lb_writers_active_records(lb_bundle *b, uint64_t *bytes) {
     for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
         lb_writer_cold *c = COLD(w);
         pthread_mutex_lock(&c->lock);
-        lb_chunk_header *h = w->chunk;
+        lb_chunk_header *h = c->stolen ? NULL : w->chunk;
         if (h) {
             records += atomic_load(&h->record_count);
             total += atomic_load(&h->committed) - LB_CHUNK_HEADER_SIZE;
