@@ -138,3 +138,55 @@ final class LimitsTests: XCTestCase {
         XCTAssertTrue(sealed)
     }
 }
+
+final class BundleLifecycleTests: XCTestCase {
+    /// Regression: a thread's cached writer for a closed and freed bundle matched a new bundle
+    /// allocated at the same address, and every record to the new bundle was dropped.
+    func testThreadLogsToEachOfManyBundlesOpenedInTurn() throws {
+        let dir = makeTemporaryDirectory(self)
+        let worker = WorkerThread()
+        for round in 0..<20 {
+            let path = dir + "/round\(round).logbook"
+            do {
+                let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096)
+                let log = try bundle.logger("round")
+                worker.run { log.info("round \(round)") }
+                try bundle.close()
+            }  // freed here: the next bundle may reuse its address
+            XCTAssertEqual(try readBundle(path).entries.map(\.message), ["round \(round)"], "round \(round)")
+        }
+    }
+}
+
+/// One long-lived thread that runs closures handed to it, one at a time.
+final class WorkerThread: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var job: (() -> Void)?
+    private var thread: Thread!
+
+    init() {
+        thread = Thread { [unowned self] in
+            while true {
+                condition.lock()
+                while job == nil { condition.wait() }
+                let work = job!
+                condition.unlock()
+                work()
+                condition.lock()
+                job = nil
+                condition.broadcast()
+                condition.unlock()
+            }
+        }
+        thread.start()
+    }
+
+    /// Runs `body` on the worker thread and waits for it.
+    func run(_ body: @escaping () -> Void) {
+        condition.lock()
+        job = body
+        condition.broadcast()
+        while job != nil { condition.wait() }
+        condition.unlock()
+    }
+}

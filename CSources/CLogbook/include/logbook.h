@@ -247,7 +247,13 @@ void lb_record_discard(lb_writer *w, unsigned reason);
 /* This thread's writer for `bundle`. Never NULL: when no writer can be made, the returned writer
  * drops (and counts) what is logged through it. */
 static inline lb_writer *lb_writer_get(lb_bundle *bundle) {
-    if (__builtin_expect(lb_tls_bundle == bundle, 1)) return lb_tls_writer;
+    /* A writer whose bundle was closed keeps `steal` set for good: a new bundle allocated at the
+     * closed one's address must not be served by it. */
+    lb_writer *w = lb_tls_writer;
+    if (__builtin_expect(lb_tls_bundle == bundle && w &&
+                             !atomic_load_explicit(&w->steal, memory_order_relaxed),
+                         1))
+        return w;
     return lb_writer_get_slow(bundle);
 }
 

@@ -146,11 +146,37 @@ static lb_writer *orphan_writer(void) {
     return w;
 }
 
+/* This thread's writer for bundle `b`, freeing on the way the writers whose bundles were closed
+ * (detached: no bundle lists them any more). */
+static lb_writer *find_thread_writer(lb_bundle *b) {
+    lb_writer *found = NULL;
+    lb_writer **link = &thread_writers;
+    while (*link) {
+        lb_writer *w = *link;
+        lb_writer_cold *c = COLD(w);
+        pthread_mutex_lock(&c->lock);
+        lb_bundle *owner = c->bundle;
+        pthread_mutex_unlock(&c->lock);
+        if (!owner && !atomic_load(&w->building)) {
+            *link = c->next_in_thread;
+            if (lb_tls_writer == w) {
+                lb_tls_writer = NULL;
+                lb_tls_bundle = NULL;
+            }
+            pthread_mutex_destroy(&c->lock);
+            free(c->staging);
+            free(w);
+            continue;
+        }
+        if (owner == b) found = w;
+        link = &c->next_in_thread;
+    }
+    return found;
+}
+
 lb_writer *lb_writer_get_slow(lb_bundle *b) {
     pthread_once(&thread_key_once, thread_key_init);
-    lb_writer *w = thread_writers;
-    for (; w; w = COLD(w)->next_in_thread)
-        if (COLD(w)->bundle == b) break;
+    lb_writer *w = find_thread_writer(b);
     if (!w) {
         w = aligned_alloc(64, (sizeof(lb_writer) + sizeof(lb_writer_cold) + 63) & ~(size_t)63);
         if (!w) return orphan_writer();
