@@ -4,7 +4,8 @@ import CLogbook
 public enum WrapPolicy: UInt32, Sendable {
     /// Reuse the oldest sealed chunk: a flight recorder that keeps the newest records.
     case overwrite = 1  // LB_WRAP_OVERWRITE
-    /// Reuse only chunks the archiver has persisted.
+    /// Reuse only chunks the archiver has persisted. Until an archiver runs, a full lossless ring
+    /// takes no more records: they are dropped and counted as `no_chunk`, and nothing is overwritten.
     case lossless = 2   // LB_WRAP_LOSSLESS
 }
 

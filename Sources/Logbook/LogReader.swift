@@ -29,6 +29,43 @@ public struct LogEntry: Sendable {
 
     /// The time as RFC 3339 UTC with nanoseconds, e.g. `2026-11-21T08:13:00.123456789Z`.
     public var timestamp: String { formatRFC3339(nanoseconds: wallNanoseconds) }
+
+    /// The level's name, or `levelN` for a level this version does not know.
+    public var levelName: String { level?.description ?? "level\(rawLevel)" }
+
+    /// One line of text, safe for a terminal (control characters escaped):
+    /// `2026-11-21T08:13:00.123456789Z info     net: request 42 took 1.5 ms`.
+    /// - Parameters:
+    ///   - message: the rendered message, when already computed (else ``message`` is used).
+    ///   - includeSource: append `(file:line thread N)`.
+    public func textLine(message: String? = nil, includeSource: Bool = false) -> String {
+        let level = levelName
+        let padded = level.count >= 8 ? level : level + String(repeating: " ", count: 8 - level.count)
+        var line = "\(timestamp) \(padded) \(escapingControlCharacters(logger ?? "?")): "
+            + escapingControlCharacters(message ?? self.message)
+        if includeSource {
+            line += "  (\(escapingControlCharacters(file ?? "?")):\(self.line) thread \(threadID))"
+        }
+        return line
+    }
+
+    /// One JSON object: `time` (RFC 3339 UTC, ns), `level`, `logger`, `message`, `args` (objects with
+    /// `type` and `value`; redacted values have `"redacted":true` and a null value), `file`, `line`,
+    /// `function`, `thread`, `pid`.
+    public func jsonLine(message: String? = nil) -> String {
+        func quoted(_ text: String?) -> String { text.map { "\"" + escapingJSON($0) + "\"" } ?? "null" }
+        var out = "{\"time\":\"\(timestamp)\",\"level\":\"\(levelName)\",\"logger\":\(quoted(logger))"
+        out += ",\"message\":" + quoted(message ?? self.message) + ",\"args\":["
+        for (index, value) in arguments.enumerated() {
+            if index > 0 { out += "," }
+            out += "{\"type\":\"\(value.type.name)\""
+            if case .redacted = value { out += ",\"redacted\":true" }
+            out += ",\"value\":" + value.jsonValue + "}"
+        }
+        out += "],\"file\":\(quoted(file)),\"line\":\(line),\"function\":\(quoted(function))"
+        out += ",\"thread\":\(threadID),\"pid\":\(processID)}"
+        return out
+    }
 }
 
 /// A problem the reader found in a bundle.

@@ -38,6 +38,21 @@ public enum LogValue: Equatable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// The value as a JSON value: numbers and booleans as such (non-finite floats as strings),
+    /// strings escaped, bytes as a hex string, a redacted value as null.
+    public var jsonValue: String {
+        switch self {
+        case .bool(let value): value ? "true" : "false"
+        case .signed(let value, _): String(value)
+        case .unsigned(let value, _): String(value)
+        case .float(let value): value.isFinite ? value.description : "\"\(value)\""
+        case .double(let value): value.isFinite ? value.description : "\"\(value)\""
+        case .string(let value, _): "\"" + escapingJSON(value) + "\""
+        case .bytes(let value): "\"" + value.map(hexByte).joined() + "\""
+        case .redacted: "null"
+        }
+    }
+
     init?(_ arg: lb_arg) {
         guard let type = LogArgumentType(rawValue: arg.type) else {
             if arg.type == UInt8(LB_ARG_REDACTED.rawValue), let hidden = LogArgumentType(rawValue: arg.redacted_type) {

@@ -126,7 +126,7 @@ struct Show: ParsableCommand {
             }
             let message = entry.message
             if let pattern, (try? pattern.firstMatch(in: message)) == nil { return }
-            output.line(json ? jsonLine(entry, message: message) : textLine(entry, message: message))
+            output.line(json ? entry.jsonLine(message: message) : entry.textLine(message: message, includeSource: source))
         }
         do {
             try reader.scan(emit)
@@ -143,53 +143,6 @@ struct Show: ParsableCommand {
             fail("\(error)")
         }
     }
-
-    func textLine(_ entry: LogEntry, message: String) -> String {
-        let level = entry.level?.description ?? "level\(entry.rawLevel)"
-        var line = "\(entry.timestamp) \(level.padding(8)) \(escapingControlCharacters(entry.logger ?? "?")): "
-            + escapingControlCharacters(message)
-        if source {
-            line += "  (\(escapingControlCharacters(entry.file ?? "?")):\(entry.line) thread \(entry.threadID))"
-        }
-        return line
-    }
-}
-
-extension String {
-    func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
-}
-
-func jsonValue(_ value: LogValue) -> String {
-    switch value {
-    case .bool(let v): return v ? "true" : "false"
-    case .signed(let v, _): return String(v)
-    case .unsigned(let v, _): return String(v)
-    case .float(let v): return v.isFinite ? v.description : "\"\(v)\""
-    case .double(let v): return v.isFinite ? v.description : "\"\(v)\""
-    case .string(let v, _): return "\"" + escapingJSON(v) + "\""
-    case .bytes: return "\"" + value.description.dropFirst().dropLast() + "\""
-    case .redacted: return "null"
-    }
-}
-
-func jsonLine(_ entry: LogEntry, message: String) -> String {
-    var out = "{\"time\":\"\(entry.timestamp)\""
-    out += ",\"level\":\"\(entry.level?.description ?? "level\(entry.rawLevel)")\""
-    out += ",\"logger\":" + (entry.logger.map { "\"" + escapingJSON($0) + "\"" } ?? "null")
-    out += ",\"message\":\"" + escapingJSON(message) + "\""
-    out += ",\"args\":["
-    for (index, value) in entry.arguments.enumerated() {
-        if index > 0 { out += "," }
-        out += "{\"type\":\"\(value.type.name)\""
-        if case .redacted = value { out += ",\"redacted\":true" }
-        out += ",\"value\":" + jsonValue(value) + "}"
-    }
-    out += "]"
-    out += ",\"file\":" + (entry.file.map { "\"" + escapingJSON($0) + "\"" } ?? "null")
-    out += ",\"line\":\(entry.line)"
-    out += ",\"function\":" + (entry.function.map { "\"" + escapingJSON($0) + "\"" } ?? "null")
-    out += ",\"thread\":\(entry.threadID),\"pid\":\(entry.processID)}"
-    return out
 }
 
 struct Verify: ParsableCommand {

@@ -32,4 +32,13 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(escapingControlCharacters("a\nb\u{1b}[0m\u{7f}\u{9b}"), #"a\nb\u{1b}[0m\u{7f}\u{9b}"#)
         XCTAssertEqual(escapingJSON("q\"b\\n\n\u{1}\u{2028}"), #"q\"b\\n\n\u0001\u2028"#)
     }
+
+    func testJSONValues() {
+        XCTAssertEqual(LogValue.double(.nan).jsonValue, "\"nan\"")
+        XCTAssertEqual(LogValue.float(-.infinity).jsonValue, "\"-inf\"")
+        XCTAssertEqual(LogValue.double(0.1).jsonValue, "0.1")
+        XCTAssertEqual(LogValue.bytes([0, 255]).jsonValue, "\"00ff\"")
+        XCTAssertEqual(LogValue.redacted(.string).jsonValue, "null")
+        XCTAssertEqual(LogValue.unsigned(.max, .uint64).jsonValue, "18446744073709551615")
+    }
 }

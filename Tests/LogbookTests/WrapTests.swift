@@ -47,4 +47,23 @@ final class WrapTests: XCTestCase {
         // The ring is nearly full of survivors (records are at most 88 bytes).
         XCTAssertGreaterThan(entries.count, (chunks - threads - 1) * (chunkSize - 64) / 88)
     }
+
+    /// Lossless never overwrites: with no archiver, a full ring refuses new records and counts them.
+    func testLosslessRingNeverOverwritesAndCountsWhatItRefuses() throws {
+        let path = makeTemporaryDirectory(self) + "/lossless.logbook"
+        let bundle = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, wrapPolicy: .lossless)
+        let log = try bundle.logger("lossless")
+        for i in 0..<5000 { log.info("record \(i)") }
+        let counters = bundle.counters
+        XCTAssertEqual(counters.chunksReused, 0)
+        XCTAssertGreaterThan(counters.drops["no_chunk"] ?? 0, 0)
+        XCTAssertEqual(counters.records + counters.dropped, 5000)
+        try bundle.close()
+        let entries = try readBundle(path).entries
+        XCTAssertEqual(entries.count, Int(counters.records))
+        // The oldest records are the ones kept.
+        XCTAssertEqual(entries.first?.message, "record 0")
+        XCTAssertEqual(entries.last?.message, "record \(entries.count - 1)")
+        XCTAssertEqual(try LogReader(path: path).info().wrapPolicy, .lossless)
+    }
 }
