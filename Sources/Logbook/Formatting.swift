@@ -24,12 +24,32 @@ public func formatRFC3339(nanoseconds: Int64) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1
     let month = mp < 10 ? mp + 3 : mp - 9
     let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
-    func pad(_ value: Int64, _ width: Int) -> String {
-        let text = String(value)
-        return String(repeating: "0", count: max(0, width - text.count)) + text
+    guard (0...9999).contains(year) else { return "\(year)-\(month)-\(day)T\(rest)s+\(fraction)nsZ" }
+    // Fixed width: write digits into 30 bytes, no intermediate strings.
+    return String(unsafeUninitializedCapacity: 30) { buffer in
+        func put(_ value: Int64, _ width: Int, at offset: Int) {
+            var value = value
+            for position in stride(from: offset + width - 1, through: offset, by: -1) {
+                buffer[position] = UInt8(truncatingIfNeeded: 48 + value % 10)
+                value /= 10
+            }
+        }
+        put(year, 4, at: 0)
+        buffer[4] = 45
+        put(month, 2, at: 5)
+        buffer[7] = 45
+        put(day, 2, at: 8)
+        buffer[10] = 84
+        put(rest / 3600, 2, at: 11)
+        buffer[13] = 58
+        put(rest / 60 % 60, 2, at: 14)
+        buffer[16] = 58
+        put(rest % 60, 2, at: 17)
+        buffer[19] = 46
+        put(fraction, 9, at: 20)
+        buffer[29] = 90
+        return 30
     }
-    return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(rest / 3600, 2)):\(pad(rest / 60 % 60, 2)):"
-        + "\(pad(rest % 60, 2)).\(pad(fraction, 9))Z"
 }
 
 /// Parses RFC 3339 (`2026-11-21T08:13:00Z`, optional fraction, `Z` or `±hh:mm`) to nanoseconds
@@ -93,6 +113,10 @@ public func parseRFC3339(_ text: String) -> Int64? {
 
 /// Makes logged text safe for a terminal: control characters become `\n`, `\t`, `\u{1b}`...
 public func escapingControlCharacters(_ text: String) -> String {
+    // Fast path on bytes: C0 controls and DEL are single bytes; C1 controls are C2 80–9F;
+    // U+2028/2029 are E2 80 A8/A9. Without any of those lead bytes, nothing needs escaping.
+    let clean = text.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7F && $0 != 0xC2 && $0 != 0xE2 }
+    if clean { return text }
     guard text.unicodeScalars.contains(where: isControl) else { return text }
     var out = ""
     for scalar in text.unicodeScalars {
@@ -114,6 +138,8 @@ private func isControl(_ scalar: Unicode.Scalar) -> Bool {
 
 /// Escapes text for a JSON string literal (without the quotes).
 public func escapingJSON(_ text: String) -> String {
+    let clean = text.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C && $0 != 0xE2 }
+    if clean { return text }
     var out = ""
     out.reserveCapacity(text.utf8.count)
     for scalar in text.unicodeScalars {

@@ -19,12 +19,15 @@ public struct LogEntry: Sendable {
     public var processID: UInt32
     public var chunkSequence: UInt64
     public var chunkOffset: UInt32
+    /// The template split at its placeholders, shared by every entry of the site.
+    var segments: TemplateSegments?
 
     /// The message with its arguments filled in (no escaping: see ``escapingControlCharacters(_:)``).
     public var message: String {
-        let texts = arguments.map(\.description)
-        guard let template else { return "<unknown call site>" + texts.map { " " + $0 }.joined() }
-        return renderTemplate(template, texts)
+        guard let segments = segments ?? template.map(TemplateSegments.init) else {
+            return "<unknown call site>" + arguments.map { " " + $0.description }.joined()
+        }
+        return segments.render(arguments)
     }
 
     /// The time as RFC 3339 UTC with nanoseconds, e.g. `2026-11-21T08:13:00.123456789Z`.
@@ -32,40 +35,6 @@ public struct LogEntry: Sendable {
 
     /// The level's name, or `levelN` for a level this version does not know.
     public var levelName: String { level?.description ?? "level\(rawLevel)" }
-
-    /// One line of text, safe for a terminal (control characters escaped):
-    /// `2026-11-21T08:13:00.123456789Z info     net: request 42 took 1.5 ms`.
-    /// - Parameters:
-    ///   - message: the rendered message, when already computed (else ``message`` is used).
-    ///   - includeSource: append `(file:line thread N)`.
-    public func textLine(message: String? = nil, includeSource: Bool = false) -> String {
-        let level = levelName
-        let padded = level.count >= 8 ? level : level + String(repeating: " ", count: 8 - level.count)
-        var line = "\(timestamp) \(padded) \(escapingControlCharacters(logger ?? "?")): "
-            + escapingControlCharacters(message ?? self.message)
-        if includeSource {
-            line += "  (\(escapingControlCharacters(file ?? "?")):\(self.line) thread \(threadID))"
-        }
-        return line
-    }
-
-    /// One JSON object: `time` (RFC 3339 UTC, ns), `level`, `logger`, `message`, `args` (objects with
-    /// `type` and `value`; redacted values have `"redacted":true` and a null value), `file`, `line`,
-    /// `function`, `thread`, `pid`.
-    public func jsonLine(message: String? = nil) -> String {
-        func quoted(_ text: String?) -> String { text.map { "\"" + escapingJSON($0) + "\"" } ?? "null" }
-        var out = "{\"time\":\"\(timestamp)\",\"level\":\"\(levelName)\",\"logger\":\(quoted(logger))"
-        out += ",\"message\":" + quoted(message ?? self.message) + ",\"args\":["
-        for (index, value) in arguments.enumerated() {
-            if index > 0 { out += "," }
-            out += "{\"type\":\"\(value.type.name)\""
-            if case .redacted = value { out += ",\"redacted\":true" }
-            out += ",\"value\":" + value.jsonValue + "}"
-        }
-        out += "],\"file\":\(quoted(file)),\"line\":\(line),\"function\":\(quoted(function))"
-        out += ",\"thread\":\(threadID),\"pid\":\(processID)}"
-        return out
-    }
 }
 
 /// A problem the reader found in a bundle.
@@ -179,9 +148,48 @@ public final class LogReader {
         }
     }
 
+    /// Strings of a call site, made once per site rather than once per entry.
+    private struct SiteStrings {
+        var file: String
+        var function: String
+        var template: String
+        var segments: TemplateSegments
+        var line: UInt32
+        var column: UInt32
+    }
+
+    private var siteCache: [UInt64: SiteStrings] = [:]
+    private var loggerCache: [UInt64: String] = [:]
+
+    private var lastSite: (key: UInt64, strings: SiteStrings)?
+
+    private func site(_ session: UInt32, _ id: UInt32) -> SiteStrings? {
+        let key = UInt64(session) << 32 | UInt64(id)
+        if let lastSite, lastSite.key == key { return lastSite.strings }
+        if let cached = siteCache[key] {
+            lastSite = (key, cached)
+            return cached
+        }
+        guard let site = lb_reader_site(raw, session, id)?.pointee else { return nil }
+        let template = String(cString: site.template_text)
+        let strings = SiteStrings(
+            file: String(cString: site.file), function: String(cString: site.function), template: template,
+            segments: TemplateSegments(template), line: site.line, column: site.column)
+        siteCache[key] = strings
+        return strings
+    }
+
+    private func loggerName(_ session: UInt32, _ id: UInt16) -> String? {
+        let key = UInt64(session) << 32 | UInt64(id)
+        if let cached = loggerCache[key] { return cached }
+        guard let name = lb_reader_logger_name(raw, session, id) else { return nil }
+        let text = String(cString: name)
+        loggerCache[key] = text
+        return text
+    }
+
     private func decode(_ e: lb_entry) -> LogEntry {
-        let site = lb_reader_site(raw, e.session, e.site_id)
-        let logger = lb_reader_logger_name(raw, e.session, e.logger_id)
+        let site = site(e.session, e.site_id)
         var arguments: [LogValue] = []
         var offset: UInt32 = 0
         var arg = lb_arg()
@@ -192,17 +200,18 @@ public final class LogReader {
             wallNanoseconds: e.wall_ns,
             level: LogLevel(rawValue: e.level),
             rawLevel: e.level,
-            logger: logger.map { String(cString: $0) },
-            file: site.map { String(cString: $0.pointee.file) },
-            line: site?.pointee.line ?? 0,
-            column: site?.pointee.column ?? 0,
-            function: site.map { String(cString: $0.pointee.function) },
-            template: site.map { String(cString: $0.pointee.template_text) },
+            logger: loggerName(e.session, e.logger_id),
+            file: site?.file,
+            line: site?.line ?? 0,
+            column: site?.column ?? 0,
+            function: site?.function,
+            template: site?.template,
             arguments: arguments,
             threadID: e.thread_id,
             processID: e.pid,
             chunkSequence: e.chunk_sequence,
-            chunkOffset: e.chunk_offset)
+            chunkOffset: e.chunk_offset,
+            segments: site?.segments)
     }
 
     /// Every problem found so far, in the order found.

@@ -81,38 +81,88 @@ func hexByte(_ byte: UInt8) -> String {
     return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
 }
 
-/// Renders a site template ("took {} ms", "{{" for a literal brace) with argument texts.
-/// Arguments without a placeholder are appended; placeholders without an argument stay "{}".
-public func renderTemplate(_ template: String, _ arguments: [String]) -> String {
-    var out = ""
-    out.reserveCapacity(template.utf8.count + arguments.reduce(0) { $0 + $1.utf8.count })
-    var next = 0
-    var iterator = template.makeIterator()
-    while let character = iterator.next() {
-        guard character == "{" else {
-            out.append(character)
-            continue
+/// A site template ("took {} ms", "{{" for a literal brace) split once into the literal text
+/// around its placeholders.
+struct TemplateSegments: Sendable {
+    /// `literals.count == placeholders + 1`.
+    let literals: [String]
+
+    init(_ template: String) {
+        var literals: [String] = []
+        var current: [UInt8] = []
+        let bytes = Array(template.utf8)
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "{"), index + 1 < bytes.count {
+                let next = bytes[index + 1]
+                if next == UInt8(ascii: "{") {
+                    current.append(byte)
+                    index += 2
+                    continue
+                }
+                if next == UInt8(ascii: "}") {
+                    literals.append(String(decoding: current, as: UTF8.self))
+                    current.removeAll(keepingCapacity: true)
+                    index += 2
+                    continue
+                }
+            }
+            current.append(byte)
+            index += 1
         }
-        switch iterator.next() {
-        case "{":
-            out.append("{")
-        case "}":
-            if next < arguments.count {
-                out += arguments[next]
-                next += 1
+        literals.append(String(decoding: current, as: UTF8.self))
+        self.literals = literals
+    }
+
+    /// Fills the placeholders in order. Arguments beyond the placeholders are appended with a
+    /// space; placeholders without an argument stay "{}".
+    func render(_ arguments: [LogValue]) -> String {
+        var out = literals[0]
+        for index in 1..<max(literals.count, 1) {
+            if index - 1 < arguments.count {
+                arguments[index - 1].append(to: &out)
             } else {
                 out += "{}"
             }
-        case let other?:
-            out.append("{")
-            out.append(other)
-        case nil:
-            out.append("{")
+            out += literals[index]
+        }
+        if arguments.count >= literals.count {
+            for argument in arguments[(literals.count - 1)...] {
+                out += " "
+                argument.append(to: &out)
+            }
+        }
+        return out
+    }
+
+    func render(_ texts: [String]) -> String {
+        var out = literals[0]
+        for index in 1..<max(literals.count, 1) {
+            out += index - 1 < texts.count ? texts[index - 1] : "{}"
+            out += literals[index]
+        }
+        if texts.count >= literals.count {
+            for text in texts[(literals.count - 1)...] { out += " " + text }
+        }
+        return out
+    }
+}
+
+extension LogValue {
+    /// Appends the rendered value without an intermediate String where it can.
+    func append(to out: inout String) {
+        switch self {
+        case .string(let value, _): out += value
+        case .signed(let value, _): out += String(value)
+        case .unsigned(let value, _): out += String(value)
+        default: out += description
         }
     }
-    while next < arguments.count {
-        out += " " + arguments[next]
-        next += 1
-    }
-    return out
+}
+
+/// Renders a site template ("took {} ms", "{{" for a literal brace) with argument texts.
+/// Arguments without a placeholder are appended; placeholders without an argument stay "{}".
+public func renderTemplate(_ template: String, _ arguments: [String]) -> String {
+    TemplateSegments(template).render(arguments)
 }

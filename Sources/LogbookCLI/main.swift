@@ -15,21 +15,24 @@ struct LogbookCommand: ParsableCommand {
         defaultSubcommand: Show.self)
 }
 
-/// Buffered standard output: one write(2) per 64 KiB, not per line.
+/// Buffered standard output: entries are rendered into one buffer, written once per 64 KiB.
 struct Output {
-    private var buffer: [UInt8] = []
-
-    init() { buffer.reserveCapacity(1 << 16) }
+    var renderer = LineRenderer()
 
     mutating func line(_ text: String) {
-        buffer.append(contentsOf: text.utf8)
-        buffer.append(10)
-        if buffer.count >= 1 << 16 { flush() }
+        renderer.bytes.append(contentsOf: text.utf8)
+        renderer.bytes.append(10)
+        if renderer.bytes.count >= 1 << 16 { flush() }
+    }
+
+    mutating func entry(_ entry: LogEntry, as format: LineRenderer.Format) {
+        renderer.append(entry, as: format)
+        if renderer.bytes.count >= 1 << 16 { flush() }
     }
 
     mutating func flush() {
-        guard !buffer.isEmpty else { return }
-        buffer.withUnsafeBytes { bytes in
+        guard !renderer.bytes.isEmpty else { return }
+        renderer.bytes.withUnsafeBytes { bytes in
             var offset = 0
             while offset < bytes.count {
                 let n = write(1, bytes.baseAddress! + offset, bytes.count - offset)
@@ -40,7 +43,7 @@ struct Output {
                 offset += n
             }
         }
-        buffer.removeAll(keepingCapacity: true)
+        renderer.removeAll()
     }
 }
 
@@ -124,9 +127,8 @@ struct Show: ParsableCommand {
                 let name = entry.logger ?? ""
                 guard logger.contains(where: { name == $0 || name.hasPrefix($0 + ".") }) else { return }
             }
-            let message = entry.message
-            if let pattern, (try? pattern.firstMatch(in: message)) == nil { return }
-            output.line(json ? entry.jsonLine(message: message) : entry.textLine(message: message, includeSource: source))
+            if let pattern, (try? pattern.firstMatch(in: entry.message)) == nil { return }
+            output.entry(entry, as: json ? .json : .text(includeSource: source))
         }
         do {
             try reader.scan(emit)

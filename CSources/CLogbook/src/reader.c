@@ -74,6 +74,7 @@ struct lb_reader {
     size_t pending_count;
     session_clock *clocks;
     size_t clock_count, clock_capacity;
+    uint32_t known_site_session, known_site_id;  /* the last site found defined */
 };
 
 static int grow(void **array, size_t *capacity, size_t need, size_t element);
@@ -320,10 +321,28 @@ static const lb_session_info *find_session(const lb_reader *r, uint32_t session)
     return NULL;
 }
 
+/* How a chunk's ticks become wall time: one linear mapping per session keeps a thread's records
+ * in order across chunks; a chunk's own anchor is the fallback when the session entry is lost. */
+typedef struct time_map {
+    uint32_t session;
+    uint32_t pid;
+    uint64_t anchor_ticks;
+    int64_t anchor_wall;
+    double ns_per_tick;
+} time_map;
+
+static time_map make_time_map(const lb_reader *r, const lb_chunk_header *h, uint32_t session) {
+    const lb_session_info *s = find_session(r, session);
+    time_map m = {session, s ? s->pid : 0, s ? s->tick_anchor : h->tick_anchor,
+                  s ? (int64_t)s->wall_anchor_ns : (int64_t)h->wall_anchor_ns, 1.0};
+    if (s) m.ns_per_tick = 1e9 / (double)session_rate(r, session, s->ticks_per_second);
+    return m;
+}
+
 /* Builds an entry from a logical record (bytes from the timestamp on). */
-static void emit(lb_reader *r, const lb_chunk_header *h, uint64_t file_offset, uint32_t offset,
-                 const uint8_t *logical, size_t length, uint32_t thread_id, uint32_t session,
-                 uint64_t sequence, int fragmented) {
+static void emit(lb_reader *r, const time_map *map, uint64_t file_offset, uint32_t offset,
+                 const uint8_t *logical, size_t length, uint32_t thread_id, uint64_t sequence,
+                 int fragmented) {
     if (length < LB_RECORD_FIXED_SIZE - 8) return;
     uint32_t args_length = (uint32_t)(length - (LB_RECORD_FIXED_SIZE - 8));
     const uint8_t *args = logical + (LB_RECORD_FIXED_SIZE - 8);
@@ -332,9 +351,11 @@ static void emit(lb_reader *r, const lb_chunk_header *h, uint64_t file_offset, u
                   "record arguments do not decode");
         return;
     }
-    if (grow((void **)&r->entries, &r->entry_capacity, r->entry_count + 1, sizeof(lb_entry)))
+    if (LB_UNLIKELY(r->entry_count == r->entry_capacity) &&
+        grow((void **)&r->entries, &r->entry_capacity, r->entry_count + 1, sizeof(lb_entry)))
         return;
-    lb_entry e = {0};
+    lb_entry e;
+    memset(&e, 0, sizeof e);
     memcpy(&e.ticks, logical, 8);
     memcpy(&e.site_id, logical + 8, 4);
     memcpy(&e.logger_id, logical + 12, 2);
@@ -342,29 +363,31 @@ static void emit(lb_reader *r, const lb_chunk_header *h, uint64_t file_offset, u
     e.chunk_sequence = sequence;
     e.chunk_offset = offset;
     e.thread_id = thread_id;
-    e.session = session;
+    e.session = map->session;
+    e.pid = map->pid;
     e.fragmented = (uint8_t)fragmented;
-    /* One linear mapping per session keeps a thread's records in order across chunks; a chunk's
-     * own anchor is the fallback when the session entry is lost. */
-    const lb_session_info *s = find_session(r, session);
-    e.pid = s ? s->pid : 0;
-    uint64_t anchor_ticks = s ? s->tick_anchor : h->tick_anchor;
-    int64_t anchor_wall = s ? (int64_t)s->wall_anchor_ns : (int64_t)h->wall_anchor_ns;
-    uint64_t hz = s ? session_rate(r, session, s->ticks_per_second) : 1000000000ull;
-    __int128 delta = (__int128)(int64_t)(e.ticks - anchor_ticks);
-    e.wall_ns = anchor_wall + (int64_t)(delta * 1000000000 / (__int128)hz);
+    /* Double keeps sub-nanosecond precision for days of ticks; no 128-bit division per record. */
+    e.wall_ns = map->anchor_wall +
+                (int64_t)((double)(int64_t)(e.ticks - map->anchor_ticks) * map->ns_per_tick);
     e.args = arena_copy(r, args, args_length);
     e.args_length = args_length;
     if (!e.args && args_length) return;
-    if (!name_find(r->sites, session, e.site_id))
-        add_issue(r, LB_ISSUE_UNKNOWN_SITE, "ring", file_offset, length + 8,
-                  "record refers to a call site that no meta entry defines");
+    if (LB_UNLIKELY(e.session != r->known_site_session || e.site_id != r->known_site_id)) {
+        if (!name_find(r->sites, e.session, e.site_id)) {
+            add_issue(r, LB_ISSUE_UNKNOWN_SITE, "ring", file_offset, length + 8,
+                      "record refers to a call site that no meta entry defines");
+        } else {
+            r->known_site_session = e.session;
+            r->known_site_id = e.site_id;
+        }
+    }
     r->entries[r->entry_count++] = e;
 }
 
 typedef struct walk_context {
     lb_reader *r;
     const lb_chunk_header *h;
+    time_map map;
     uint64_t chunk_file_offset;
     uint32_t chunk_size;
     int corrupt;
@@ -391,8 +414,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
     uint32_t end = rec->offset + ((rec->length + 7u) & ~7u);
     switch (rec->kind) {
     case LB_RECORD_FULL:
-        emit(r, h, file_offset, rec->offset, body, body_length, h->thread_id, h->session,
-             h->sequence, 0);
+        emit(r, &w->map, file_offset, rec->offset, body, body_length, h->thread_id, h->sequence, 0);
         return 0;
     case LB_RECORD_FIRST: {
         if (end + 8 <= w->chunk_size) {
@@ -442,8 +464,9 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
                 LB_RING_HEADER_SIZE +
                 (p->first_sequence % r->header.chunk_count) * (uint64_t)r->header.chunk_size +
                 p->first_offset;
-            emit(r, h, first_file_offset, p->first_offset, p->bytes, p->length, p->thread_id,
-                 p->session, p->first_sequence, 1);
+            time_map map = make_time_map(r, h, p->session);
+            emit(r, &map, first_file_offset, p->first_offset, p->bytes, p->length, p->thread_id,
+                 p->first_sequence, 1);
             drop_pending(r, p);
         }
         return 0;
@@ -581,6 +604,63 @@ static int compare_entries(const void *a, const void *b) {
     return x->chunk_offset < y->chunk_offset ? -1 : x->chunk_offset > y->chunk_offset;
 }
 
+/* Time order of new entries. They arrive chunk by chunk in sequence order, each chunk already in
+ * tick order, so they are a few long sorted runs: check, and if needed merge the natural runs of a
+ * 16-byte key array (ties keep arrival order: chunk sequence, then offset), then permute once. */
+typedef struct sort_key {
+    uint64_t ticks;
+    uint32_t session;
+    uint32_t index;
+} sort_key;
+
+static int key_before(const sort_key *a, const sort_key *b) {
+    if (a->session != b->session) return a->session < b->session;
+    if (a->ticks != b->ticks) return a->ticks < b->ticks;
+    return a->index < b->index;
+}
+
+static void sort_entries(lb_entry *entries, size_t n) {
+    size_t i = 1;
+    while (i < n && compare_entries(&entries[i - 1], &entries[i]) <= 0) i++;
+    if (i >= n) return;  /* already in order: the common case for one writing thread */
+    sort_key *keys = malloc(n * sizeof *keys), *other = malloc(n * sizeof *other);
+    size_t *runs = malloc((n + 1) * sizeof *runs);
+    lb_entry *sorted = malloc(n * sizeof *sorted);
+    if (!keys || !other || !runs || !sorted) {
+        free(keys); free(other); free(runs); free(sorted);
+        qsort(entries, n, sizeof(lb_entry), compare_entries);
+        return;
+    }
+    for (size_t k = 0; k < n; k++)
+        keys[k] = (sort_key){entries[k].ticks, entries[k].session, (uint32_t)k};
+    size_t run_count = 0;
+    runs[run_count++] = 0;
+    for (size_t k = 1; k < n; k++)
+        if (key_before(&keys[k], &keys[k - 1])) runs[run_count++] = k;
+    runs[run_count] = n;
+    while (run_count > 1) {
+        size_t merged = 0;
+        for (size_t r = 0; r < run_count; r += 2) {
+            /* runs[run_count] == n, so runs[r + 1] exists; a last odd run is copied alone. */
+            size_t lo = runs[r], mid = runs[r + 1];
+            size_t hi = r + 2 <= run_count ? runs[r + 2] : n;
+            size_t a = lo, b = mid, out = lo;
+            while (a < mid && b < hi) other[out++] = key_before(&keys[b], &keys[a]) ? keys[b++] : keys[a++];
+            while (a < mid) other[out++] = keys[a++];
+            while (b < hi) other[out++] = keys[b++];
+            runs[merged++] = lo;
+        }
+        runs[merged] = n;
+        run_count = merged;
+        sort_key *swap = keys;
+        keys = other;
+        other = swap;
+    }
+    for (size_t k = 0; k < n; k++) sorted[k] = entries[keys[k].index];
+    memcpy(entries, sorted, n * sizeof *sorted);
+    free(keys); free(other); free(runs); free(sorted);
+}
+
 static int writer_alive(lb_reader *r) {
     if (r->lock_fd < 0) return 0;
     struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
@@ -652,7 +732,7 @@ long lb_reader_scan(lb_reader *r) {
         uint32_t start = p->sequence == h->sequence ? p->offset : LB_CHUNK_HEADER_SIZE;
         size_t entry_mark = r->entry_count, issue_mark = r->issue_count;
         size_t pending_mark = r->pending_count;
-        walk_context w = {r, h, at, size, 0};
+        walk_context w = {r, h, make_time_map(r, h, h->session), at, size, 0};
         lb_walk_end end;
         uint32_t stop = lb_chunk_walk(r->chunk, size, start, walk_visit, &w, &end);
         /* The chunk may have been reclaimed while we copied it: then nothing of it counts. */
@@ -688,7 +768,7 @@ long lb_reader_scan(lb_reader *r) {
         }
     }
     size_t added = r->entry_count - first_new;
-    qsort(r->entries + first_new, added, sizeof(lb_entry), compare_entries);
+    sort_entries(r->entries + first_new, added);
     return (long)added;
 }
 

@@ -1,0 +1,211 @@
+/// Renders entries as lines of text or JSON straight into a byte buffer: the one formatter behind
+/// ``LogEntry/textLine(message:includeSource:)``, ``LogEntry/jsonLine(message:)`` and the CLI.
+/// No intermediate strings for numbers, timestamps or escaping.
+public struct LineRenderer {
+    /// The rendered bytes (UTF-8), one line per `append` call, each ended by "\n".
+    public var bytes: [UInt8] = []
+
+    public init(capacity: Int = 1 << 16) { bytes.reserveCapacity(capacity) }
+
+    public mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+
+    public enum Format: Sendable {
+        /// `TIME LEVEL LOGGER: MESSAGE`, control characters escaped for a terminal.
+        case text(includeSource: Bool)
+        /// One JSON object (see ``LogEntry/jsonLine(message:)``).
+        case json
+    }
+
+    public mutating func append(_ entry: LogEntry, as format: Format) {
+        switch format {
+        case .text(let includeSource): appendText(entry, includeSource: includeSource)
+        case .json: appendJSON(entry)
+        }
+        bytes.append(10)
+    }
+
+    // MARK: text
+
+    mutating func appendText(_ entry: LogEntry, includeSource: Bool) {
+        appendTimestamp(entry.wallNanoseconds)
+        bytes.append(32)
+        let level = entry.levelName
+        appendString(level)
+        for _ in level.utf8.count..<max(8, level.utf8.count) { bytes.append(32) }
+        bytes.append(32)
+        appendEscaped(entry.logger ?? "?", json: false)
+        appendLiteral(": ")
+        appendMessage(entry, json: false)
+        if includeSource {
+            appendLiteral("  (")
+            appendEscaped(entry.file ?? "?", json: false)
+            bytes.append(58)
+            appendInteger(Int64(entry.line))
+            appendLiteral(" thread ")
+            appendInteger(Int64(entry.threadID))
+            bytes.append(41)
+        }
+    }
+
+    // MARK: JSON
+
+    mutating func appendJSON(_ entry: LogEntry) {
+        appendLiteral(#"{"time":""#)
+        appendTimestamp(entry.wallNanoseconds)
+        appendLiteral(#"","level":""#)
+        appendString(entry.levelName)
+        appendLiteral(#"","logger":"#)
+        appendJSONString(entry.logger)
+        appendLiteral(#","message":""#)
+        appendMessage(entry, json: true)
+        appendLiteral(#"","args":["#)
+        for (index, value) in entry.arguments.enumerated() {
+            if index > 0 { bytes.append(44) }
+            appendLiteral(#"{"type":""#)
+            appendString(value.type.name)
+            bytes.append(34)
+            if case .redacted = value { appendLiteral(#","redacted":true"#) }
+            appendLiteral(#","value":"#)
+            appendJSONValue(value)
+            bytes.append(125)
+        }
+        appendLiteral(#"],"file":"#)
+        appendJSONString(entry.file)
+        appendLiteral(#","line":"#)
+        appendInteger(Int64(entry.line))
+        appendLiteral(#","function":"#)
+        appendJSONString(entry.function)
+        appendLiteral(#","thread":"#)
+        appendInteger(Int64(entry.threadID))
+        appendLiteral(#","pid":"#)
+        appendInteger(Int64(entry.processID))
+        bytes.append(125)
+    }
+
+    mutating func appendJSONValue(_ value: LogValue) {
+        switch value {
+        case .bool(let v): appendLiteral(v ? "true" : "false")
+        case .signed(let v, _): appendInteger(v)
+        case .unsigned(let v, _): appendUnsigned(v)
+        case .string(let v, _):
+            bytes.append(34)
+            appendEscaped(v, json: true)
+            bytes.append(34)
+        default: appendString(value.jsonValue)
+        }
+    }
+
+    mutating func appendJSONString(_ text: String?) {
+        guard let text else { return appendLiteral("null") }
+        bytes.append(34)
+        appendEscaped(text, json: true)
+        bytes.append(34)
+    }
+
+    // MARK: pieces
+
+    /// The message: literal segments and argument values, each escaped as it is written.
+    mutating func appendMessage(_ entry: LogEntry, json: Bool) {
+        guard let segments = entry.segments ?? entry.template.map(TemplateSegments.init) else {
+            appendEscaped(entry.message, json: json)
+            return
+        }
+        let literals = segments.literals
+        let arguments = entry.arguments
+        appendEscaped(literals[0], json: json)
+        for index in 1..<max(literals.count, 1) {
+            if index - 1 < arguments.count {
+                appendValueText(arguments[index - 1], json: json)
+            } else {
+                appendLiteral("{}")
+            }
+            appendEscaped(literals[index], json: json)
+        }
+        if arguments.count >= literals.count {
+            for argument in arguments[(literals.count - 1)...] {
+                bytes.append(32)
+                appendValueText(argument, json: json)
+            }
+        }
+    }
+
+    mutating func appendValueText(_ value: LogValue, json: Bool) {
+        switch value {
+        case .string(let text, _): appendEscaped(text, json: json)
+        case .signed(let v, _): appendInteger(v)
+        case .unsigned(let v, _): appendUnsigned(v)
+        case .bool(let v): appendLiteral(v ? "true" : "false")
+        default: appendString(value.description)  // floats, bytes, <private>
+        }
+    }
+
+    mutating func appendEscaped(_ text: String, json: Bool) {
+        var utf8Text = text
+        let clean: Bool = utf8Text.withUTF8 { utf8 in
+            let clean = json
+                ? utf8.allSatisfy { $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C && $0 != 0xE2 }
+                : utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7F && $0 != 0xC2 && $0 != 0xE2 }
+            if clean { bytes.append(contentsOf: utf8) }
+            return clean
+        }
+        if !clean {
+            appendString(json ? escapingJSON(text) : escapingControlCharacters(text))
+        }
+    }
+
+    mutating func appendUnsigned(_ value: UInt64) {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            var value = value
+            var position = 24
+            repeat {
+                position -= 1
+                scratch[position] = UInt8(truncatingIfNeeded: 48 + value % 10)
+                value /= 10
+            } while value != 0
+            bytes.append(contentsOf: scratch[position...])
+        }
+    }
+
+    mutating func appendInteger(_ value: Int64) {
+        if value < 0 {
+            bytes.append(45)
+            appendUnsigned(UInt64(bitPattern: 0 &- value))
+        } else {
+            appendUnsigned(UInt64(value))
+        }
+    }
+
+    mutating func appendTimestamp(_ nanoseconds: Int64) {
+        appendString(formatRFC3339(nanoseconds: nanoseconds))
+    }
+
+    mutating func appendLiteral(_ text: StaticString) {
+        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
+    mutating func appendString(_ text: String) {
+        var text = text
+        text.withUTF8 { bytes.append(contentsOf: $0) }
+    }
+}
+
+extension LogEntry {
+    /// One line of text, safe for a terminal (control characters escaped):
+    /// `2026-11-21T08:13:00.123456789Z info     net: request 42 took 1.5 ms`.
+    /// - Parameter includeSource: append `(file:line thread N)`.
+    public func textLine(includeSource: Bool = false) -> String {
+        var renderer = LineRenderer(capacity: 256)
+        renderer.appendText(self, includeSource: includeSource)
+        return String(decoding: renderer.bytes, as: UTF8.self)
+    }
+
+    /// One JSON object: `time` (RFC 3339 UTC, ns), `level`, `logger`, `message`, `args` (objects with
+    /// `type` and `value`; redacted values have `"redacted":true` and a null value), `file`, `line`,
+    /// `function`, `thread`, `pid`.
+    public func jsonLine() -> String {
+        var renderer = LineRenderer(capacity: 512)
+        renderer.appendJSON(self)
+        return String(decoding: renderer.bytes, as: UTF8.self)
+    }
+}
