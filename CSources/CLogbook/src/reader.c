@@ -8,12 +8,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define NAME_TABLE_SIZE 1024u
-#define ARENA_BLOCK (1u << 20)
+#define ARENA_BLOCK (4u << 20)
 #define PENDING_MAX 4096u
+/* Source buffers of argument bytes (the chunk buffer, assembled fragments) end with this much
+ * slack, so that arena_copy may move small arguments in fixed 16-byte pieces. */
+#define COPY_SLACK 32u
 
 typedef struct name_entry {
     uint32_t session;
@@ -75,6 +79,8 @@ struct lb_reader {
     session_clock *clocks;
     size_t clock_count, clock_capacity;
     uint32_t known_site_session, known_site_id;  /* the last site found defined */
+    uint32_t *order;                             /* entries in time order, by index */
+    size_t order_capacity;
 };
 
 static int grow(void **array, size_t *capacity, size_t need, size_t element);
@@ -127,6 +133,37 @@ static int grow(void **array, size_t *capacity, size_t need, size_t element) {
     return 0;
 }
 
+/* The reader's big arrays (entries, their order, argument bytes) are anonymous mappings sized from
+ * the chunk headers' record counts and pre-faulted in one MAP_POPULATE: building the index of a
+ * large bundle was otherwise a third page-fault traps. (Transparent huge pages were tried: 2-5x
+ * faster when the kernel has free huge pages, 2x slower when it must compact first.) */
+static void *large_resize(void *old, size_t old_size, size_t new_size) {
+    void *p;
+    if (!old) {
+        p = mmap(NULL, new_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+                 -1, 0);
+    } else {
+        p = mremap(old, old_size, new_size, MREMAP_MAYMOVE);
+    }
+    return p == MAP_FAILED ? NULL : p;
+}
+
+static void large_free(void *p, size_t size) {
+    if (p) munmap(p, size);
+}
+
+/* Grows a large array to hold at least `need` elements. */
+static int large_grow(void **array, size_t *capacity, size_t need, size_t element) {
+    if (need <= *capacity) return 0;
+    size_t cap = *capacity ? *capacity * 2 : 4096;
+    if (cap < need) cap = need;
+    void *p = large_resize(*array, *capacity * element, cap * element);
+    if (!p) return -ENOMEM;
+    *array = p;
+    *capacity = cap;
+    return 0;
+}
+
 static void add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
                       uint64_t length, const char *reason) {
     if (grow((void **)&r->issues, &r->issue_capacity, r->issue_count + 1, sizeof(lb_issue)))
@@ -134,11 +171,22 @@ static void add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t of
     r->issues[r->issue_count++] = (lb_issue){kind, file, offset, length, reason};
 }
 
-static uint8_t *arena_copy(lb_reader *r, const uint8_t *bytes, size_t length) {
+static inline uint8_t *arena_copy(lb_reader *r, const uint8_t *bytes, size_t length) {
     arena_block *b = r->arena;
+    if (LB_LIKELY(b && b->capacity - b->used >= length && length <= 32)) {
+        /* The common small case: two fixed 16-byte moves, no call. The source has COPY_SLACK
+         * bytes after its end; the arena block has room for the full 32. */
+        uint8_t *p = b->bytes + b->used;
+        if (b->capacity - b->used >= 32) {
+            memcpy(p, bytes, 16);
+            if (length > 16) memcpy(p + 16, bytes + 16, 16);
+            b->used += length;
+            return p;
+        }
+    }
     if (!b || b->capacity - b->used < length) {
         size_t cap = length > ARENA_BLOCK ? length : ARENA_BLOCK;
-        b = malloc(sizeof *b + cap);
+        b = large_resize(NULL, 0, sizeof *b + cap);
         if (!b) return NULL;
         b->capacity = cap;
         b->used = 0;
@@ -307,12 +355,36 @@ int lb_arg_next(const uint8_t *a, uint32_t n, uint32_t *offset, lb_arg *out) {
     return 1;
 }
 
+/* Bytes of a fixed-size argument value by tag, 0 for variable length, -1 for an unknown tag. */
+static const int8_t arg_value_size[LB_ARG_REDACTED + 1] = {
+    [0] = -1, [LB_ARG_BOOL] = 1, [LB_ARG_I8] = 1, [LB_ARG_I16] = 2, [LB_ARG_I32] = 4,
+    [LB_ARG_I64] = 8, [LB_ARG_INT] = 8, [LB_ARG_U8] = 1, [LB_ARG_U16] = 2, [LB_ARG_U32] = 4,
+    [LB_ARG_U64] = 8, [LB_ARG_UINT] = 8, [LB_ARG_F32] = 4, [LB_ARG_F64] = 8,
+    [LB_ARG_STRING] = 0, [LB_ARG_STATIC_STRING] = 0, [LB_ARG_BYTES] = 0, [LB_ARG_REDACTED] = 1,
+};
+
+/* Whether the argument bytes are a sequence of well-formed arguments: the same rules as
+ * lb_arg_next, checked without decoding values. */
 static int args_valid(const uint8_t *a, uint32_t n) {
     uint32_t off = 0;
-    lb_arg arg;
-    int rc;
-    while ((rc = lb_arg_next(a, n, &off, &arg)) == 1) {}
-    return rc == 0;
+    while (off < n) {
+        uint8_t type = a[off++];
+        if (type > LB_ARG_REDACTED || arg_value_size[type] < 0) return 0;
+        uint32_t size = (uint32_t)arg_value_size[type];
+        if (size == 0) {
+            if (n - off < 4) return 0;
+            memcpy(&size, a + off, 4);
+            off += 4;
+        } else if (type == LB_ARG_BOOL && off < n && a[off] > 1) {
+            return 0;
+        } else if (type == LB_ARG_REDACTED && off < n &&
+                   (a[off] < LB_ARG_BOOL || a[off] >= LB_ARG_REDACTED)) {
+            return 0;
+        }
+        if (size > n - off) return 0;
+        off += size;
+    }
+    return 1;
 }
 
 static const lb_session_info *find_session(const lb_reader *r, uint32_t session) {
@@ -352,36 +424,36 @@ static void emit(lb_reader *r, const time_map *map, uint64_t file_offset, uint32
         return;
     }
     if (LB_UNLIKELY(r->entry_count == r->entry_capacity) &&
-        grow((void **)&r->entries, &r->entry_capacity, r->entry_count + 1, sizeof(lb_entry)))
+        large_grow((void **)&r->entries, &r->entry_capacity, r->entry_count + 1, sizeof(lb_entry)))
         return;
-    lb_entry e;
-    memset(&e, 0, sizeof e);
-    memcpy(&e.ticks, logical, 8);
-    memcpy(&e.site_id, logical + 8, 4);
-    memcpy(&e.logger_id, logical + 12, 2);
-    e.level = logical[14];
-    e.chunk_sequence = sequence;
-    e.chunk_offset = offset;
-    e.thread_id = thread_id;
-    e.session = map->session;
-    e.pid = map->pid;
-    e.fragmented = (uint8_t)fragmented;
+    /* Written in place: the array is the only copy. */
+    lb_entry *e = &r->entries[r->entry_count];
+    memcpy(&e->ticks, logical, 8);
+    memcpy(&e->site_id, logical + 8, 4);
+    memcpy(&e->logger_id, logical + 12, 2);
+    e->level = logical[14];
+    e->fragmented = (uint8_t)fragmented;
+    e->chunk_sequence = sequence;
+    e->chunk_offset = offset;
+    e->thread_id = thread_id;
+    e->session = map->session;
+    e->pid = map->pid;
     /* Double keeps sub-nanosecond precision for days of ticks; no 128-bit division per record. */
-    e.wall_ns = map->anchor_wall +
-                (int64_t)((double)(int64_t)(e.ticks - map->anchor_ticks) * map->ns_per_tick);
-    e.args = arena_copy(r, args, args_length);
-    e.args_length = args_length;
-    if (!e.args && args_length) return;
-    if (LB_UNLIKELY(e.session != r->known_site_session || e.site_id != r->known_site_id)) {
-        if (!name_find(r->sites, e.session, e.site_id)) {
+    e->wall_ns = map->anchor_wall +
+                 (int64_t)((double)(int64_t)(e->ticks - map->anchor_ticks) * map->ns_per_tick);
+    e->args = arena_copy(r, args, args_length);
+    e->args_length = args_length;
+    if (!e->args && args_length) return;
+    if (LB_UNLIKELY(e->session != r->known_site_session || e->site_id != r->known_site_id)) {
+        if (!name_find(r->sites, e->session, e->site_id)) {
             add_issue(r, LB_ISSUE_UNKNOWN_SITE, "ring", file_offset, length + 8,
                       "record refers to a call site that no meta entry defines");
         } else {
-            r->known_site_session = e.session;
-            r->known_site_id = e.site_id;
+            r->known_site_session = e->session;
+            r->known_site_id = e->site_id;
         }
     }
-    r->entries[r->entry_count++] = e;
+    r->entry_count++;
 }
 
 typedef struct walk_context {
@@ -425,7 +497,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         }
         if (r->pending_count >= PENDING_MAX) return 0;
         pending_record p = {h->sequence, h->sequence, rec->offset, h->thread_id, h->session,
-                            malloc(body_length), body_length};
+                            malloc(body_length + COPY_SLACK), body_length};
         if (!p.bytes) return 0;
         memcpy(p.bytes, body, body_length);
         r->pending = realloc(r->pending, (r->pending_count + 1) * sizeof *r->pending);
@@ -453,7 +525,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
             drop_pending(r, p);
             return 0;
         }
-        uint8_t *grown = realloc(p->bytes, p->length + body_length);
+        uint8_t *grown = realloc(p->bytes, p->length + body_length + COPY_SLACK);
         if (!grown) { drop_pending(r, p); return 0; }
         p->bytes = grown;
         memcpy(p->bytes + p->length, body, body_length);
@@ -527,7 +599,7 @@ void lb_reader_discard_entries(lb_reader *r) {
     arena_block *b = r->arena;
     while (b) {
         arena_block *next = b->next;
-        free(b);
+        large_free(b, sizeof *b + b->capacity);
         b = next;
     }
     r->arena = NULL;
@@ -540,7 +612,7 @@ void lb_reader_close(lb_reader *r) {
     if (r->meta_fd >= 0) close(r->meta_fd);
     if (r->lock_fd >= 0) close(r->lock_fd);
     lb_reader_discard_entries(r);
-    free(r->entries);
+    large_free(r->entries, r->entry_capacity * sizeof(lb_entry));
     free(r->issues);
     for (size_t i = 0; i < r->session_count; i++) {
         free((char *)r->sessions[i].host);
@@ -552,6 +624,7 @@ void lb_reader_close(lb_reader *r) {
     for (size_t i = 0; i < r->pending_count; i++) free(r->pending[i].bytes);
     free(r->pending);
     free(r->progress);
+    large_free(r->order, r->order_capacity * sizeof *r->order);
     free(r->clocks);
     free(r->chunk);
     free(r->path);
@@ -578,7 +651,7 @@ static int read_header(lb_reader *r) {
     }
     r->header = h;
     r->progress = calloc(h.chunk_count, sizeof *r->progress);
-    r->chunk = malloc(h.chunk_size);
+    r->chunk = malloc(h.chunk_size + COPY_SLACK);
     if (!r->progress || !r->chunk) return -ENOMEM;
     r->header_ok = 1;
     return 0;
@@ -587,6 +660,7 @@ static int read_header(lb_reader *r) {
 typedef struct chunk_ref {
     uint64_t sequence;
     uint32_t slot;
+    uint32_t records;  /* the chunk's record_count: sizes the entry array */
 } chunk_ref;
 
 static int compare_refs(const void *a, const void *b) {
@@ -595,70 +669,65 @@ static int compare_refs(const void *a, const void *b) {
 }
 
 /* Time order: sessions one after another, within a session by clock ticks (the order the writers
- * really logged in; wall times are derived from them). */
-static int compare_entries(const void *a, const void *b) {
-    const lb_entry *x = a, *y = b;
-    if (x->session != y->session) return x->session < y->session ? -1 : 1;
-    if (x->ticks != y->ticks) return x->ticks < y->ticks ? -1 : 1;
-    if (x->chunk_sequence != y->chunk_sequence) return x->chunk_sequence < y->chunk_sequence ? -1 : 1;
-    return x->chunk_offset < y->chunk_offset ? -1 : x->chunk_offset > y->chunk_offset;
-}
-
-/* Time order of new entries. They arrive chunk by chunk in sequence order, each chunk already in
- * tick order, so they are a few long sorted runs: check, and if needed merge the natural runs of a
- * 16-byte key array (ties keep arrival order: chunk sequence, then offset), then permute once. */
-typedef struct sort_key {
-    uint64_t ticks;
-    uint32_t session;
-    uint32_t index;
-} sort_key;
-
-static int key_before(const sort_key *a, const sort_key *b) {
+ * really logged in; wall times are derived from them).
+ *
+ * New entries arrive chunk by chunk in sequence order, each chunk already in
+ * tick order: a few long sorted runs. If they are not in order already, a k-way merge of the runs
+ * (a binary heap of run cursors) writes the sorted order as an index, and entries stay where they
+ * are. Ties keep arrival order (chunk sequence, then offset). */
+static int entry_before(const lb_entry *a, size_t ia, const lb_entry *b, size_t ib) {
     if (a->session != b->session) return a->session < b->session;
     if (a->ticks != b->ticks) return a->ticks < b->ticks;
-    return a->index < b->index;
+    return ia < ib;
 }
 
-static void sort_entries(lb_entry *entries, size_t n) {
-    size_t i = 1;
-    while (i < n && compare_entries(&entries[i - 1], &entries[i]) <= 0) i++;
-    if (i >= n) return;  /* already in order: the common case for one writing thread */
-    sort_key *keys = malloc(n * sizeof *keys), *other = malloc(n * sizeof *other);
-    size_t *runs = malloc((n + 1) * sizeof *runs);
-    lb_entry *sorted = malloc(n * sizeof *sorted);
-    if (!keys || !other || !runs || !sorted) {
-        free(keys); free(other); free(runs); free(sorted);
-        qsort(entries, n, sizeof(lb_entry), compare_entries);
-        return;
+typedef struct run_cursor {
+    size_t next, end;
+} run_cursor;
+
+static int heap_before(const lb_entry *entries, const run_cursor *x, const run_cursor *y) {
+    return entry_before(&entries[x->next], x->next, &entries[y->next], y->next);
+}
+
+static void heap_down(const lb_entry *entries, run_cursor *heap, size_t count, size_t at) {
+    for (;;) {
+        size_t smallest = at, left = 2 * at + 1, right = left + 1;
+        if (left < count && heap_before(entries, &heap[left], &heap[smallest])) smallest = left;
+        if (right < count && heap_before(entries, &heap[right], &heap[smallest])) smallest = right;
+        if (smallest == at) return;
+        run_cursor swap = heap[at];
+        heap[at] = heap[smallest];
+        heap[smallest] = swap;
+        at = smallest;
     }
-    for (size_t k = 0; k < n; k++)
-        keys[k] = (sort_key){entries[k].ticks, entries[k].session, (uint32_t)k};
-    size_t run_count = 0;
-    runs[run_count++] = 0;
-    for (size_t k = 1; k < n; k++)
-        if (key_before(&keys[k], &keys[k - 1])) runs[run_count++] = k;
-    runs[run_count] = n;
-    while (run_count > 1) {
-        size_t merged = 0;
-        for (size_t r = 0; r < run_count; r += 2) {
-            /* runs[run_count] == n, so runs[r + 1] exists; a last odd run is copied alone. */
-            size_t lo = runs[r], mid = runs[r + 1];
-            size_t hi = r + 2 <= run_count ? runs[r + 2] : n;
-            size_t a = lo, b = mid, out = lo;
-            while (a < mid && b < hi) other[out++] = key_before(&keys[b], &keys[a]) ? keys[b++] : keys[a++];
-            while (a < mid) other[out++] = keys[a++];
-            while (b < hi) other[out++] = keys[b++];
-            runs[merged++] = lo;
+}
+
+/* Fills order[first..count) with the indices of entries[first..count) in time order. */
+static int order_entries(const lb_entry *entries, uint32_t *order, size_t first, size_t count) {
+    size_t runs = first < count ? 1 : 0;
+    for (size_t i = first + 1; i < count; i++)
+        if (entry_before(&entries[i], i, &entries[i - 1], i - 1)) runs++;
+    if (runs <= 1) {
+        for (size_t i = first; i < count; i++) order[i] = (uint32_t)i;
+        return 0;
+    }
+    run_cursor *heap = malloc(runs * sizeof *heap);
+    if (!heap) return -ENOMEM;
+    size_t heap_count = 0, start = first;
+    for (size_t i = first + 1; i <= count; i++) {
+        if (i == count || entry_before(&entries[i], i, &entries[i - 1], i - 1)) {
+            heap[heap_count++] = (run_cursor){start, i};
+            start = i;
         }
-        runs[merged] = n;
-        run_count = merged;
-        sort_key *swap = keys;
-        keys = other;
-        other = swap;
     }
-    for (size_t k = 0; k < n; k++) sorted[k] = entries[keys[k].index];
-    memcpy(entries, sorted, n * sizeof *sorted);
-    free(keys); free(other); free(runs); free(sorted);
+    for (size_t i = heap_count; i-- > 0;) heap_down(entries, heap, heap_count, i);
+    for (size_t out = first; heap_count > 0; out++) {
+        order[out] = (uint32_t)heap[0].next++;
+        if (heap[0].next == heap[0].end) heap[0] = heap[--heap_count];
+        heap_down(entries, heap, heap_count, 0);
+    }
+    free(heap);
+    return 0;
 }
 
 static int writer_alive(lb_reader *r) {
@@ -714,11 +783,20 @@ long lb_reader_scan(lb_reader *r) {
         if (p->sequence == h.sequence &&
             (p->broken || atomic_load(&h.committed) <= p->offset))
             continue;
-        refs[ref_count++] = (chunk_ref){h.sequence, slot};
+        refs[ref_count++] = (chunk_ref){h.sequence, slot, atomic_load(&h.record_count)};
     }
     /* Oldest first, so that the fragments of a large record arrive in order. */
     qsort(refs, ref_count, sizeof *refs, compare_refs);
 
+    /* Reserve the entries the chunks say they hold (a damaged count only costs a later grow). */
+    size_t most = r->entry_count + 16;
+    for (size_t i = 0; i < ref_count; i++)
+        most += refs[i].records < size / LB_RECORD_FIXED_SIZE ? refs[i].records : size / LB_RECORD_FIXED_SIZE;
+    if (most > r->entry_capacity &&
+        large_grow((void **)&r->entries, &r->entry_capacity, most, sizeof(lb_entry))) {
+        free(refs);
+        return -ENOMEM;
+    }
     size_t first_new = r->entry_count;
     for (size_t i = 0; i < ref_count; i++) {
         uint32_t slot = refs[i].slot;
@@ -768,7 +846,10 @@ long lb_reader_scan(lb_reader *r) {
         }
     }
     size_t added = r->entry_count - first_new;
-    sort_entries(r->entries + first_new, added);
+    if (r->entry_count > UINT32_MAX) return -EOVERFLOW;
+    if (large_grow((void **)&r->order, &r->order_capacity, r->entry_count, sizeof *r->order))
+        return -ENOMEM;
+    if (order_entries(r->entries, r->order, first_new, r->entry_count)) return -ENOMEM;
     return (long)added;
 }
 
@@ -776,7 +857,7 @@ size_t lb_reader_entry_count(const lb_reader *r) { return r ? r->entry_count : 0
 
 int lb_reader_entry(const lb_reader *r, size_t index, lb_entry *out) {
     if (!r || !out || index >= r->entry_count) return -EINVAL;
-    *out = r->entries[index];
+    *out = r->entries[r->order[index]];
     return 0;
 }
 
