@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every benchmark suite in one go (release build) and writes ../docs/BENCHMARKS.md: each
+# scenario's time per message, peers' ratios to Logbook from the same run, the machine, and the
+# targets, and checks the committed thresholds (thresholds.json): exit 1 on a regression.
+# Takes ~10 minutes:   Benchmarks/run.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+
+if [ ! -f /usr/include/sqlite3.h ]; then
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq libsqlite3-dev
+  else sudo apt-get update -qq && sudo apt-get install -y -qq libsqlite3-dev; fi
+fi
+
+# The pure-Swift path must write the C core's bytes, or comparing them means nothing.
+swift test 2>&1 | tail -n 2
+
+out="$(mktemp -d)"
+trap 'rm -rf "$out" /tmp/logbook-bench-* /tmp/logbook-peers-* /tmp/logbook-reader-bench-*' EXIT
+swift package --allow-writing-to-package-directory benchmark --no-progress --format markdown \
+  --path stdout > "$out/results.md"
+
+# The report is written either way; a regression against thresholds.json makes the script fail.
+status=0
+python3 report.py "$out/results.md" thresholds.json > ../docs/BENCHMARKS.md || status=$?
+echo "wrote docs/BENCHMARKS.md"
+exit $status
