@@ -14,8 +14,9 @@ fi
 # The pure-Swift path must write the C core's bytes, or comparing them means nothing.
 swift test 2>&1 | tail -n 2
 
-out="$(mktemp -d)"
-trap 'rm -rf "$out" /tmp/logbook-bench-* /tmp/logbook-peers-* /tmp/logbook-reader-bench-*' EXIT
+out=.build/benchmark-results   # the raw tables, kept for report.py to be re-run by hand
+mkdir -p "$out"
+trap 'rm -rf /tmp/logbook-bench-* /tmp/logbook-peers-* /tmp/logbook-reader-bench-*' EXIT
 swift package --allow-writing-to-package-directory benchmark --no-progress --format markdown \
   --path stdout > "$out/results.md"
 
