@@ -60,6 +60,10 @@ let benchmarks: @Sendable () -> Void = {
         maxIterations: 20
     )
 
+    Benchmark("Noop (loop baseline)") { benchmark in
+        for i in benchmark.scaledIterations { blackHole(i) }
+    }
+
     Benchmark("Decode: C reader scan, 1M records (per record)") { benchmark in
         var reader: OpaquePointer?
         benchmark.startMeasurement()
