@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 typedef struct child_thread {
@@ -64,4 +65,24 @@ pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int th
     t[0] = (child_thread){logger, report_fd, 0, first_sequence};
     child_main(&t[0]);
     _exit(0);
+}
+
+int lb_test_fork_and_log_inherited(void *opaque_logger, int count) {
+    lb_logger *logger = opaque_logger;
+    pid_t pid = fork();
+    if (pid < 0) return -errno;
+    if (pid == 0) {
+        int refused = 0;
+        for (int i = 0; i < count; i++) {
+            lb_writer *w = lb_writer_get(logger->bundle);
+            lb_record_begin(w, logger->id, LB_LEVEL_INFO);
+            lb_record_put_i32(w, i);
+            if (lb_record_commit(w, 1) != 0) refused++;
+        }
+        int closed = lb_bundle_close(logger->bundle);
+        _exit(refused == count && closed == 0 ? 0 : 1);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) < 0) return -errno;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }

@@ -506,6 +506,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     rc = meta_write_session(b, before + (lb_clock_ticks() - before) / 2, wall);
     if (rc) goto fail;
 
+    lb_registry_add_bundle(b);
     b->idle_seal_ms = options->idle_seal_ms;
     lb_membarrier();  /* registers the process for expedited barriers */
     if (b->idle_seal_ms > 0 && lb_membarrier() == 0) {
@@ -530,6 +531,7 @@ static void stop_sealer(lb_bundle *b) {
 
 int lb_bundle_shutdown(lb_bundle *b) {
     if (!b) return -EINVAL;
+    if (b->forked) return 0;  /* a forked child leaves the parent's chunks and lock alone */
     int expected = 0;
     if (!atomic_compare_exchange_strong(&b->closed, &expected, 1)) return 0;
     stop_sealer(b);
@@ -546,13 +548,20 @@ int lb_bundle_shutdown(lb_bundle *b) {
 int lb_bundle_close(lb_bundle *b) {
     if (!b) return -EINVAL;
     int rc = lb_bundle_shutdown(b);
+    lb_registry_remove_bundle(b);
+    if (b->forked && b->lock_fd >= 0) {
+        /* Closing the child's copy of the descriptor keeps the parent's OFD lock (it belongs to
+         * the open file description, which the parent still holds). */
+        close(b->lock_fd);
+        b->lock_fd = -1;
+    }
     bundle_free(b);
     return rc;
 }
 
 int lb_bundle_flush(lb_bundle *b) {
     if (!b) return -EINVAL;
-    if (atomic_load(&b->closed)) return -EBADF;
+    if (atomic_load(&b->closed) || b->forked) return -EBADF;
     lb_writers_seal_all(b, 0);
     if (msync(b->ring, b->map_length, MS_ASYNC) != 0) return -errno;
     return 0;

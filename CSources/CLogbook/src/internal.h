@@ -106,7 +106,9 @@ struct lb_bundle {
     lb_logger **loggers;           /* by id - 1 */
     uint32_t logger_count, logger_capacity;
     struct lb_writer *writers;     /* attached writers; under the registry lock */
+    struct lb_bundle *next_open;   /* every open bundle of the process; under the registry lock */
     _Atomic int closed;
+    int forked;                    /* inherited by fork(): this process must not touch its chunks */
     /* idle sealer */
     uint32_t idle_seal_ms;
     pthread_t sealer;
@@ -119,6 +121,9 @@ struct lb_bundle {
 /* The registry lock guards writer attachment: bundle->writers lists and writer->bundle. */
 void lb_registry_lock(void);
 void lb_registry_unlock(void);
+/* Open bundles: added at open, removed at close; fork handling walks them. */
+void lb_registry_add_bundle(lb_bundle *bundle);
+void lb_registry_remove_bundle(lb_bundle *bundle);
 
 /* Writer operations used by the bundle (writer.c). */
 void lb_writers_detach_all(lb_bundle *bundle, int force);  /* close: steal and detach */

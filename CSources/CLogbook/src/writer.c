@@ -52,8 +52,56 @@ static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 static _Thread_local lb_writer *thread_writers;  /* every writer this thread made */
 
+static lb_bundle *open_bundles;  /* under the registry lock */
+
 void lb_registry_lock(void) { pthread_mutex_lock(&registry); }
 void lb_registry_unlock(void) { pthread_mutex_unlock(&registry); }
+
+/* ---- fork: a child inherits the mapping, the parent's chunks (shared memory!), its meta offset
+ * and its writer lock's file description. It must not write to, seal or unlock any of it: in the
+ * child every inherited bundle is closed, its writers detached, and closing it only frees memory. */
+static void fork_prepare(void) { pthread_mutex_lock(&registry); }
+static void fork_parent(void) { pthread_mutex_unlock(&registry); }
+
+static void fork_child(void) {
+    /* Only this thread exists now; locks another thread held at fork time are re-made. */
+    pthread_mutex_init(&registry, NULL);
+    for (lb_bundle *b = open_bundles; b; b = b->next_open) {
+        b->forked = 1;
+        atomic_store(&b->closed, 1);
+        b->sealer_running = 0;  /* the sealer thread was not copied */
+        pthread_mutex_init(&b->lock, NULL);
+        pthread_mutex_init(&b->sealer_lock, NULL);
+        for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
+            lb_writer_cold *c = COLD(w);
+            pthread_mutex_init(&c->lock, NULL);
+            c->bundle = NULL;
+            atomic_store(&w->steal, 1);
+        }
+        b->writers = NULL;
+    }
+    lb_tls_bundle = NULL;
+    lb_tls_writer = NULL;
+}
+
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void fork_init(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+void lb_registry_add_bundle(lb_bundle *b) {
+    pthread_once(&fork_once, fork_init);
+    lb_registry_lock();
+    b->next_open = open_bundles;
+    open_bundles = b;
+    lb_registry_unlock();
+}
+
+void lb_registry_remove_bundle(lb_bundle *b) {
+    lb_registry_lock();
+    lb_bundle **link = &open_bundles;
+    while (*link && *link != b) link = &(*link)->next_open;
+    if (*link) *link = b->next_open;
+    lb_registry_unlock();
+}
 
 /* ---- membarrier ---- */
 static int membarrier_state;  /* 0 unknown, 1 private expedited, 2 global, -1 none */

@@ -11,4 +11,10 @@
 pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int threads,
                                   uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity);
 
+/* Forks while `logger` is open in this process. The child logs `count` records through the
+ * inherited logger, closes the inherited bundle, and exits with 0 if every log call reported an
+ * error (the inherited bundle must not be written by a child) and close succeeded, else 1.
+ * Returns the child's exit status, or -errno. */
+int lb_test_fork_and_log_inherited(void *logger, int count);
+
 #endif
