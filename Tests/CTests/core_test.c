@@ -6,6 +6,7 @@
 #include "logbook.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,12 +125,47 @@ static void test_arg_decoder_bounds(void) {
     CHECK(lb_arg_next(short_int, 0, &off, &a) == 0);
 }
 
+/* Regression (found by fuzzing under UBSan): a record timestamp far from its session's anchor
+ * overflowed the signed wall-time arithmetic. Hostile ticks must give a clamped time, not UB. */
+static void test_extreme_timestamps(void) {
+    char path[512], ring[600];
+    path_of(path, sizeof path, "ticks.logbook");
+    lb_options o;
+    lb_options_init(&o);
+    o.capacity = 64 << 10;
+    o.chunk_size = 4096;
+    lb_bundle *b;
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    lb_logger *logger;
+    CHECK(lb_logger_register(b, "t", &logger) == 0);
+    for (int i = 0; i < 3; i++) LB_INFO(logger, "tick {}", i);
+    CHECK(lb_bundle_close(b) == 0);
+    /* Sequence 1 lives in slot 1; its first record's timestamp is at offset 64 + 8. */
+    snprintf(ring, sizeof ring, "%s/ring", path);
+    int fd = open(ring, O_RDWR);
+    CHECK(fd >= 0);
+    uint64_t hostile[2] = {0x8000000000000000ull, 0x7fffffffffffffffull};
+    CHECK(pwrite(fd, &hostile[0], 8, 4096 + 4096 + 64 + 8) == 8);
+    CHECK(pwrite(fd, &hostile[1], 8, 4096 + 4096 + 64 + 32 + 8) == 8);  /* records are 29 -> 32 bytes */
+    close(fd);
+    lb_reader *r;
+    CHECK(lb_reader_open(path, &r) == 0);
+    CHECK(lb_reader_scan(r) == 3);
+    lb_entry e;
+    CHECK(lb_reader_entry(r, 0, &e) == 0 && e.wall_ns != 0);
+    lb_reader_close(r);
+}
+
 int main(void) {
+    /* The C test runs on the CLOCK_MONOTONIC fallback (the Swift tests cover the TSC): one
+     * nanosecond per tick is also what makes extreme timestamps overflow naive arithmetic. */
+    setenv("LOGBOOK_CLOCK", "monotonic", 1);
     snprintf(dir, sizeof dir, "/tmp/logbook-core-test-XXXXXX");
     if (!mkdtemp(dir)) return 2;
     test_open_options();
     test_threads_and_reader();
     test_arg_decoder_bounds();
+    test_extreme_timestamps();
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char dir[64];
+static char dir[256];
 
 static void write_file(const char *name, const uint8_t *bytes, size_t length) {
     char path[128];
@@ -30,7 +30,9 @@ static void write_file(const char *name, const uint8_t *bytes, size_t length) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!dir[0]) {
-        snprintf(dir, sizeof dir, "/tmp/logbook-fuzz-%d", (int)getpid());
+        const char *scratch = getenv("LOGBOOK_FUZZ_DIR");  /* set by scripts/fuzz */
+        if (scratch) snprintf(dir, sizeof dir, "%s", scratch);
+        else snprintf(dir, sizeof dir, "/tmp/logbook-fuzz-%d", (int)getpid());
         mkdir(dir, 0700);
     }
     if (size < 2) return 0;

@@ -411,6 +411,19 @@ static time_map make_time_map(const lb_reader *r, const lb_chunk_header *h, uint
     return m;
 }
 
+/* Wall time of a tick count. Double keeps sub-nanosecond precision over days of ticks and needs no
+ * 128-bit division per record; hostile ticks, anchors or rates saturate instead of overflowing
+ * (a regression found by fuzzing under UBSan). */
+static inline int64_t ticks_to_wall(const time_map *map, uint64_t ticks) {
+    double delta = (double)(int64_t)(ticks - map->anchor_ticks) * map->ns_per_tick;
+    if (!(delta > -9.0e18)) delta = -9.0e18;  /* also catches NaN */
+    if (delta > 9.0e18) delta = 9.0e18;
+    int64_t wall;
+    if (__builtin_add_overflow(map->anchor_wall, (int64_t)delta, &wall))
+        wall = delta > 0 ? INT64_MAX : INT64_MIN;
+    return wall;
+}
+
 /* Builds an entry from a logical record (bytes from the timestamp on). */
 static void emit(lb_reader *r, const time_map *map, uint64_t file_offset, uint32_t offset,
                  const uint8_t *logical, size_t length, uint32_t thread_id, uint64_t sequence,
@@ -438,9 +451,7 @@ static void emit(lb_reader *r, const time_map *map, uint64_t file_offset, uint32
     e->thread_id = thread_id;
     e->session = map->session;
     e->pid = map->pid;
-    /* Double keeps sub-nanosecond precision for days of ticks; no 128-bit division per record. */
-    e->wall_ns = map->anchor_wall +
-                 (int64_t)((double)(int64_t)(e->ticks - map->anchor_ticks) * map->ns_per_tick);
+    e->wall_ns = ticks_to_wall(map, e->ticks);
     e->args = arena_copy(r, args, args_length);
     e->args_length = args_length;
     if (!e->args && args_length) return;
