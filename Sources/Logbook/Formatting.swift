@@ -111,12 +111,38 @@ public func parseRFC3339(_ text: String) -> Int64? {
     return scaled + fraction
 }
 
+/// How logged text is made safe for where it goes. The byte test below is the one fast path of
+/// every escaper: text without any of these bytes is copied as it is.
+enum Escaping {
+    case none
+    /// C0 and C1 controls, DEL, U+2028/2029 (`escapingControlCharacters`).
+    case terminal
+    /// Quote, backslash, C0 controls, U+2028/2029 (`escapingJSON`).
+    case json
+
+    /// Whether `byte` can never start something this escaping changes. C1 controls are C2 80–9F
+    /// and U+2028/2029 are E2 80 A8/A9, so C2 and E2 lead bytes send the text to the slow path.
+    @inline(__always)
+    func isClean(_ byte: UInt8) -> Bool {
+        switch self {
+        case .none: true
+        case .terminal: byte >= 0x20 && byte != 0x7F && byte != 0xC2 && byte != 0xE2
+        case .json: byte >= 0x20 && byte != 0x22 && byte != 0x5C && byte != 0xE2
+        }
+    }
+
+    func escape(_ text: String) -> String {
+        switch self {
+        case .none: text
+        case .terminal: escapingControlCharacters(text)
+        case .json: escapingJSON(text)
+        }
+    }
+}
+
 /// Makes logged text safe for a terminal: control characters become `\n`, `\t`, `\u{1b}`...
 public func escapingControlCharacters(_ text: String) -> String {
-    // Fast path on bytes: C0 controls and DEL are single bytes; C1 controls are C2 80–9F;
-    // U+2028/2029 are E2 80 A8/A9. Without any of those lead bytes, nothing needs escaping.
-    let clean = text.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7F && $0 != 0xC2 && $0 != 0xE2 }
-    if clean { return text }
+    if text.utf8.allSatisfy(Escaping.terminal.isClean) { return text }
     guard text.unicodeScalars.contains(where: isControl) else { return text }
     var out = ""
     for scalar in text.unicodeScalars {
@@ -138,8 +164,7 @@ private func isControl(_ scalar: Unicode.Scalar) -> Bool {
 
 /// Escapes text for a JSON string literal (without the quotes).
 public func escapingJSON(_ text: String) -> String {
-    let clean = text.utf8.allSatisfy { $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C && $0 != 0xE2 }
-    if clean { return text }
+    if text.utf8.allSatisfy(Escaping.json.isClean) { return text }
     var out = ""
     out.reserveCapacity(text.utf8.count)
     for scalar in text.unicodeScalars {

@@ -33,12 +33,12 @@ public struct LineRenderer {
         appendString(level)
         for _ in level.utf8.count..<max(8, level.utf8.count) { bytes.append(32) }
         bytes.append(32)
-        appendEscaped(entry.logger ?? "?", json: false)
+        appendEscaped(entry.logger ?? "?", .terminal)
         appendLiteral(": ")
-        appendMessage(entry, json: false)
+        appendMessage(entry, .terminal)
         if includeSource {
             appendLiteral("  (")
-            appendEscaped(entry.file ?? "?", json: false)
+            appendEscaped(entry.file ?? "?", .terminal)
             bytes.append(58)
             appendInteger(Int64(entry.line))
             appendLiteral(" thread ")
@@ -57,7 +57,7 @@ public struct LineRenderer {
         appendLiteral(#"","logger":"#)
         appendJSONString(entry.logger)
         appendLiteral(#","message":""#)
-        appendMessage(entry, json: true)
+        appendMessage(entry, .json)
         appendLiteral(#"","args":["#)
         for (index, value) in entry.arguments.enumerated() {
             if index > 0 { bytes.append(44) }
@@ -89,7 +89,7 @@ public struct LineRenderer {
         case .unsigned(let v, _): appendUnsigned(v)
         case .string(let v, _):
             bytes.append(34)
-            appendEscaped(v, json: true)
+            appendEscaped(v, .json)
             bytes.append(34)
         default: appendString(value.jsonValue)
         }
@@ -98,40 +98,50 @@ public struct LineRenderer {
     mutating func appendJSONString(_ text: String?) {
         guard let text else { return appendLiteral("null") }
         bytes.append(34)
-        appendEscaped(text, json: true)
+        appendEscaped(text, .json)
         bytes.append(34)
     }
 
     // MARK: pieces
 
-    /// The message: literal segments and argument values, each escaped as it is written.
-    mutating func appendMessage(_ entry: LogEntry, json: Bool) {
+    /// The message: literal segments and argument values, each escaped as it is written. This is
+    /// the one place that fills a template: ``LogEntry/message`` and ``renderTemplate(_:_:)`` come
+    /// here too. Placeholders are filled in order; arguments beyond them are appended after a
+    /// space; placeholders without an argument stay "{}".
+    mutating func appendMessage(_ entry: LogEntry, _ escaping: Escaping) {
         guard let segments = entry.segments ?? entry.template.map(TemplateSegments.init) else {
-            appendEscaped(entry.message, json: json)
+            appendLiteral("<unknown call site>")
+            for argument in entry.arguments {
+                bytes.append(32)
+                appendValueText(argument, escaping)
+            }
             return
         }
+        appendMessage(segments, entry.arguments, escaping)
+    }
+
+    mutating func appendMessage(_ segments: TemplateSegments, _ arguments: [LogValue], _ escaping: Escaping) {
         let literals = segments.literals
-        let arguments = entry.arguments
-        appendEscaped(literals[0], json: json)
+        appendEscaped(literals[0], escaping)
         for index in 1..<max(literals.count, 1) {
             if index - 1 < arguments.count {
-                appendValueText(arguments[index - 1], json: json)
+                appendValueText(arguments[index - 1], escaping)
             } else {
                 appendLiteral("{}")
             }
-            appendEscaped(literals[index], json: json)
+            appendEscaped(literals[index], escaping)
         }
         if arguments.count >= literals.count {
             for argument in arguments[(literals.count - 1)...] {
                 bytes.append(32)
-                appendValueText(argument, json: json)
+                appendValueText(argument, escaping)
             }
         }
     }
 
-    mutating func appendValueText(_ value: LogValue, json: Bool) {
+    mutating func appendValueText(_ value: LogValue, _ escaping: Escaping) {
         switch value {
-        case .string(let text, _): appendEscaped(text, json: json)
+        case .string(let text, _): appendEscaped(text, escaping)
         case .signed(let v, _): appendInteger(v)
         case .unsigned(let v, _): appendUnsigned(v)
         case .bool(let v): appendLiteral(v ? "true" : "false")
@@ -139,18 +149,14 @@ public struct LineRenderer {
         }
     }
 
-    mutating func appendEscaped(_ text: String, json: Bool) {
+    mutating func appendEscaped(_ text: String, _ escaping: Escaping) {
         var utf8Text = text
         let clean: Bool = utf8Text.withUTF8 { utf8 in
-            let clean = json
-                ? utf8.allSatisfy { $0 >= 0x20 && $0 != 0x22 && $0 != 0x5C && $0 != 0xE2 }
-                : utf8.allSatisfy { $0 >= 0x20 && $0 != 0x7F && $0 != 0xC2 && $0 != 0xE2 }
-            if clean { bytes.append(contentsOf: utf8) }
-            return clean
+            guard utf8.allSatisfy(escaping.isClean) else { return false }
+            bytes.append(contentsOf: utf8)
+            return true
         }
-        if !clean {
-            appendString(json ? escapingJSON(text) : escapingControlCharacters(text))
-        }
+        if !clean { appendString(escaping.escape(text)) }
     }
 
     mutating func appendUnsigned(_ value: UInt64) {

@@ -24,10 +24,9 @@ public struct LogEntry: Sendable {
 
     /// The message with its arguments filled in (no escaping: see ``escapingControlCharacters(_:)``).
     public var message: String {
-        guard let segments = segments ?? template.map(TemplateSegments.init) else {
-            return "<unknown call site>" + arguments.map { " " + $0.description }.joined()
-        }
-        return segments.render(arguments)
+        var renderer = LineRenderer(capacity: 128)
+        renderer.appendMessage(self, .none)
+        return String(decoding: renderer.bytes, as: UTF8.self)
     }
 
     /// The time as RFC 3339 UTC with nanoseconds, e.g. `2026-11-21T08:13:00.123456789Z`.

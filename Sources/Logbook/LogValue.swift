@@ -114,55 +114,12 @@ struct TemplateSegments: Sendable {
         literals.append(String(decoding: current, as: UTF8.self))
         self.literals = literals
     }
-
-    /// Fills the placeholders in order. Arguments beyond the placeholders are appended with a
-    /// space; placeholders without an argument stay "{}".
-    func render(_ arguments: [LogValue]) -> String {
-        var out = literals[0]
-        for index in 1..<max(literals.count, 1) {
-            if index - 1 < arguments.count {
-                arguments[index - 1].append(to: &out)
-            } else {
-                out += "{}"
-            }
-            out += literals[index]
-        }
-        if arguments.count >= literals.count {
-            for argument in arguments[(literals.count - 1)...] {
-                out += " "
-                argument.append(to: &out)
-            }
-        }
-        return out
-    }
-
-    func render(_ texts: [String]) -> String {
-        var out = literals[0]
-        for index in 1..<max(literals.count, 1) {
-            out += index - 1 < texts.count ? texts[index - 1] : "{}"
-            out += literals[index]
-        }
-        if texts.count >= literals.count {
-            for text in texts[(literals.count - 1)...] { out += " " + text }
-        }
-        return out
-    }
-}
-
-extension LogValue {
-    /// Appends the rendered value without an intermediate String where it can.
-    func append(to out: inout String) {
-        switch self {
-        case .string(let value, _): out += value
-        case .signed(let value, _): out += String(value)
-        case .unsigned(let value, _): out += String(value)
-        default: out += description
-        }
-    }
 }
 
 /// Renders a site template ("took {} ms", "{{" for a literal brace) with argument texts.
 /// Arguments without a placeholder are appended; placeholders without an argument stay "{}".
 public func renderTemplate(_ template: String, _ arguments: [String]) -> String {
-    TemplateSegments(template).render(arguments)
+    var renderer = LineRenderer(capacity: 128)
+    renderer.appendMessage(TemplateSegments(template), arguments.map { .string($0, isStatic: false) }, .none)
+    return String(decoding: renderer.bytes, as: UTF8.self)
 }

@@ -120,4 +120,35 @@ final class CorruptionTests: XCTestCase {
         XCTAssertEqual(reader.issues.first?.kind, .corrupt)
         XCTAssertEqual(reader.issues.first?.offset, recordOffset)
     }
+
+    /// A kill during a meta append leaves a torn entry at the end. Readers report it as torn (not a
+    /// failure); the next writer cuts it before appending, so its new sites stay readable.
+    func testTornMetaTailIsReportedThenCutByTheNextWriter() throws {
+        let path = makeTemporaryDirectory(self) + "/torn.logbook"
+        do {
+            let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096)
+            try bundle.logger("first").info("before the crash \(1)")
+            try bundle.close()
+        }
+        // Half an entry: a head announcing 100 bytes, and only 10 of them.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path + "/meta"))
+        try handle.seekToEnd()
+        var head = [UInt8](repeating: 0, count: 12)
+        head[0] = 100
+        head[8] = 3
+        handle.write(Data(head + [UInt8](repeating: 7, count: 10)))
+        try handle.close()
+
+        let torn = try LogReader(path: path)
+        XCTAssertEqual(try torn.readAll().map(\.message), ["before the crash 1"])
+        XCTAssertEqual(torn.issues.map(\.kind), [.torn])
+        XCTAssertFalse(torn.issues[0].isFailure)
+
+        let bundle = try LogBundle(path: path)
+        try bundle.logger("second").info("after the crash \(2)")
+        try bundle.close()
+        let (entries, issues) = try readBundle(path)
+        XCTAssertEqual(issues.count, 0, "\(issues)")
+        XCTAssertEqual(entries.map(\.message), ["before the crash 1", "after the crash 2"])
+    }
 }

@@ -3,7 +3,7 @@
  *
  * This header is the single definition of every byte Logbook writes. docs/FORMAT.md mirrors it
  * for readers who will never open C. All integers are little-endian. Every enum starts at 1 so that
- * a zeroed page never decodes as data.
+ * a zeroed page never decodes as data, except the chunk state, whose 0 means "free" for that reason.
  *
  * A bundle is a directory:
  *

@@ -24,27 +24,6 @@ void lb_options_init(lb_options *o) {
     o->idle_seal_ms = 1000;
 }
 
-static char *join_path(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    return p;
-}
-
-static int open_in(const char *dir, const char *name, int flags) {
-    char *p = join_path(dir, name);
-    if (!p) return -ENOMEM;
-    int fd;
-    do fd = open(p, flags | O_CLOEXEC, 0600);
-    while (fd < 0 && errno == EINTR);
-    int err = errno;
-    free(p);
-    return fd < 0 ? -err : fd;
-}
-
 /* ---- meta file ---- */
 
 /* Appends one entry; on any failure the file is cut back so that no torn entry stays behind.
@@ -347,7 +326,7 @@ static int take_writer_lock(int fd) {
 }
 
 static int rename_in(const char *dir, const char *from, const char *to) {
-    char *a = join_path(dir, from), *b = join_path(dir, to);
+    char *a = lb_path_join(dir, from), *b = lb_path_join(dir, to);
     int rc = (!a || !b) ? -ENOMEM : rename(a, b) == 0 ? 0 : -errno;
     free(a);
     free(b);
@@ -362,7 +341,7 @@ static int create_files_in_place(lb_bundle *b, const char *path, const lb_option
                                  lb_ring_header *header);
 
 static void unlink_in(const char *dir, const char *name) {
-    char *p = join_path(dir, name);
+    char *p = lb_path_join(dir, name);
     if (p) unlink(p);
     free(p);
 }
@@ -392,7 +371,7 @@ static int create_files_in_place(lb_bundle *b, const char *path, const lb_option
     header->header_crc = lb_ring_header_crc(header);
     atomic_store(&header->next_sequence, 1);
 
-    b->ring_fd = open_in(path, "ring.new", O_RDWR | O_CREAT | O_TRUNC);
+    b->ring_fd = lb_open_in(path, "ring.new", O_RDWR | O_CREAT | O_TRUNC);
     if (b->ring_fd < 0) return b->ring_fd;
     off_t length = (off_t)LB_RING_HEADER_SIZE + (off_t)count * options->chunk_size;
     int err = posix_fallocate(b->ring_fd, 0, length);
@@ -400,7 +379,7 @@ static int create_files_in_place(lb_bundle *b, const char *path, const lb_option
     int rc = lb_pwrite_full(b->ring_fd, header, sizeof *header, 0);
     if (rc) return rc;
 
-    b->meta_fd = open_in(path, "meta.new", O_RDWR | O_CREAT | O_TRUNC);
+    b->meta_fd = lb_open_in(path, "meta.new", O_RDWR | O_CREAT | O_TRUNC);
     if (b->meta_fd < 0) return b->meta_fd;
     lb_meta_file_header meta;
     memset(&meta, 0, sizeof meta);
@@ -439,7 +418,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     if (!b->path) { rc = -ENOMEM; goto fail; }
 
     if (mkdir(path, 0700) != 0 && errno != EEXIST) { rc = -errno; goto fail; }
-    b->lock_fd = open_in(path, "lock", O_RDWR | O_CREAT);
+    b->lock_fd = lb_open_in(path, "lock", O_RDWR | O_CREAT);
     if (b->lock_fd < 0) { rc = b->lock_fd; goto fail; }
     rc = take_writer_lock(b->lock_fd);
     if (rc) goto fail;
@@ -448,7 +427,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
 
     int created = 0;
     lb_ring_header header;
-    b->ring_fd = open_in(path, "ring", O_RDWR);
+    b->ring_fd = lb_open_in(path, "ring", O_RDWR);
     if (b->ring_fd == -ENOENT) {
         created = 1;
         rc = create_files(b, path, options, &header);
@@ -457,7 +436,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
         rc = b->ring_fd;
         goto fail;
     } else {
-        b->meta_fd = open_in(path, "meta", O_RDWR);
+        b->meta_fd = lb_open_in(path, "meta", O_RDWR);
         if (b->meta_fd == -ENOENT) { rc = -EPROTO; goto fail; }
         if (b->meta_fd < 0) { rc = b->meta_fd; goto fail; }
         ssize_t n = lb_pread_full(b->ring_fd, &header, sizeof header, 0);

@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -104,6 +105,27 @@ uint64_t lb_clock_setup(void) {
 }
 
 /* ---- I/O ---- */
+char *lb_path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}
+
+int lb_open_in(const char *dir, const char *name, int flags) {
+    char *p = lb_path_join(dir, name);
+    if (!p) return -ENOMEM;
+    int fd;
+    do fd = open(p, flags | O_CLOEXEC, 0600);
+    while (fd < 0 && errno == EINTR);
+    int err = errno;
+    free(p);
+    return fd < 0 ? -err : fd;
+}
+
 ssize_t lb_pread_full(int fd, void *buffer, size_t length, uint64_t offset) {
     size_t done = 0;
     while (done < length) {

@@ -79,6 +79,10 @@ int lb_meta_read_entries(int fd, uint64_t *offset, lb_meta_visitor visit, void *
 
 /* ---- I/O helpers: full reads and writes, EINTR retried in one place ---- */
 ssize_t lb_pread_full(int fd, void *buffer, size_t length, uint64_t offset);
+/* "dir/name", malloc'd, or NULL. */
+char *lb_path_join(const char *dir, const char *name);
+/* open(dir/name, flags | O_CLOEXEC, 0600): the descriptor or -errno. */
+int lb_open_in(const char *dir, const char *name, int flags);
 int lb_pwrite_full(int fd, const void *buffer, size_t length, uint64_t offset);
 
 /* ---- the bundle (writer side) ---- */

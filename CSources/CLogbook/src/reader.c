@@ -558,26 +558,13 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
 }
 
 /* ---- open / scan ---- */
-static int open_in(const char *dir, const char *name) {
-    size_t a = strlen(dir), b = strlen(name);
-    char *p = malloc(a + b + 2);
-    if (!p) return -ENOMEM;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, name, b + 1);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    int err = errno;
-    free(p);
-    return fd < 0 ? -err : fd;
-}
-
 int lb_reader_open(const char *path, lb_reader **out) {
     if (!path || !out) return -EINVAL;
     lb_reader *r = calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
-    r->ring_fd = open_in(path, "ring");
-    r->meta_fd = open_in(path, "meta");
-    r->lock_fd = open_in(path, "lock");
+    r->ring_fd = lb_open_in(path, "ring", O_RDONLY);
+    r->meta_fd = lb_open_in(path, "meta", O_RDONLY);
+    r->lock_fd = lb_open_in(path, "lock", O_RDONLY);
     int rc = r->ring_fd < 0 ? r->ring_fd : r->meta_fd < 0 ? r->meta_fd : 0;
     r->path = strdup(path);
     if (!rc && !r->path) rc = -ENOMEM;
