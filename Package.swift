@@ -6,6 +6,7 @@ let package = Package(
     products: [
         .library(name: "Logbook", targets: ["Logbook"]),
         .library(name: "CLogbook", targets: ["CLogbook"]),
+        .library(name: "CLogbookArchive", targets: ["CLogbookArchive"]),
         .executable(name: "logbook", targets: ["LogbookCLI"]),
         .executable(name: "logbook-demo", targets: ["LogbookDemo"]),
     ],
@@ -17,13 +18,20 @@ let package = Package(
             name: "CLogbook",
             path: "CSources/CLogbook"
         ),
-        .target(name: "Logbook", dependencies: ["CLogbook"]),
+        // The archiver: links liburing (Debian: liburing-dev), falls back to pwritev at run time.
+        .target(
+            name: "CLogbookArchive",
+            dependencies: ["CLogbook"],
+            path: "CSources/CLogbookArchive",
+            linkerSettings: [.linkedLibrary("uring")]
+        ),
+        .target(name: "Logbook", dependencies: ["CLogbook", "CLogbookArchive"]),
         .executableTarget(
             name: "LogbookCLI",
             dependencies: ["Logbook", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(name: "LogbookDemo", dependencies: ["Logbook"]),
-        .target(name: "CLogbookTestSupport", dependencies: ["CLogbook"], path: "Tests/CLogbookTestSupport"),
-        .testTarget(name: "LogbookTests", dependencies: ["Logbook", "CLogbook", "CLogbookTestSupport"]),
+        .target(name: "CLogbookTestSupport", dependencies: ["CLogbook", "CLogbookArchive"], path: "Tests/CLogbookTestSupport"),
+        .testTarget(name: "LogbookTests", dependencies: ["Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport"]),
     ]
 )

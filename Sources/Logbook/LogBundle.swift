@@ -1,11 +1,13 @@
 import CLogbook
+import CLogbookArchive
 
 /// How a full ring makes room for new records.
 public enum WrapPolicy: UInt32, Sendable {
     /// Reuse the oldest sealed chunk: a flight recorder that keeps the newest records.
     case overwrite = 1  // LB_WRAP_OVERWRITE
-    /// Reuse only chunks the archiver has persisted. Until an archiver runs, a full lossless ring
-    /// takes no more records: they are dropped and counted as `no_chunk`, and nothing is overwritten.
+    /// Reuse only chunks the archiver has persisted. When the archiver falls behind, a writer waits
+    /// (at most `losslessWaitMilliseconds`) and then drops the record, counted as `ring_full`.
+    /// Without an archiver, a full lossless ring keeps its first records and drops the rest.
     case lossless = 2   // LB_WRAP_LOSSLESS
 }
 
@@ -16,7 +18,8 @@ public struct LogCounters: Sendable, Equatable {
     public var chunksClaimed: UInt64
     public var chunksReused: UInt64
     public var largeRecords: UInt64
-    /// Dropped records by reason (`too_large`, `no_chunk`, `reentrant`, `closed`, `meta`).
+    /// Dropped records by reason (`too_large`, `no_chunk`, `reentrant`, `closed`, `meta`,
+    /// `ring_full`).
     public var drops: [String: UInt64]
     public var dropped: UInt64 { drops.values.reduce(0, +) }
 
@@ -52,6 +55,7 @@ public final class LogBundle: @unchecked Sendable {
     @usableFromInline let raw: OpaquePointer
     /// The bundle directory.
     public let path: String
+    let archiveCallbacks: ArchiveCallbacks?
 
     /// Opens (or creates) the bundle at `path`.
     /// - Parameters:
@@ -59,12 +63,18 @@ public final class LogBundle: @unchecked Sendable {
     ///   - chunkSize: bytes per chunk, a power of two from 4 KiB to 16 MiB.
     ///   - wrapPolicy: what happens when the ring is full.
     ///   - idleSealMilliseconds: seal a chunk whose thread has been idle this long (0: never).
+    ///   - losslessWaitMilliseconds: with `.lossless`, how long a writer waits for the archiver to
+    ///     free a chunk before dropping the record (0: drop at once).
+    ///   - archive: persist every sealed chunk into rolling archive files (see ``ArchiveOptions``);
+    ///     `nil`: no archiver.
     public init(
         path: String,
         capacity: Int = 16 << 20,
         chunkSize: Int = 64 << 10,
         wrapPolicy: WrapPolicy = .overwrite,
-        idleSealMilliseconds: Int = 1000
+        idleSealMilliseconds: Int = 1000,
+        losslessWaitMilliseconds: Int = 100,
+        archive: ArchiveOptions? = nil
     ) throws(LogbookError) {
         var options = lb_options()
         lb_options_init(&options)
@@ -72,14 +82,27 @@ public final class LogBundle: @unchecked Sendable {
         options.chunk_size = UInt32(clamping: chunkSize)
         options.wrap_policy = wrapPolicy.rawValue
         options.idle_seal_ms = UInt32(clamping: idleSealMilliseconds)
+        options.lossless_wait_ms = UInt32(clamping: losslessWaitMilliseconds)
         var bundle: OpaquePointer?
-        try check(lb_bundle_open(path, &options, &bundle), "lb_bundle_open", path: path)
+        if let archive {
+            let callbacks = ArchiveCallbacks(archive)
+            let result = withOptionalCString(archive.directory) { directory in
+                var archiveOptions = lb_archive_options(archive, callbacks: callbacks, directory: directory)
+                return lb_bundle_open_archived(path, &options, &archiveOptions, &bundle)
+            }
+            try check(result, "lb_bundle_open_archived", path: path)
+            archiveCallbacks = callbacks
+        } else {
+            try check(lb_bundle_open(path, &options, &bundle), "lb_bundle_open", path: path)
+            archiveCallbacks = nil
+        }
         raw = bundle!
         self.path = path
     }
 
     deinit {
         lb_bundle_close(raw)
+        archiveCallbacks?.finish()
     }
 
     /// The C bundle (`lb_bundle *`) behind this one, for C code in the same program. Valid while
@@ -99,7 +122,9 @@ public final class LogBundle: @unchecked Sendable {
     }
 
     /// Seals all chunks and releases the writer lock. Later log calls are dropped.
+    /// With an archiver, everything sealed is archived and the current file fsynced first.
     public func close() throws(LogbookError) {
+        defer { archiveCallbacks?.finish() }
         try check(lb_bundle_shutdown(raw), "lb_bundle_shutdown", path: path)
     }
 
@@ -109,4 +134,9 @@ public final class LogBundle: @unchecked Sendable {
         lb_bundle_counters(raw, &c)
         return LogCounters(c)
     }
+}
+
+private func withOptionalCString<R>(_ string: String?, _ body: (UnsafePointer<CChar>?) -> R) -> R {
+    guard let string else { return body(nil) }
+    return string.withCString { body($0) }
 }

@@ -1,4 +1,9 @@
 import CLogbook
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// One recorded log entry, decoded.
 public struct LogEntry: Sendable {
@@ -77,6 +82,25 @@ public struct BundleInfo: Sendable {
     public var chunksFree, chunksActive, chunksSealed, chunksArchived: UInt64
     public var counters: LogCounters
     public var sessions: [Session]
+    /// What the archiver recorded in the ring, and how far it lags (all zero when none ran).
+    public var archive: ArchiveStatus
+
+    public struct ArchiveStatus: Sendable {
+        /// `io_uring`, `pwrite`, or `nil` when no archiver ever ran on this bundle.
+        public var backend: String?
+        /// Sealed chunks not yet archived (being written included), their bytes, and when the
+        /// oldest of them was started.
+        public var lagChunks: UInt64
+        public var lagBytes: UInt64
+        public var oldestUnarchivedNanoseconds: Int64?
+        public var archivedChunks: UInt64
+        public var archivedBytes: UInt64
+        public var failures: UInt64
+        /// The errno of the last failure, 0 when the last attempt succeeded.
+        public var lastError: Int32
+        /// Overwrite policy: sealed chunks reused before the archiver persisted them.
+        public var chunksLostUnarchived: UInt64
+    }
 
     public struct Session: Sendable {
         public var index: UInt32
@@ -243,6 +267,44 @@ public final class LogReader {
             createdNanoseconds: Int64(bitPattern: info.created_wall_ns), writerPID: info.writer_pid,
             writerAlive: info.writer_alive != 0, chunksFree: info.chunks_free, chunksActive: info.chunks_active,
             chunksSealed: info.chunks_sealed, chunksArchived: info.chunks_archived,
-            counters: LogCounters(info.counters), sessions: sessions)
+            counters: LogCounters(info.counters), sessions: sessions,
+            archive: BundleInfo.ArchiveStatus(
+                backend: info.archive_backend == 0 ? nil
+                    : info.archive_backend == LB_ARCHIVE_BACKEND_IO_URING.rawValue ? "io_uring" : "pwrite",
+                lagChunks: info.chunks_sealed + info.chunks_archiving, lagBytes: info.unarchived_bytes,
+                oldestUnarchivedNanoseconds: info.oldest_unarchived_wall_ns == 0 ? nil : info.oldest_unarchived_wall_ns,
+                archivedChunks: info.archived_chunks, archivedBytes: info.archived_bytes,
+                failures: info.archive_failures, lastError: Int32(bitPattern: info.archive_last_error),
+                chunksLostUnarchived: info.chunks_lost_unarchived))
     }
+
+    /// Whether the reader reads a bundle (ring and meta), rather than archive files only.
+    public var isBundle: Bool {
+        var info = lb_ring_info()
+        return lb_reader_ring_info(raw, &info) != -ENOTSUP
+    }
+
+    /// The archive files this reader reads: the bundle's archive directory, an archive
+    /// directory, or the one file it was opened on.
+    public func archiveFiles() throws(LogbookError) -> ArchiveDirectoryInfo {
+        var info = lb_archive_info()
+        try check(lb_reader_archive_info(raw, &info), "lb_reader_archive_info", path: path)
+        return ArchiveDirectoryInfo(
+            files: info.files, writingFiles: info.writing_files, unsyncedFiles: info.unsynced_files,
+            bytes: info.bytes,
+            numbers: info.newest_number == 0 ? nil : info.oldest_number...info.newest_number)
+    }
+}
+
+/// The archive files a reader sees.
+public struct ArchiveDirectoryInfo: Sendable {
+    /// Complete files.
+    public var files: UInt64
+    /// Files being written (or left by a crash until the bundle is opened again).
+    public var writingFiles: UInt64
+    /// Complete files whose fsync failed: they may miss data.
+    public var unsyncedFiles: UInt64
+    public var bytes: UInt64
+    /// The file numbers, oldest to newest.
+    public var numbers: ClosedRange<UInt64>?
 }

@@ -69,7 +69,7 @@ func parseTime(_ text: String, option: String) throws -> Int64 {
 struct Show: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print the entries of a bundle in time order.")
 
-    @Argument(help: "The .logbook bundle directory.")
+    @Argument(help: "A .logbook bundle (its archive files included), an archive directory, or one archive file.")
     var bundle: String
 
     @Flag(help: "One JSON object per line.")
@@ -151,7 +151,7 @@ struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check a bundle; list every corrupt or skipped range. Exits 1 if anything is damaged.")
 
-    @Argument(help: "The .logbook bundle directory.")
+    @Argument(help: "A .logbook bundle (its archive files included), an archive directory, or one archive file.")
     var bundle: String
 
     func run() throws {
@@ -173,9 +173,10 @@ struct Verify: ParsableCommand {
 }
 
 struct Info: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print a bundle's metadata and counters.")
+    static let configuration = CommandConfiguration(
+        abstract: "Print a bundle's metadata, counters and archive state (or an archive directory's or file's).")
 
-    @Argument(help: "The .logbook bundle directory.")
+    @Argument(help: "A .logbook bundle directory, an archive directory, or one archive file.")
     var bundle: String
 
     func run() throws {
@@ -183,6 +184,14 @@ struct Info: ParsableCommand {
             let reader = try LogReader(path: bundle)
             var entries = 0
             try reader.scan { _ in entries += 1 }
+            let files = try reader.archiveFiles()
+            guard reader.isBundle else {
+                print("archive:         \(bundle)")
+                printArchiveFiles(files)
+                print("entries:         \(entries)")
+                printIssues(reader)
+                return
+            }
             let info = try reader.info()
             print("bundle:          \(bundle)")
             print("format:          version \(info.formatVersion)")
@@ -194,14 +203,41 @@ struct Info: ParsableCommand {
             print("entries now:     \(entries)")
             let c = info.counters
             print("records written: \(c.records) (\(c.bytes) bytes, \(c.largeRecords) large)")
-            print("chunks claimed:  \(c.chunksClaimed) (\(c.chunksReused) overwrote older chunks)")
+            print("chunks claimed:  \(c.chunksClaimed) (\(c.chunksReused) reused older chunks)")
             let drops = c.drops.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
             print("dropped:         \(c.dropped) (\(drops))")
+            let a = info.archive
+            if let backend = a.backend {
+                print("archiver:        \(backend); \(a.archivedChunks) chunks (\(a.archivedBytes) bytes) archived")
+                var lag = "\(a.lagChunks) chunks (\(a.lagBytes) bytes) sealed, not archived yet"
+                if let oldest = a.oldestUnarchivedNanoseconds { lag += ", oldest from \(formatRFC3339(nanoseconds: oldest))" }
+                print("archive lag:     \(lag)")
+                if a.failures > 0 {
+                    let last = a.lastError == 0 ? "recovered" : "last: \(String(cString: strerror(a.lastError)))"
+                    print("archive errors:  \(a.failures) (\(last))")
+                }
+                if a.chunksLostUnarchived > 0 {
+                    print("archive gaps:    \(a.chunksLostUnarchived) chunks overwritten before they were archived")
+                }
+                printArchiveFiles(files)
+            }
             for s in info.sessions {
                 print("session \(s.index):       pid \(s.pid) on \(s.host), \(s.executable), started \(formatRFC3339(nanoseconds: s.startedNanoseconds)), clock \(s.clock) at \(s.ticksPerSecond) Hz")
             }
-            let issues = reader.issues
-            if !issues.isEmpty { print("issues:          \(issues.count) (run `logbook verify`)") }
+            printIssues(reader)
         } catch { fail("\(error)") }
+    }
+
+    func printArchiveFiles(_ files: ArchiveDirectoryInfo) {
+        var text = "\(files.files) complete, \(files.writingFiles) being written"
+        if files.unsyncedFiles > 0 { text += ", \(files.unsyncedFiles) whose fsync failed" }
+        text += "; \(files.bytes) bytes"
+        if let numbers = files.numbers { text += " (numbers \(numbers.lowerBound)...\(numbers.upperBound))" }
+        print("archive files:   \(text)")
+    }
+
+    func printIssues(_ reader: LogReader) {
+        let issues = reader.issues
+        if !issues.isEmpty { print("issues:          \(issues.count) (run `logbook verify`)") }
     }
 }

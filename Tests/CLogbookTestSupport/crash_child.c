@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "logbook_test_support.h"
 #include "logbook.h"
+#include "logbook_archive.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -42,8 +43,9 @@ static void *child_main(void *arg) {
     return NULL;
 }
 
-pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int threads,
-                                  uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity) {
+static pid_t spawn_child(const char *bundle_path, int report_fd, int threads,
+                         uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity,
+                         uint64_t archive_file_size) {
     pid_t pid = fork();
     if (pid < 0) return -errno;
     if (pid > 0) return pid;
@@ -52,7 +54,18 @@ pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int th
     options.chunk_size = chunk_size;
     options.capacity = capacity;
     lb_bundle *bundle;
-    if (lb_bundle_open(bundle_path, &options, &bundle) != 0) _exit(4);
+    if (archive_file_size) {
+        options.wrap_policy = LB_WRAP_LOSSLESS;
+        options.lossless_wait_ms = 60000;
+        lb_archive_options archive;
+        lb_archive_options_init(&archive);
+        archive.max_file_size = archive_file_size;
+        archive.quota = 0;
+        archive.max_files = 0;
+        if (lb_bundle_open_archived(bundle_path, &options, &archive, &bundle) != 0) _exit(4);
+    } else if (lb_bundle_open(bundle_path, &options, &bundle) != 0) {
+        _exit(4);
+    }
     lb_logger *logger;
     if (lb_logger_register(bundle, "crash", &logger) != 0) _exit(5);
     child_thread *t = calloc((size_t)threads, sizeof *t);
@@ -65,6 +78,18 @@ pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int th
     t[0] = (child_thread){logger, report_fd, 0, first_sequence};
     child_main(&t[0]);
     _exit(0);
+}
+
+pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int threads,
+                                  uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity) {
+    return spawn_child(bundle_path, report_fd, threads, first_sequence, chunk_size, capacity, 0);
+}
+
+pid_t lb_test_spawn_archiving_child(const char *bundle_path, int report_fd, int threads,
+                                    uint64_t first_sequence, uint32_t chunk_size,
+                                    uint64_t capacity, uint64_t max_file_size) {
+    return spawn_child(bundle_path, report_fd, threads, first_sequence, chunk_size, capacity,
+                       max_file_size);
 }
 
 int lb_test_fork_and_log_inherited(void *opaque_logger, int count) {

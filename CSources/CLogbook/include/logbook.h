@@ -63,10 +63,14 @@ typedef struct lb_options {
     uint32_t chunk_size;      /* bytes per chunk, a power of two in [4 KiB, 16 MiB] */
     uint32_t wrap_policy;     /* lb_wrap_policy; LB_WRAP_OVERWRITE by default */
     uint32_t idle_seal_ms;    /* seal a chunk whose writer has been idle this long; 0 = never */
-    uint32_t reserved;
+    uint32_t lossless_wait_ms;/* lossless ring full: how long a writer waits for the archiver to
+                                 free a chunk before it drops the record (LB_DROP_RING_FULL);
+                                 0 = drop at once */
 } lb_options;
 
-/* Defaults: 16 MiB ring of 64 KiB chunks, overwrite, idle chunks sealed after 1000 ms. */
+/* Defaults: 16 MiB ring of 64 KiB chunks, overwrite, idle chunks sealed after 1000 ms, a lossless
+ * writer waits up to 100 ms for the archiver (long enough for a slow fsync, short enough that a
+ * stalled disk never hangs the program: it loses records, counted, instead). */
 void lb_options_init(lb_options *options);
 
 /* Opens the bundle directory at `path` for writing, creating it (0700, files 0600) if needed.
@@ -558,10 +562,34 @@ typedef struct lb_ring_info {
     uint64_t next_sequence;
     uint64_t chunks_free, chunks_active, chunks_sealed, chunks_archived;
     lb_counters counters;       /* as stored in the ring header, plus active chunks' records */
+    /* The archiver (all 0 when none ever ran on this bundle). Its lag is what is sealed but not
+     * yet archived: chunks_sealed + chunks_archiving, unarchived_bytes, and how old it is. */
+    uint64_t chunks_archiving;
+    uint64_t unarchived_bytes;
+    int64_t oldest_unarchived_wall_ns;  /* claim time of the oldest unarchived sealed chunk */
+    uint64_t archived_chunks;           /* ever, by every archiver of this bundle */
+    uint64_t archived_bytes;
+    uint64_t archive_failures;
+    uint64_t chunks_lost_unarchived;    /* overwrite policy: sealed chunks reused unarchived */
+    uint32_t archive_last_error;        /* errno, 0 when the last attempt succeeded */
+    uint32_t archive_backend;           /* lb_archive_backend, 0 when none ran */
 } lb_ring_info;
 
-/* Reads the ring header, chunk states and counters (also of a live bundle). */
+/* Reads the ring header, chunk states and counters (also of a live bundle). -ENOTSUP when the
+ * reader was opened on archive files only. */
 int lb_reader_ring_info(lb_reader *reader, lb_ring_info *out);
+
+typedef struct lb_archive_info {
+    uint64_t files;             /* complete archive files */
+    uint64_t writing_files;     /* being written (or left by a crash, until the next open) */
+    uint64_t unsynced_files;    /* complete, but their fsync failed: they may miss data */
+    uint64_t bytes;             /* of all of them */
+    uint64_t oldest_number, newest_number;
+} lb_archive_info;
+
+/* Lists the archive files the reader reads (a bundle's archive directory, an archive directory or
+ * the one file). All zero when there are none. */
+int lb_reader_archive_info(lb_reader *reader, lb_archive_info *out);
 
 #ifdef __cplusplus
 }

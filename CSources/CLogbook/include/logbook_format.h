@@ -81,6 +81,33 @@
  *
  *   Site and logger ids are scoped to the session that registered them; chunk headers name their
  *   session.
+ *
+ * archive files (written by the archiver, CSources/CLogbookArchive)
+ * -------------
+ *
+ *   The archive directory (default NAME.logbook/archive; a custom directory is reached through the
+ *   symlink NAME.logbook/archive) holds numbered files:
+ *
+ *     archive-0000000007.lba.writing   the file being appended to (at most one)
+ *     archive-0000000007.lba           a complete file: fsynced, renamed, never written again
+ *
+ *   +--------------------------+-------+-------+-- ... --+
+ *   | lb_archive_file_header   | frame | frame |         |
+ *   | (64 bytes)               |       |       |         |
+ *   +--------------------------+-------+-------+-- ... --+
+ *
+ *   frame: u32 body length, u16 kind (lb_archive_frame_kind), u16 check (low 16 bits of the
+ *   CRC-32C of the first 6 bytes), then the body, then zeros up to a multiple of 8.
+ *
+ *     META   meta entries exactly as in the meta file (12-byte head + body each): every entry of
+ *            each session whose chunks the file holds, written before the first such chunk, so
+ *            that a single archive file decodes on its own
+ *     CHUNK  a chunk image: the chunk's first `committed` bytes (header and records) as they were
+ *            in the ring. Its header's `state` is meaningless here; `committed` is the image length.
+ *
+ *   A chunk sequence appears at most once among the files of a directory, but may also still be
+ *   in the ring: readers take each sequence once. A crash can leave an incomplete last frame in
+ *   the .writing file; the next archiver cuts it off.
  */
 #ifndef LOGBOOK_FORMAT_H
 #define LOGBOOK_FORMAT_H
@@ -112,6 +139,7 @@ enum lb_chunk_state {
     LB_CHUNK_ACTIVE = 2,    /* owned by a writer; records are appended and committed */
     LB_CHUNK_SEALED = 3,    /* no more records will be added */
     LB_CHUNK_ARCHIVED = 4,  /* sealed and persisted by the archiver (reusable under lossless) */
+    LB_CHUNK_ARCHIVING = 5, /* sealed; the archiver's write of it is in flight: never reclaimed */
 };
 
 enum lb_record_kind {
@@ -146,6 +174,11 @@ enum lb_wrap_policy {
     LB_WRAP_LOSSLESS = 2,   /* reuse only archived chunks (the archiver's policy) */
 };
 
+enum lb_archive_backend {
+    LB_ARCHIVE_BACKEND_IO_URING = 1,  /* batched writes through io_uring */
+    LB_ARCHIVE_BACKEND_PWRITE = 2,    /* pwritev from the archiver thread (io_uring unavailable) */
+};
+
 enum lb_clock_kind {
     LB_CLOCK_TSC = 1,        /* rdtsc ticks; invariant TSC */
     LB_CLOCK_MONOTONIC = 2,  /* CLOCK_MONOTONIC nanoseconds */
@@ -164,7 +197,8 @@ enum lb_drop_reason {
     LB_DROP_REENTRANT = 2,  /* logged while the same thread was building a record */
     LB_DROP_CLOSED = 3,     /* logged to a closed bundle */
     LB_DROP_META = 4,       /* the call site or logger could not be written to the meta file */
-    LB_DROP_REASON_COUNT = 5,
+    LB_DROP_RING_FULL = 5,  /* lossless ring: every chunk still waits for the archiver */
+    LB_DROP_REASON_COUNT = 6,
 };
 
 /* The ring file's first page. Fields before `header_crc` are written once at creation. */
@@ -191,7 +225,15 @@ typedef struct lb_ring_header {
     _Atomic uint64_t chunks_reused; /* claims that overwrote a sealed chunk */
     _Atomic uint64_t large_records; /* records written as fragments */
     _Atomic uint64_t drops[LB_DROP_REASON_COUNT];
-    uint8_t pad2[LB_RING_HEADER_SIZE - 128 - 8 * (5 + LB_DROP_REASON_COUNT)];
+    uint8_t pad2[256 - 128 - 8 * (5 + LB_DROP_REASON_COUNT)];
+    /* cache line 4 — archiver status, written by the archiver thread (0 when none ever ran) */
+    _Atomic uint64_t archived_chunks;   /* chunks persisted into archive files, ever */
+    _Atomic uint64_t archived_bytes;    /* chunk bytes persisted, ever */
+    _Atomic uint64_t archive_failures;  /* failed archive writes, syncs, creates or renames */
+    _Atomic uint32_t archive_last_error;/* errno of the last failure; 0 after the next success */
+    _Atomic uint32_t archive_backend;   /* lb_archive_backend of the last archiver */
+    _Atomic uint64_t chunks_lost_unarchived; /* overwrite: sealed chunks reused before archiving */
+    uint8_t pad3[LB_RING_HEADER_SIZE - 256 - 40];
 } lb_ring_header;
 
 /* The first 64 bytes of every chunk. `state`, `committed` and `record_count` change while the
@@ -212,6 +254,28 @@ typedef struct lb_chunk_header {
     uint32_t reserved;
 } lb_chunk_header;
 
+#define LB_ARCHIVE_MAGIC "LBARCH01"
+#define LB_ARCHIVE_HEADER_SIZE 64u
+#define LB_ARCHIVE_FRAME_HEAD_SIZE 8u
+
+enum lb_archive_frame_kind {
+    LB_ARCHIVE_FRAME_META = 1,
+    LB_ARCHIVE_FRAME_CHUNK = 2,
+};
+
+typedef struct lb_archive_file_header {
+    char magic[8];                 /* LB_ARCHIVE_MAGIC */
+    uint32_t format_version;       /* LB_FORMAT_VERSION */
+    uint32_t header_size;          /* LB_ARCHIVE_HEADER_SIZE: offset of the first frame */
+    uint32_t chunk_size;           /* geometry of the ring the chunks came from */
+    uint32_t chunk_count;
+    uint64_t file_number;          /* as in the file name */
+    uint64_t created_wall_ns;      /* when the file was started (age rolling counts from here) */
+    uint64_t ring_created_wall_ns; /* the ring's created_wall_ns: which bundle the chunks are of */
+    uint32_t header_crc;           /* CRC-32C of the bytes before this field */
+    uint8_t reserved[12];
+} lb_archive_file_header;
+
 typedef struct lb_meta_file_header {
     char magic[8];                 /* LB_META_MAGIC */
     uint32_t format_version;
@@ -221,8 +285,10 @@ typedef struct lb_meta_file_header {
 _Static_assert(sizeof(lb_ring_header) == LB_RING_HEADER_SIZE, "ring header is one page");
 _Static_assert(sizeof(lb_chunk_header) == LB_CHUNK_HEADER_SIZE, "chunk header is 64 bytes");
 _Static_assert(sizeof(lb_meta_file_header) == 16, "meta file header is 16 bytes");
+_Static_assert(sizeof(lb_archive_file_header) == LB_ARCHIVE_HEADER_SIZE, "archive header");
 _Static_assert(__builtin_offsetof(lb_ring_header, next_sequence) == 64, "claim line");
 _Static_assert(__builtin_offsetof(lb_ring_header, records) == 128, "counter line");
+_Static_assert(__builtin_offsetof(lb_ring_header, archived_chunks) == 256, "archiver line");
 _Static_assert(__builtin_offsetof(lb_chunk_header, committed) == 48, "chunk header layout");
 
 #define LB_RECORD_HEADER(length, tag, kind) \

@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifndef MADV_POPULATE_WRITE
@@ -22,6 +24,7 @@ void lb_options_init(lb_options *o) {
     o->chunk_size = 64u << 10;
     o->wrap_policy = LB_WRAP_OVERWRITE;
     o->idle_seal_ms = 1000;
+    o->lossless_wait_ms = 100;
 }
 
 /* ---- meta file ---- */
@@ -196,20 +199,23 @@ uint32_t lb_site_register_c(lb_bundle *b, const char *file, uint32_t line, const
 
 /* ---- chunks ---- */
 
-int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
-                   lb_chunk_header **out) {
+/* One attempt over two laps of the ring. A slot still owned by another writer, being archived,
+ * or (under lossless) not yet archived is passed over: its sequence number is simply never used. */
+static int claim_once(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
+                      lb_chunk_header **out) {
     lb_ring_header *ring = b->ring;
-    /* A slot still owned by another writer (or, under lossless, not yet archived) is passed over:
-     * its sequence number is simply never used. Two laps without a free slot: give up. */
     for (uint32_t attempt = 0; attempt < 2 * b->chunk_count; attempt++) {
         uint64_t seq = atomic_fetch_add_explicit(&ring->next_sequence, 1, memory_order_relaxed);
         lb_chunk_header *h = lb_chunk_at(b, (uint32_t)(seq % b->chunk_count));
         uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
-        if (state == LB_CHUNK_ACTIVE || state == LB_CHUNK_CLAIMING) continue;
+        if (state == LB_CHUNK_ACTIVE || state == LB_CHUNK_CLAIMING || state == LB_CHUNK_ARCHIVING)
+            continue;
         if (b->wrap_policy == LB_WRAP_LOSSLESS && state == LB_CHUNK_SEALED) continue;
         if (!atomic_compare_exchange_strong(&h->state, &state, LB_CHUNK_CLAIMING)) continue;
         if (state == LB_CHUNK_SEALED || state == LB_CHUNK_ARCHIVED)
             atomic_fetch_add_explicit(&ring->chunks_reused, 1, memory_order_relaxed);
+        if (state == LB_CHUNK_SEALED && b->archiving)
+            atomic_fetch_add_explicit(&ring->chunks_lost_unarchived, 1, memory_order_relaxed);
         h->magic = 0;
         h->sequence = seq;
         h->prev_sequence = prev_sequence < seq ? prev_sequence : 0;
@@ -230,7 +236,35 @@ int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
         *out = h;
         return 0;
     }
-    return -ENOSPC;
+    return b->wrap_policy == LB_WRAP_LOSSLESS ? -ENOBUFS : -ENOSPC;
+}
+
+static uint64_t monotonic_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* Returns -ENOBUFS when a lossless ring has no archived chunk (after waiting up to
+ * lossless_wait_ms for the archiver), -ENOSPC when every chunk is owned by a writer. */
+int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
+                   lb_chunk_header **out) {
+    int rc = claim_once(b, prev_sequence, thread_id, out);
+    if (rc != -ENOBUFS || !b->archiving || b->lossless_wait_ms == 0) return rc;
+    /* Wait for the archiver. Announce the wait, then read the generation, then retry: a release
+     * that happens after the retry changes the generation, so the futex wait returns at once. */
+    uint64_t deadline = monotonic_ms() + b->lossless_wait_ms;
+    atomic_fetch_add(&b->writers_waiting, 1);
+    for (;;) {
+        uint32_t generation = atomic_load(&b->archived_generation);
+        rc = claim_once(b, prev_sequence, thread_id, out);
+        if (rc != -ENOBUFS || atomic_load(&b->closed)) break;
+        uint64_t now = monotonic_ms();
+        if (now >= deadline) break;
+        lb_futex_wait(&b->archived_generation, generation, (uint32_t)(deadline - now));
+    }
+    atomic_fetch_sub(&b->writers_waiting, 1);
+    return rc;
 }
 
 void lb_chunk_seal(lb_bundle *b, lb_chunk_header *h) {
@@ -240,6 +274,33 @@ void lb_chunk_seal(lb_bundle *b, lb_chunk_header *h) {
     atomic_fetch_add_explicit(&b->ring->bytes, committed - LB_CHUNK_HEADER_SIZE,
                               memory_order_relaxed);
     atomic_store_explicit(&h->state, LB_CHUNK_SEALED, memory_order_release);
+    if (b->archiving) {
+        /* Wake the archiver only when it sleeps: one RMW per chunk otherwise. */
+        atomic_fetch_add(&b->sealed_generation, 1);
+        if (atomic_load(&b->archiver_sleeping)) lb_futex_wake_all(&b->sealed_generation);
+    }
+}
+
+/* ---- the archiver's attachment ---- */
+void lb_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint32_t timeout_ms) {
+    struct timespec t = {timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L};
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, expected, timeout_ms ? &t : NULL,
+            NULL, 0);
+}
+
+void lb_futex_wake_all(_Atomic uint32_t *word) {
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+void lb_bundle_attach_archiver(lb_bundle *b, void *archiver, int (*stop)(void *archiver)) {
+    b->archiver_stop = stop;
+    b->archiver = archiver;
+    b->archiving = 1;
+}
+
+void lb_bundle_chunks_released(lb_bundle *b) {
+    atomic_fetch_add(&b->archived_generation, 1);
+    if (atomic_load(&b->writers_waiting)) lb_futex_wake_all(&b->archived_generation);
 }
 
 void lb_bundle_count_drop(lb_bundle *b, unsigned reason) {
@@ -267,6 +328,12 @@ static void recover_chunks(lb_bundle *b) {
         if (check == 2 || (check < 0 && state != LB_CHUNK_FREE)) {
             /* A claim cut short or a damaged header: the slot holds nothing readable. */
             memset(h, 0, LB_CHUNK_HEADER_SIZE);
+            continue;
+        }
+        if (check == 0 && state == LB_CHUNK_ARCHIVING) {
+            /* The archiver died with this chunk's write in flight: archive it again (the archiver
+             * recognises a copy that did reach its file). */
+            atomic_store(&h->state, LB_CHUNK_SEALED);
             continue;
         }
         if (check != 0 || state != LB_CHUNK_ACTIVE) continue;
@@ -487,6 +554,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
 
     lb_registry_add_bundle(b);
     b->idle_seal_ms = options->idle_seal_ms;
+    b->lossless_wait_ms = options->lossless_wait_ms;
     lb_membarrier();  /* registers the process for expedited barriers */
     if (b->idle_seal_ms > 0 && lb_membarrier() == 0) {
         if (pthread_create(&b->sealer, NULL, sealer_main, b) == 0) b->sealer_running = 1;
@@ -514,9 +582,16 @@ int lb_bundle_shutdown(lb_bundle *b) {
     int expected = 0;
     if (!atomic_compare_exchange_strong(&b->closed, &expected, 1)) return 0;
     stop_sealer(b);
+    lb_bundle_chunks_released(b);  /* lossless writers waiting for a chunk see `closed` */
     lb_writers_detach_all(b, 1);
     int rc = 0;
-    if (msync(b->ring, b->map_length, MS_ASYNC) != 0) rc = -errno;
+    if (b->archiver_stop) {
+        /* Every chunk is sealed now: the archiver persists them all, then stops. */
+        rc = b->archiver_stop(b->archiver);
+        b->archiver_stop = NULL;
+        b->archiver = NULL;  /* freed by stop; `archiving` stays set for racing claimers */
+    }
+    if (msync(b->ring, b->map_length, MS_ASYNC) != 0 && !rc) rc = -errno;
     if (b->lock_fd >= 0) {
         close(b->lock_fd);  /* releases the OFD writer lock */
         b->lock_fd = -1;

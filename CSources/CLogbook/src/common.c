@@ -160,7 +160,7 @@ int lb_chunk_header_check(const lb_chunk_header *h, uint32_t slot, uint32_t chun
     if (h->magic == 0 && state == LB_CHUNK_FREE && h->sequence == 0) return 1;
     if (state == LB_CHUNK_CLAIMING) return 2;
     if (h->magic != LB_CHUNK_MAGIC) return -1;
-    if (state < LB_CHUNK_ACTIVE || state > LB_CHUNK_ARCHIVED) return -1;
+    if (state < LB_CHUNK_ACTIVE || state > LB_CHUNK_ARCHIVING) return -1;
     if (h->header_crc != lb_chunk_crc(h)) return -1;
     if (h->sequence == 0 || h->sequence % chunk_count != slot) return -1;
     if (h->prev_sequence >= h->sequence) return -1;
@@ -304,8 +304,89 @@ int lb_meta_read_entries(int fd, uint64_t *offset, lb_meta_visitor visit, void *
     return result;
 }
 
+int lb_meta_parse_entries(const uint8_t *bytes, size_t length, lb_meta_visitor visit,
+                          void *context) {
+    size_t at = 0;
+    while (at < length) {
+        if (length - at < LB_META_ENTRY_HEAD_SIZE) return -1;
+        uint32_t body_length, crc;
+        uint16_t kind;
+        memcpy(&body_length, bytes + at, 4);
+        memcpy(&crc, bytes + at + 4, 4);
+        memcpy(&kind, bytes + at + 8, 2);
+        at += LB_META_ENTRY_HEAD_SIZE;
+        if (kind == 0 || body_length > LB_META_ENTRY_MAX_SIZE || body_length > length - at ||
+            lb_crc32c(0, bytes + at, body_length) != crc)
+            return -1;
+        if (visit) visit(context, kind, bytes + at, body_length);
+        at += body_length;
+    }
+    return 0;
+}
+
 const char *lb_drop_reason_name(unsigned reason) {
     static const char *const names[LB_DROP_REASON_COUNT] = {"too_large", "no_chunk", "reentrant",
-                                                            "closed", "meta"};
+                                                            "closed", "meta", "ring_full"};
     return reason < LB_DROP_REASON_COUNT ? names[reason] : NULL;
+}
+
+/* ---- archive files ---- */
+int lb_archive_name_parse(const char *name, uint64_t *number) {
+    if (strncmp(name, "archive-", 8) != 0) return 0;
+    uint64_t n = 0;
+    const char *p = name + 8;
+    for (int i = 0; i < 10; i++, p++) {
+        if (*p < '0' || *p > '9') return 0;
+        n = n * 10 + (uint64_t)(*p - '0');
+    }
+    if (number) *number = n;
+    if (strcmp(p, ".lba") == 0) return 1;
+    if (strcmp(p, ".lba.writing") == 0) return 2;
+    return 0;
+}
+
+void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, int writing) {
+    snprintf(out, LB_ARCHIVE_NAME_MAX, "archive-%010llu.lba%s",
+             (unsigned long long)(number % 10000000000ull), writing ? ".writing" : "");
+}
+
+uint16_t lb_archive_frame_check(uint32_t length, uint16_t kind) {
+    uint8_t head[6];
+    memcpy(head, &length, 4);
+    memcpy(head + 4, &kind, 2);
+    return (uint16_t)lb_crc32c(0, head, sizeof head);
+}
+
+uint32_t lb_archive_header_crc(const lb_archive_file_header *h) {
+    return lb_crc32c(0, h, __builtin_offsetof(lb_archive_file_header, header_crc));
+}
+
+const char *lb_archive_header_problem(const lb_archive_file_header *h, uint64_t file_size) {
+    if (file_size < sizeof *h) return "archive file is shorter than its header";
+    if (memcmp(h->magic, LB_ARCHIVE_MAGIC, 8) != 0) return "archive file has no Logbook magic";
+    if (h->format_version != LB_FORMAT_VERSION) return "archive file has an unknown format version";
+    if (h->header_crc != lb_archive_header_crc(h)) return "archive header fails its checksum";
+    if (h->header_size != LB_ARCHIVE_HEADER_SIZE || h->chunk_size < LB_CHUNK_SIZE_MIN ||
+        h->chunk_size > LB_CHUNK_SIZE_MAX || (h->chunk_size & (h->chunk_size - 1)) ||
+        h->chunk_count < 2 || h->chunk_count > LB_CHUNK_COUNT_MAX)
+        return "archive header has an impossible geometry";
+    return NULL;
+}
+
+lb_frame_status lb_archive_frame_head(int fd, uint64_t offset, uint64_t file_size,
+                                      uint32_t chunk_size, uint32_t *length, uint16_t *kind) {
+    uint8_t head[LB_ARCHIVE_FRAME_HEAD_SIZE];
+    if (offset + sizeof head > file_size) return LB_FRAME_END;
+    if (lb_pread_full(fd, head, sizeof head, offset) != (ssize_t)sizeof head) return LB_FRAME_END;
+    uint16_t check;
+    memcpy(length, head, 4);
+    memcpy(kind, head + 4, 2);
+    memcpy(&check, head + 6, 2);
+    if (check != lb_archive_frame_check(*length, *kind)) return LB_FRAME_INVALID;
+    if (*kind == LB_ARCHIVE_FRAME_CHUNK &&
+        (*length < LB_CHUNK_HEADER_SIZE || *length > chunk_size || (*length & 7u)))
+        return LB_FRAME_INVALID;
+    if (*length > LB_ARCHIVE_FRAME_MAX) return LB_FRAME_INVALID;
+    if (offset + lb_archive_frame_span(*length) > file_size) return LB_FRAME_END;
+    return LB_FRAME_OK;
 }

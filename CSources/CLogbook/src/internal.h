@@ -77,6 +77,11 @@ char *lb_meta_get_string(lb_meta_cursor *c);
 typedef void (*lb_meta_visitor)(void *context, uint16_t kind, const uint8_t *body, uint32_t length);
 int lb_meta_read_entries(int fd, uint64_t *offset, lb_meta_visitor visit, void *context);
 
+/* Visits the entries of a buffer holding whole entries (an archive META frame). 0 when every byte
+ * was a valid entry, -1 at the first that is not (the ones before it were visited). */
+int lb_meta_parse_entries(const uint8_t *bytes, size_t length, lb_meta_visitor visit,
+                          void *context);
+
 /* ---- I/O helpers: full reads and writes, EINTR retried in one place ---- */
 ssize_t lb_pread_full(int fd, void *buffer, size_t length, uint64_t offset);
 /* "dir/name", malloc'd, or NULL. */
@@ -84,6 +89,32 @@ char *lb_path_join(const char *dir, const char *name);
 /* open(dir/name, flags | O_CLOEXEC, 0600): the descriptor or -errno. */
 int lb_open_in(const char *dir, const char *name, int flags);
 int lb_pwrite_full(int fd, const void *buffer, size_t length, uint64_t offset);
+
+/* ---- archive files: names and frames, shared by the archiver and the reader ---- */
+#define LB_ARCHIVE_FRAME_MAX (64u << 20)    /* largest frame body a reader accepts */
+#define LB_ARCHIVE_NAME_MAX 40u
+
+/* 1 for "archive-NNNNNNNNNN.lba" (complete), 2 for "... .lba.writing", 0 for any other name. */
+int lb_archive_name_parse(const char *name, uint64_t *number);
+void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, int writing);
+uint16_t lb_archive_frame_check(uint32_t length, uint16_t kind);
+uint32_t lb_archive_header_crc(const lb_archive_file_header *header);
+/* Checks a file header (read from a file of file_size bytes): NULL when valid, else why not. */
+const char *lb_archive_header_problem(const lb_archive_file_header *header, uint64_t file_size);
+
+typedef enum lb_frame_status {
+    LB_FRAME_OK = 0,
+    LB_FRAME_END = 1,      /* no more bytes, or only part of a frame (being written, or torn) */
+    LB_FRAME_INVALID = -1, /* the head fails its check or names an impossible length */
+} lb_frame_status;
+
+/* Reads the frame head at `offset` of a file of `file_size` bytes. On LB_FRAME_OK the body is at
+ * offset + 8 and the next frame at offset + lb_archive_frame_span(length). */
+lb_frame_status lb_archive_frame_head(int fd, uint64_t offset, uint64_t file_size,
+                                      uint32_t chunk_size, uint32_t *length, uint16_t *kind);
+static inline uint64_t lb_archive_frame_span(uint32_t length) {
+    return LB_ARCHIVE_FRAME_HEAD_SIZE + (((uint64_t)length + 7u) & ~(uint64_t)7u);
+}
 
 /* ---- the bundle (writer side) ---- */
 typedef struct lb_site_entry {
@@ -113,6 +144,15 @@ struct lb_bundle {
     struct lb_bundle *next_open;   /* every open bundle of the process; under the registry lock */
     _Atomic int closed;
     int forked;                    /* inherited by fork(): this process must not touch its chunks */
+    /* archiver (CSources/CLogbookArchive), when one is attached */
+    uint32_t lossless_wait_ms;
+    int archiving;                         /* an archiver was attached (never cleared) */
+    void *archiver;                        /* its state, for archiver_stop */
+    int (*archiver_stop)(void *archiver);  /* drains sealed chunks and stops; called by shutdown */
+    _Atomic uint32_t sealed_generation;    /* futex: bumped when a chunk is sealed */
+    _Atomic uint32_t archiver_sleeping;    /* the archiver waits on sealed_generation */
+    _Atomic uint32_t archived_generation;  /* futex: bumped when chunks become reusable */
+    _Atomic uint32_t writers_waiting;      /* lossless writers wait on archived_generation */
     /* idle sealer */
     uint32_t idle_seal_ms;
     pthread_t sealer;
@@ -144,5 +184,16 @@ static inline lb_chunk_header *lb_chunk_at(const lb_bundle *b, uint32_t slot) {
 int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
                    lb_chunk_header **out);
 void lb_chunk_seal(lb_bundle *b, lb_chunk_header *chunk);
+
+/* ---- the archiver's side of the bundle (used by CSources/CLogbookArchive) ---- */
+/* Futex wait while *word == expected, at most timeout_ms (0: no limit); futex wake of all. */
+void lb_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint32_t timeout_ms);
+void lb_futex_wake_all(_Atomic uint32_t *word);
+/* Attaches an archiver: `stop` runs in shutdown after every chunk is sealed. */
+void lb_bundle_attach_archiver(lb_bundle *b, void *archiver, int (*stop)(void *archiver));
+/* Wakes lossless writers waiting for a reusable chunk. */
+void lb_bundle_chunks_released(lb_bundle *b);
+/* The bundle's directory and geometry, for the archiver. */
+static inline const char *lb_bundle_path(const lb_bundle *b) { return b->path; }
 
 #endif

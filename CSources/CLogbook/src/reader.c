@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -39,10 +40,33 @@ typedef struct slot_progress {
     uint32_t broken;     /* a corrupt record was reported: do not walk it again */
 } slot_progress;
 
+/* Every chunk sequence read so far, from the ring or an archive file, and how far: a chunk is read
+ * once even when the ring and the archive both hold it. Open addressing; sequence 0 is empty. */
+typedef struct seen_chunk {
+    uint64_t sequence;
+    uint32_t offset;     /* where its walk stopped */
+    uint16_t broken;     /* a corrupt record was reported: do not walk it again */
+    uint16_t archived;   /* an archive file holds it (a second one would be a duplicate) */
+} seen_chunk;
+
+/* An archive file being read (see logbook_format.h). */
+typedef struct archive_file {
+    uint64_t number;
+    char *name;          /* its current path (a .writing file is renamed when complete) */
+    char *label;         /* its first base name, for issues; kept until close */
+    int fd;
+    int kind;            /* 1 complete, 2 being written, 3 complete but unsynced */
+    int header_ok, done;
+    uint32_t chunk_size, chunk_count;
+    uint64_t offset;     /* the next frame to read */
+} archive_file;
+
 typedef struct pending_record {
     uint64_t last_sequence;  /* chunk holding the newest fragment */
     uint64_t first_sequence;
     uint32_t first_offset;
+    uint64_t first_file_offset;
+    const char *first_file;
     uint32_t thread_id, session;
     uint8_t *bytes;          /* logical record from its timestamp on */
     size_t length;
@@ -58,6 +82,7 @@ typedef struct session_clock {
 
 struct lb_reader {
     char *path;
+    int ring_mode;          /* reading a bundle (ring and meta), not only archive files */
     int ring_fd, meta_fd, lock_fd;
     int header_ok, meta_ok, truncation_reported;
     lb_ring_header header;
@@ -81,9 +106,17 @@ struct lb_reader {
     uint32_t known_site_session, known_site_id;  /* the last site found defined */
     uint32_t *order;                             /* entries in time order, by index */
     size_t order_capacity;
+    size_t chunk_capacity;                       /* bytes of `chunk` (the largest chunk size) */
+    seen_chunk *seen;
+    size_t seen_count, seen_capacity;
+    /* archive files: a bundle's "archive" directory, an archive directory, or a single file */
+    char *archive_dir;                           /* NULL when reading one file */
+    archive_file *archives;
+    size_t archive_count, archive_capacity;
 };
 
 static int grow(void **array, size_t *capacity, size_t need, size_t element);
+static const lb_session_info *find_session(const lb_reader *r, uint32_t session);
 
 static void note_anchor(lb_reader *r, const lb_chunk_header *h) {
     session_clock *c = NULL;
@@ -224,6 +257,12 @@ static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32
         s.wall_anchor_ns = lb_meta_get_u64(&c);
         s.host = lb_meta_get_string(&c);
         s.executable = lb_meta_get_string(&c);
+        if (!c.failed && find_session(r, s.session)) {
+            /* Archive files repeat the entries of the bundle's meta file: the first one counts. */
+            free((char *)s.host);
+            free((char *)s.executable);
+            return;
+        }
         if (c.failed || s.ticks_per_second == 0 ||
             grow((void **)&r->sessions, &r->session_capacity, r->session_count + 1, sizeof s)) {
             free((char *)s.host);
@@ -237,6 +276,10 @@ static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32
         uint16_t id = lb_meta_get_u16(&c);
         (void)lb_meta_get_u16(&c);
         char *name = lb_meta_get_string(&c);
+        if (!c.failed && name_find(r->loggers, session, id)) {
+            free(name);
+            return;
+        }
         name_entry *e = c.failed ? NULL : calloc(1, sizeof *e);
         if (!e) {
             free(name);
@@ -258,6 +301,12 @@ static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32
         s.file = lb_meta_get_string(&c);
         s.function = lb_meta_get_string(&c);
         s.template_text = lb_meta_get_string(&c);
+        if (!c.failed && name_find(r->sites, s.session, s.id)) {
+            free((char *)s.file);
+            free((char *)s.function);
+            free((char *)s.template_text);
+            return;
+        }
         name_entry *e = c.failed ? NULL : calloc(1, sizeof *e);
         if (!e) {
             free((char *)s.file);
@@ -425,14 +474,15 @@ static inline int64_t ticks_to_wall(const time_map *map, uint64_t ticks) {
 }
 
 /* Builds an entry from a logical record (bytes from the timestamp on). */
-static void emit(lb_reader *r, const time_map *map, uint64_t file_offset, uint32_t offset,
+static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t file_offset,
+                 uint32_t offset,
                  const uint8_t *logical, size_t length, uint32_t thread_id, uint64_t sequence,
                  int fragmented) {
     if (length < LB_RECORD_FIXED_SIZE - 8) return;
     uint32_t args_length = (uint32_t)(length - (LB_RECORD_FIXED_SIZE - 8));
     const uint8_t *args = logical + (LB_RECORD_FIXED_SIZE - 8);
     if (!args_valid(args, args_length)) {
-        add_issue(r, LB_ISSUE_CORRUPT, "ring", file_offset, length + 8,
+        add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
                   "record arguments do not decode");
         return;
     }
@@ -457,7 +507,7 @@ static void emit(lb_reader *r, const time_map *map, uint64_t file_offset, uint32
     if (!e->args && args_length) return;
     if (LB_UNLIKELY(e->session != r->known_site_session || e->site_id != r->known_site_id)) {
         if (!name_find(r->sites, e->session, e->site_id)) {
-            add_issue(r, LB_ISSUE_UNKNOWN_SITE, "ring", file_offset, length + 8,
+            add_issue(r, LB_ISSUE_UNKNOWN_SITE, file, file_offset, length + 8,
                       "record refers to a call site that no meta entry defines");
         } else {
             r->known_site_session = e->session;
@@ -471,6 +521,7 @@ typedef struct walk_context {
     lb_reader *r;
     const lb_chunk_header *h;
     time_map map;
+    const char *file;            /* "ring" or the archive file's name, for issues */
     uint64_t chunk_file_offset;
     uint32_t chunk_size;
     int corrupt;
@@ -497,18 +548,20 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
     uint32_t end = rec->offset + ((rec->length + 7u) & ~7u);
     switch (rec->kind) {
     case LB_RECORD_FULL:
-        emit(r, &w->map, file_offset, rec->offset, body, body_length, h->thread_id, h->sequence, 0);
+        emit(r, &w->map, w->file, file_offset, rec->offset, body, body_length, h->thread_id,
+             h->sequence, 0);
         return 0;
     case LB_RECORD_FIRST: {
         if (end + 8 <= w->chunk_size) {
-            add_issue(r, LB_ISSUE_CORRUPT, "ring", file_offset, rec->length,
+            add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
                       "first fragment does not end its chunk");
             w->corrupt = 1;
             return 1;
         }
         if (r->pending_count >= PENDING_MAX) return 0;
-        pending_record p = {h->sequence, h->sequence, rec->offset, h->thread_id, h->session,
-                            malloc(body_length + COPY_SLACK), body_length};
+        pending_record p = {h->sequence, h->sequence, rec->offset, file_offset, w->file,
+                            h->thread_id, h->session, malloc(body_length + COPY_SLACK),
+                            body_length};
         if (!p.bytes) return 0;
         memcpy(p.bytes, body, body_length);
         r->pending = realloc(r->pending, (r->pending_count + 1) * sizeof *r->pending);
@@ -519,19 +572,19 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
     default: {
         if (rec->offset != LB_CHUNK_HEADER_SIZE ||
             (rec->kind == LB_RECORD_MIDDLE && end + 8 <= w->chunk_size)) {
-            add_issue(r, LB_ISSUE_CORRUPT, "ring", file_offset, rec->length,
+            add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
                       "fragment is out of place in its chunk");
             w->corrupt = 1;
             return 1;
         }
         pending_record *p = h->prev_sequence ? find_pending(r, h->prev_sequence) : NULL;
         if (!p) {
-            add_issue(r, LB_ISSUE_TORN, "ring", file_offset, rec->length,
+            add_issue(r, LB_ISSUE_TORN, w->file, file_offset, rec->length,
                       "fragment whose beginning was overwritten or lost");
             return 0;
         }
         if (p->length + body_length > LB_RECORD_MAX_SIZE) {
-            add_issue(r, LB_ISSUE_CORRUPT, "ring", file_offset, rec->length,
+            add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
                       "fragmented record exceeds the record size limit");
             drop_pending(r, p);
             return 0;
@@ -543,13 +596,9 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         p->length += body_length;
         p->last_sequence = h->sequence;
         if (rec->kind == LB_RECORD_LAST) {
-            uint64_t first_file_offset =
-                LB_RING_HEADER_SIZE +
-                (p->first_sequence % r->header.chunk_count) * (uint64_t)r->header.chunk_size +
-                p->first_offset;
             time_map map = make_time_map(r, h, p->session);
-            emit(r, &map, first_file_offset, p->first_offset, p->bytes, p->length, p->thread_id,
-                 p->first_sequence, 1);
+            emit(r, &map, p->first_file, p->first_file_offset, p->first_offset, p->bytes,
+                 p->length, p->thread_id, p->first_sequence, 1);
             drop_pending(r, p);
         }
         return 0;
@@ -560,14 +609,40 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
 /* ---- open / scan ---- */
 int lb_reader_open(const char *path, lb_reader **out) {
     if (!path || !out) return -EINVAL;
+    struct stat st;
+    if (stat(path, &st) != 0) return -errno;
     lb_reader *r = calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
-    r->ring_fd = lb_open_in(path, "ring", O_RDONLY);
-    r->meta_fd = lb_open_in(path, "meta", O_RDONLY);
-    r->lock_fd = lb_open_in(path, "lock", O_RDONLY);
-    int rc = r->ring_fd < 0 ? r->ring_fd : r->meta_fd < 0 ? r->meta_fd : 0;
+    r->ring_fd = r->meta_fd = r->lock_fd = -1;
     r->path = strdup(path);
-    if (!rc && !r->path) rc = -ENOMEM;
+    int rc = r->path ? 0 : -ENOMEM;
+    if (!rc && S_ISREG(st.st_mode)) {
+        /* One archive file (e.g. picked up by an uploader). */
+        const char *slash = strrchr(path, '/');
+        const char *name = slash ? slash + 1 : path;
+        uint64_t number = 0;
+        int kind = lb_archive_name_parse(name, &number);
+        if (grow((void **)&r->archives, &r->archive_capacity, 1, sizeof *r->archives)) rc = -ENOMEM;
+        else {
+            r->archives[0] = (archive_file){number, strdup(path), NULL, -1, kind == 2 ? 2 : 1, 0, 0, 0, 0, 0};
+            r->archive_count = 1;
+            if (!r->archives[0].name) rc = -ENOMEM;
+        }
+    } else if (!rc) {
+        r->ring_fd = lb_open_in(path, "ring", O_RDONLY);
+        if (r->ring_fd == -ENOENT) {
+            r->archive_dir = strdup(path);  /* an archive directory without its bundle */
+        } else if (r->ring_fd < 0) {
+            rc = r->ring_fd;
+        } else {
+            r->ring_mode = 1;
+            r->meta_fd = lb_open_in(path, "meta", O_RDONLY);
+            r->lock_fd = lb_open_in(path, "lock", O_RDONLY);
+            if (r->meta_fd < 0) rc = r->meta_fd;
+            r->archive_dir = lb_path_join(path, "archive");
+        }
+        if (!rc && !r->archive_dir) rc = -ENOMEM;
+    }
     if (rc) {
         lb_reader_close(r);
         return rc;
@@ -625,8 +700,56 @@ void lb_reader_close(lb_reader *r) {
     large_free(r->order, r->order_capacity * sizeof *r->order);
     free(r->clocks);
     free(r->chunk);
+    free(r->seen);
+    for (size_t i = 0; i < r->archive_count; i++) {
+        if (r->archives[i].fd >= 0) close(r->archives[i].fd);
+        free(r->archives[i].name);
+        free(r->archives[i].label);
+    }
+    free(r->archives);
+    free(r->archive_dir);
     free(r->path);
     free(r);
+}
+
+/* The copy buffer holds the largest chunk met so far (ring or archive), plus COPY_SLACK. */
+static int chunk_buffer(lb_reader *r, uint32_t chunk_size) {
+    if (chunk_size <= r->chunk_capacity) return 0;
+    uint8_t *p = realloc(r->chunk, (size_t)chunk_size + COPY_SLACK);
+    if (!p) return -ENOMEM;
+    r->chunk = p;
+    r->chunk_capacity = chunk_size;
+    return 0;
+}
+
+/* ---- chunks already read ---- */
+static seen_chunk *seen_slot(seen_chunk *table, size_t capacity, uint64_t sequence) {
+    size_t i = (size_t)(sequence * 0x9E3779B97F4A7C15ull >> 20) & (capacity - 1);
+    while (table[i].sequence != 0 && table[i].sequence != sequence) i = (i + 1) & (capacity - 1);
+    return &table[i];
+}
+
+static seen_chunk *seen_find(lb_reader *r, uint64_t sequence) {
+    if (!r->seen_capacity) return NULL;
+    seen_chunk *s = seen_slot(r->seen, r->seen_capacity, sequence);
+    return s->sequence == sequence ? s : NULL;
+}
+
+static void seen_set(lb_reader *r, uint64_t sequence, uint32_t offset, uint32_t broken) {
+    if ((r->seen_count + 1) * 2 > r->seen_capacity) {
+        size_t capacity = r->seen_capacity ? r->seen_capacity * 2 : 1024;
+        seen_chunk *table = calloc(capacity, sizeof *table);
+        if (!table) return;  /* the chunk may be read again: duplicates, never a crash */
+        for (size_t i = 0; i < r->seen_capacity; i++)
+            if (r->seen[i].sequence) *seen_slot(table, capacity, r->seen[i].sequence) = r->seen[i];
+        free(r->seen);
+        r->seen = table;
+        r->seen_capacity = capacity;
+    }
+    seen_chunk *s = seen_slot(r->seen, r->seen_capacity, sequence);
+    if (!s->sequence) r->seen_count++;
+    uint16_t archived = s->sequence ? s->archived : 0;
+    *s = (seen_chunk){sequence, offset, (uint16_t)broken, archived};
 }
 
 static int read_header(lb_reader *r) {
@@ -649,21 +772,283 @@ static int read_header(lb_reader *r) {
     }
     r->header = h;
     r->progress = calloc(h.chunk_count, sizeof *r->progress);
-    r->chunk = malloc(h.chunk_size + COPY_SLACK);
-    if (!r->progress || !r->chunk) return -ENOMEM;
+    if (!r->progress || chunk_buffer(r, h.chunk_size)) return -ENOMEM;
     r->header_ok = 1;
     return 0;
 }
 
 typedef struct chunk_ref {
     uint64_t sequence;
-    uint32_t slot;
+    int32_t source;    /* -1: the ring; else the index of an archive file */
+    uint32_t slot;     /* ring: the slot */
+    uint64_t offset;   /* archive: file offset of the chunk image */
+    uint32_t length;   /* archive: bytes of the image */
     uint32_t records;  /* the chunk's record_count: sizes the entry array */
 } chunk_ref;
 
+typedef struct ref_list {
+    chunk_ref *refs;
+    size_t count, capacity;
+} ref_list;
+
+static void push_ref(ref_list *list, chunk_ref ref) {
+    if (grow((void **)&list->refs, &list->capacity, list->count + 1, sizeof ref) == 0)
+        list->refs[list->count++] = ref;
+}
+
+/* Oldest first, so that the fragments of a large record arrive in order; an archived copy before
+ * the ring's copy of the same chunk. */
 static int compare_refs(const void *a, const void *b) {
     const chunk_ref *x = a, *y = b;
-    return x->sequence < y->sequence ? -1 : x->sequence > y->sequence;
+    if (x->sequence != y->sequence) return x->sequence < y->sequence ? -1 : 1;
+    return (x->source < 0) - (y->source < 0);
+}
+
+/* ---- archive files ---- */
+static void list_archive_directory(lb_reader *r) {
+    if (!r->archive_dir) return;
+    DIR *d = opendir(r->archive_dir);
+    if (!d) return;  /* no archive (yet) */
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        uint64_t number;
+        int kind = lb_archive_name_parse(e->d_name, &number);
+        size_t len = strlen(e->d_name);
+        if (!kind && len > 9 && len < LB_ARCHIVE_NAME_MAX + 9 &&
+            strcmp(e->d_name + len - 9, ".unsynced") == 0) {
+            char base[LB_ARCHIVE_NAME_MAX + 9];
+            snprintf(base, sizeof base, "%.*s", (int)(len - 9), e->d_name);
+            kind = lb_archive_name_parse(base, &number) == 1 ? 3 : 0;
+        }
+        if (!kind) continue;
+        archive_file *f = NULL;
+        for (size_t i = 0; i < r->archive_count; i++)
+            if (r->archives[i].number == number) f = &r->archives[i];
+        if (f && f->kind == kind) continue;
+        char *name = lb_path_join(r->archive_dir, e->d_name);
+        if (!name) continue;
+        if (f) {  /* renamed: complete now */
+            free(f->name);
+            f->name = name;
+            f->kind = kind;
+            continue;
+        }
+        if (grow((void **)&r->archives, &r->archive_capacity, r->archive_count + 1,
+                 sizeof *r->archives)) {
+            free(name);
+            continue;
+        }
+        size_t at = r->archive_count++;
+        while (at > 0 && r->archives[at - 1].number > number) {
+            r->archives[at] = r->archives[at - 1];
+            at--;
+        }
+        r->archives[at] = (archive_file){number, name, NULL, -1, kind, 0, 0, 0, 0, 0};
+    }
+    closedir(d);
+}
+
+/* The name issues carry: the file's base name, kept for the reader's lifetime. */
+static const char *archive_label(lb_reader *r, archive_file *f) {
+    (void)r;
+    if (!f->label) {
+        const char *slash = strrchr(f->name, '/');
+        f->label = strdup(slash ? slash + 1 : f->name);
+    }
+    return f->label ? f->label : "archive";
+}
+
+static void archive_meta_frame(lb_reader *r, archive_file *f, uint32_t length) {
+    uint8_t *body = malloc(length ? length : 1);
+    if (!body) return;
+    if (lb_pread_full(f->fd, body, length, f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE) != (ssize_t)length ||
+        lb_meta_parse_entries(body, length, meta_visit, r) != 0)
+        add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), f->offset, length,
+                  "meta entries in an archive frame do not parse");
+    free(body);
+}
+
+/* Reads the new frames of archive file `index`: meta entries at once, chunks as refs. */
+static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
+    archive_file *f = &r->archives[index];
+    if (f->done) return;
+    if (f->fd < 0 && (f->fd = open(f->name, O_RDONLY | O_CLOEXEC)) < 0) {
+        f->fd = -1;
+        return;  /* renamed or deleted since the listing: the next scan sees it */
+    }
+    struct stat st;
+    if (fstat(f->fd, &st) != 0) return;
+    uint64_t size = (uint64_t)st.st_size;
+    if (!f->header_ok) {
+        lb_archive_file_header h;
+        ssize_t n = lb_pread_full(f->fd, &h, sizeof h, 0);
+        const char *problem = n == (ssize_t)sizeof h ? lb_archive_header_problem(&h, size)
+                                                     : "archive file is shorter than its header";
+        if (problem) {
+            if (f->kind == 2 && size < sizeof h) return;  /* being created */
+            add_issue(r, size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
+                      archive_label(r, f), 0, size, problem);
+            f->done = 1;
+            return;
+        }
+        if (chunk_buffer(r, h.chunk_size)) return;
+        f->chunk_size = h.chunk_size;
+        f->chunk_count = h.chunk_count;
+        f->offset = sizeof h;
+        f->header_ok = 1;
+    }
+    for (;;) {
+        uint32_t length;
+        uint16_t kind;
+        lb_frame_status status =
+            lb_archive_frame_head(f->fd, f->offset, size, f->chunk_size, &length, &kind);
+        if (status == LB_FRAME_END) {
+            if (f->kind != 2) {
+                if (f->offset < size)
+                    add_issue(r, LB_ISSUE_TORN, archive_label(r, f), f->offset, size - f->offset,
+                              "incomplete frame at the end of an archive file");
+                f->done = 1;
+            }
+            return;
+        }
+        if (status == LB_FRAME_INVALID) {
+            add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), f->offset, size - f->offset,
+                      "archive frame head is not valid; the rest of the file is unreadable");
+            f->done = 1;
+            return;
+        }
+        if (kind == LB_ARCHIVE_FRAME_META) {
+            archive_meta_frame(r, f, length);
+        } else if (kind == LB_ARCHIVE_FRAME_CHUNK) {
+            lb_chunk_header h;
+            uint64_t body = f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE;
+            if (lb_pread_full(f->fd, &h, sizeof h, body) != (ssize_t)sizeof h) return;
+            if (lb_chunk_header_check(&h, (uint32_t)(h.sequence % f->chunk_count), f->chunk_count) != 0) {
+                add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), body, length,
+                          "archived chunk header is not valid");
+            } else {
+                note_anchor(r, &h);
+                seen_chunk *seen = seen_find(r, h.sequence);
+                if (!seen) {
+                    seen_set(r, h.sequence, LB_CHUNK_HEADER_SIZE, 0);
+                    seen = seen_find(r, h.sequence);
+                }
+                if (seen && seen->archived)
+                    add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), body, length,
+                              "chunk archived twice (its records are shown once)");
+                else if (seen)
+                    seen->archived = 1;
+                if (!seen || (!seen->broken && seen->offset < length))
+                    push_ref(refs, (chunk_ref){h.sequence, (int32_t)index, 0, body, length,
+                                               atomic_load(&h.record_count)});
+            }
+        }
+        /* Other kinds: a later format's frames, skipped. */
+        f->offset += lb_archive_frame_span(length);
+    }
+}
+
+/* Walks a chunk copied into r->chunk (image_length bytes) from where earlier scans stopped. */
+static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size, const char *file,
+                       uint64_t file_offset, size_t *entry_mark, size_t *issue_mark,
+                       size_t *pending_mark, uint32_t *stop, int *corrupt) {
+    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
+    seen_chunk *seen = seen_find(r, h->sequence);
+    uint32_t start = seen ? seen->offset : LB_CHUNK_HEADER_SIZE;
+    *entry_mark = r->entry_count;
+    *issue_mark = r->issue_count;
+    *pending_mark = r->pending_count;
+    walk_context w = {r, h, make_time_map(r, h, h->session), file, file_offset, chunk_size, 0};
+    lb_walk_end end;
+    *stop = lb_chunk_walk(r->chunk, image_length, start, walk_visit, &w, &end);
+    if (end == LB_WALK_END_INVALID && !w.corrupt) {
+        add_issue(r, LB_ISSUE_CORRUPT, file, file_offset + *stop, image_length - *stop,
+                  "record header is not valid for its chunk");
+        w.corrupt = 1;
+    }
+    *corrupt = w.corrupt;
+}
+
+static void read_archived_chunk(lb_reader *r, const chunk_ref *ref) {
+    archive_file *f = &r->archives[ref->source];
+    seen_chunk *seen = seen_find(r, ref->sequence);
+    if (seen && (seen->broken || seen->offset >= ref->length)) return;  /* the ring had it */
+    if (f->fd < 0 || lb_pread_full(f->fd, r->chunk, ref->length, ref->offset) != (ssize_t)ref->length)
+        return;
+    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
+    if (h->sequence != ref->sequence) return;
+    size_t entries, issues, pending;
+    uint32_t stop;
+    int corrupt;
+    walk_chunk(r, ref->length, f->chunk_size, archive_label(r, f), ref->offset, &entries, &issues,
+               &pending, &stop, &corrupt);
+    seen_set(r, ref->sequence, stop, (uint32_t)corrupt);
+}
+
+/* ---- the ring ---- */
+static int collect_ring(lb_reader *r, ref_list *refs) {
+    const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
+    struct stat st;
+    if (fstat(r->ring_fd, &st) != 0) return -errno;
+    uint64_t expected = LB_RING_HEADER_SIZE + (uint64_t)count * size;
+    uint32_t present = count;
+    if ((uint64_t)st.st_size < expected) {
+        present = st.st_size <= LB_RING_HEADER_SIZE
+                      ? 0
+                      : (uint32_t)(((uint64_t)st.st_size - LB_RING_HEADER_SIZE) / size);
+        if (!r->truncation_reported) {
+            add_issue(r, LB_ISSUE_TRUNCATED, "ring", (uint64_t)st.st_size,
+                      expected - (uint64_t)st.st_size, "ring file is shorter than its header says");
+            r->truncation_reported = 1;
+        }
+    }
+    for (uint32_t slot = 0; slot < present; slot++) {
+        lb_chunk_header h;
+        uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * size;
+        if (lb_pread_full(r->ring_fd, &h, sizeof h, at) != (ssize_t)sizeof h) continue;
+        int check = lb_chunk_header_check(&h, slot, count);
+        slot_progress *p = &r->progress[slot];
+        if (check == -1) {
+            if (p->sequence != UINT64_MAX) {
+                add_issue(r, LB_ISSUE_CORRUPT, "ring", at, size, "chunk header is not valid");
+                p->sequence = UINT64_MAX;  /* reported; look again only when it changes */
+            }
+            continue;
+        }
+        if (check != 0) continue;
+        p->sequence = h.sequence;
+        note_anchor(r, &h);
+        seen_chunk *seen = seen_find(r, h.sequence);
+        if (seen && (seen->broken || atomic_load(&h.committed) <= seen->offset)) continue;
+        push_ref(refs, (chunk_ref){h.sequence, -1, slot, 0, 0, atomic_load(&h.record_count)});
+    }
+    return 0;
+}
+
+static void read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
+    const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
+    uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)ref->slot * size;
+    seen_chunk *seen = seen_find(r, ref->sequence);
+    if (seen && seen->broken) return;
+    ssize_t n = lb_pread_full(r->ring_fd, r->chunk, size, at);
+    if (n != (ssize_t)size) return;
+    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
+    if (lb_chunk_header_check(h, ref->slot, count) != 0 || h->sequence != ref->sequence)
+        return;  /* changed between the two reads: next scan */
+    size_t entry_mark, issue_mark, pending_mark;
+    uint32_t stop;
+    int corrupt;
+    walk_chunk(r, size, size, "ring", at, &entry_mark, &issue_mark, &pending_mark, &stop, &corrupt);
+    /* The chunk may have been reclaimed while we copied it: then nothing of it counts. */
+    lb_chunk_header again;
+    if (lb_pread_full(r->ring_fd, &again, sizeof again, at) != (ssize_t)sizeof again ||
+        again.sequence != ref->sequence || atomic_load(&again.state) == LB_CHUNK_CLAIMING) {
+        r->entry_count = entry_mark;
+        r->issue_count = issue_mark;
+        while (r->pending_count > pending_mark) drop_pending(r, &r->pending[r->pending_count - 1]);
+        return;
+    }
+    seen_set(r, ref->sequence, stop, (uint32_t)corrupt);
 }
 
 /* Time order: sessions one after another, within a session by clock ticks (the order the writers
@@ -737,109 +1122,58 @@ static int writer_alive(lb_reader *r) {
 
 long lb_reader_scan(lb_reader *r) {
     if (!r) return -EINVAL;
-    if (!r->header_ok) {
-        int rc = read_header(r);
-        if (rc) return rc;
+    if (r->ring_mode) {
+        if (!r->header_ok) {
+            int rc = read_header(r);
+            if (rc) return rc;
+        }
+        read_meta(r);
     }
-    const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
-    read_meta(r);
-
-    struct stat st;
-    if (fstat(r->ring_fd, &st) != 0) return -errno;
-    uint64_t expected = LB_RING_HEADER_SIZE + (uint64_t)count * size;
-    uint32_t present = count;
-    if ((uint64_t)st.st_size < expected) {
-        present = st.st_size <= LB_RING_HEADER_SIZE
-                      ? 0
-                      : (uint32_t)(((uint64_t)st.st_size - LB_RING_HEADER_SIZE) / size);
-        if (!r->truncation_reported) {
-            add_issue(r, LB_ISSUE_TRUNCATED, "ring", (uint64_t)st.st_size,
-                      expected - (uint64_t)st.st_size, "ring file is shorter than its header says");
-            r->truncation_reported = 1;
+    /* Archive files first: their meta frames define what chunks refer to. */
+    ref_list refs = {0};
+    list_archive_directory(r);
+    for (size_t i = 0; i < r->archive_count; i++) collect_archive(r, i, &refs);
+    if (r->ring_mode) {
+        int rc = collect_ring(r, &refs);
+        if (rc) {
+            free(refs.refs);
+            return rc;
         }
     }
-
-    chunk_ref *refs = malloc((present ? present : 1) * sizeof *refs);
-    if (!refs) return -ENOMEM;
-    size_t ref_count = 0;
-    for (uint32_t slot = 0; slot < present; slot++) {
-        lb_chunk_header h;
-        uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * size;
-        if (lb_pread_full(r->ring_fd, &h, sizeof h, at) != (ssize_t)sizeof h) continue;
-        int check = lb_chunk_header_check(&h, slot, count);
-        slot_progress *p = &r->progress[slot];
-        if (check == -1) {
-            if (p->sequence != UINT64_MAX) {
-                add_issue(r, LB_ISSUE_CORRUPT, "ring", at, size, "chunk header is not valid");
-                p->sequence = UINT64_MAX;  /* reported; look again only when it changes */
-                p->offset = 0;
-            }
-            continue;
-        }
-        if (check != 0) continue;
-        note_anchor(r, &h);
-        if (p->sequence == h.sequence &&
-            (p->broken || atomic_load(&h.committed) <= p->offset))
-            continue;
-        refs[ref_count++] = (chunk_ref){h.sequence, slot, atomic_load(&h.record_count)};
-    }
-    /* Oldest first, so that the fragments of a large record arrive in order. */
-    qsort(refs, ref_count, sizeof *refs, compare_refs);
+    if (refs.count) qsort(refs.refs, refs.count, sizeof *refs.refs, compare_refs);
 
     /* Reserve the entries the chunks say they hold (a damaged count only costs a later grow). */
     size_t most = r->entry_count + 16;
-    for (size_t i = 0; i < ref_count; i++)
-        most += refs[i].records < size / LB_RECORD_FIXED_SIZE ? refs[i].records : size / LB_RECORD_FIXED_SIZE;
+    for (size_t i = 0; i < refs.count; i++) {
+        uint32_t cap = (refs.refs[i].source < 0 ? r->header.chunk_size : refs.refs[i].length) /
+                       LB_RECORD_FIXED_SIZE;
+        most += refs.refs[i].records < cap ? refs.refs[i].records : cap;
+    }
     if (most > r->entry_capacity &&
         large_grow((void **)&r->entries, &r->entry_capacity, most, sizeof(lb_entry))) {
-        free(refs);
+        free(refs.refs);
         return -ENOMEM;
     }
     size_t first_new = r->entry_count;
-    for (size_t i = 0; i < ref_count; i++) {
-        uint32_t slot = refs[i].slot;
-        uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * size;
-        ssize_t n = lb_pread_full(r->ring_fd, r->chunk, size, at);
-        if (n != (ssize_t)size) continue;
-        const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
-        if (lb_chunk_header_check(h, slot, count) != 0 || h->sequence != refs[i].sequence)
-            continue;  /* changed between the two reads: next scan */
-        slot_progress *p = &r->progress[slot];
-        uint32_t start = p->sequence == h->sequence ? p->offset : LB_CHUNK_HEADER_SIZE;
-        size_t entry_mark = r->entry_count, issue_mark = r->issue_count;
-        size_t pending_mark = r->pending_count;
-        walk_context w = {r, h, make_time_map(r, h, h->session), at, size, 0};
-        lb_walk_end end;
-        uint32_t stop = lb_chunk_walk(r->chunk, size, start, walk_visit, &w, &end);
-        /* The chunk may have been reclaimed while we copied it: then nothing of it counts. */
-        lb_chunk_header again;
-        if (lb_pread_full(r->ring_fd, &again, sizeof again, at) != (ssize_t)sizeof again ||
-            again.sequence != h->sequence ||
-            atomic_load(&again.state) == LB_CHUNK_CLAIMING) {
-            r->entry_count = entry_mark;
-            r->issue_count = issue_mark;
-            while (r->pending_count > pending_mark) drop_pending(r, &r->pending[r->pending_count - 1]);
-            continue;
-        }
-        if (end == LB_WALK_END_INVALID && !w.corrupt) {
-            add_issue(r, LB_ISSUE_CORRUPT, "ring", at + stop, size - stop,
-                      "record header is not valid for its chunk");
-            w.corrupt = 1;
-        }
-        p->sequence = h->sequence;
-        p->offset = stop;
-        p->broken = w.corrupt;
+    for (size_t i = 0; i < refs.count; i++) {
+        if (refs.refs[i].source < 0) read_ring_chunk(r, &refs.refs[i]);
+        else read_archived_chunk(r, &refs.refs[i]);
     }
-    free(refs);
+    free(refs.refs);
+    for (size_t i = 0; i < r->archive_count; i++) {
+        archive_file *f = &r->archives[i];
+        if (f->done && f->fd >= 0) {
+            close(f->fd);
+            f->fd = -1;
+        }
+    }
 
     /* A large record whose beginning the walk found but whose writer is gone will never finish. */
     if (r->pending_count && !writer_alive(r)) {
         while (r->pending_count) {
             pending_record *p = &r->pending[r->pending_count - 1];
-            add_issue(r, LB_ISSUE_TORN, "ring",
-                      LB_RING_HEADER_SIZE + (p->first_sequence % count) * (uint64_t)size +
-                          p->first_offset,
-                      p->length, "large record cut short: its writer stopped before the end");
+            add_issue(r, LB_ISSUE_TORN, p->first_file, p->first_file_offset, p->length,
+                      "large record cut short: its writer stopped before the end");
             drop_pending(r, p);
         }
     }
@@ -885,6 +1219,7 @@ int lb_reader_issue(const lb_reader *r, size_t index, lb_issue *out) {
 
 int lb_reader_ring_info(lb_reader *r, lb_ring_info *out) {
     if (!r || !out) return -EINVAL;
+    if (!r->ring_mode) return -ENOTSUP;
     if (!r->header_ok) {
         int rc = read_header(r);
         if (rc) return rc;
@@ -910,6 +1245,12 @@ int lb_reader_ring_info(lb_reader *r, lb_ring_info *out) {
         c->drops[i] = atomic_load(&h.drops[i]);
         c->dropped += c->drops[i];
     }
+    out->archived_chunks = atomic_load(&h.archived_chunks);
+    out->archived_bytes = atomic_load(&h.archived_bytes);
+    out->archive_failures = atomic_load(&h.archive_failures);
+    out->chunks_lost_unarchived = atomic_load(&h.chunks_lost_unarchived);
+    out->archive_last_error = atomic_load(&h.archive_last_error);
+    out->archive_backend = atomic_load(&h.archive_backend);
     for (uint32_t slot = 0; slot < r->header.chunk_count; slot++) {
         lb_chunk_header ch;
         uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * r->header.chunk_size;
@@ -917,6 +1258,12 @@ int lb_reader_ring_info(lb_reader *r, lb_ring_info *out) {
         int check = lb_chunk_header_check(&ch, slot, r->header.chunk_count);
         uint32_t state = atomic_load(&ch.state);
         if (check != 0) { out->chunks_free++; continue; }
+        if (state == LB_CHUNK_SEALED || state == LB_CHUNK_ARCHIVING) {
+            out->unarchived_bytes += atomic_load(&ch.committed);
+            if (!out->oldest_unarchived_wall_ns || (int64_t)ch.wall_anchor_ns < out->oldest_unarchived_wall_ns)
+                out->oldest_unarchived_wall_ns = (int64_t)ch.wall_anchor_ns;
+        }
+        if (state == LB_CHUNK_ARCHIVING) out->chunks_archiving++;
         if (state == LB_CHUNK_ACTIVE) {
             out->chunks_active++;
             /* Records of open chunks reach the header counters only when the chunk is sealed
@@ -925,6 +1272,24 @@ int lb_reader_ring_info(lb_reader *r, lb_ring_info *out) {
             c->bytes += atomic_load(&ch.committed) - LB_CHUNK_HEADER_SIZE;
         } else if (state == LB_CHUNK_SEALED) out->chunks_sealed++;
         else if (state == LB_CHUNK_ARCHIVED) out->chunks_archived++;
+    }
+    return 0;
+}
+
+int lb_reader_archive_info(lb_reader *r, lb_archive_info *out) {
+    if (!r || !out) return -EINVAL;
+    memset(out, 0, sizeof *out);
+    list_archive_directory(r);
+    for (size_t i = 0; i < r->archive_count; i++) {
+        archive_file *f = &r->archives[i];
+        struct stat st;
+        if (stat(f->name, &st) != 0) continue;  /* deleted by retention since */
+        if (f->kind == 2) out->writing_files++;
+        else if (f->kind == 3) out->unsynced_files++;
+        else out->files++;
+        out->bytes += (uint64_t)st.st_size;
+        if (!out->oldest_number || f->number < out->oldest_number) out->oldest_number = f->number;
+        if (f->number > out->newest_number) out->newest_number = f->number;
     }
     return 0;
 }

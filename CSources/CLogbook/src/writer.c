@@ -140,6 +140,12 @@ static void writer_seal(lb_writer *w, lb_bundle *b) {
     writer_drop_chunk(w);
 }
 
+/* Why a failed claim drops the record: a lossless ring waiting for its archiver, or every chunk
+ * owned by a writer. */
+static unsigned claim_drop_reason(int rc) {
+    return rc == -ENOBUFS ? LB_DROP_RING_FULL : LB_DROP_NO_CHUNK;
+}
+
 static int writer_claim(lb_writer *w, lb_bundle *b) {
     lb_writer_cold *c = COLD(w);
     if (w->chunk) writer_seal(w, b);
@@ -307,9 +313,10 @@ void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nest
     }
     w->mode = LB_WRITER_DIRECT;
     if (!w->chunk || (size_t)(w->end - w->cur) < LB_RECORD_FIXED_SIZE) {
-        if (writer_claim(w, b) != 0) {
+        int rc = writer_claim(w, b);
+        if (rc != 0) {
             pthread_mutex_unlock(&c->lock);
-            writer_discard(w, LB_DROP_NO_CHUNK);
+            writer_discard(w, claim_drop_reason(rc));
             return;
         }
     }
@@ -366,7 +373,7 @@ uint8_t *lb_record_reserve_slow(lb_writer *w, size_t size) {
         pthread_mutex_unlock(&c->lock);
         if (rc) {
             w->record = old;  /* the chunk is gone; nothing of it is referenced again */
-            writer_discard(w, LB_DROP_NO_CHUNK);
+            writer_discard(w, claim_drop_reason(rc));
             return scratch_reserve(w, size);
         }
         memcpy(w->cur, old, partial);
@@ -402,6 +409,7 @@ static int drop_errno(unsigned reason) {
     switch (reason) {
     case LB_DROP_TOO_LARGE: return -EMSGSIZE;
     case LB_DROP_NO_CHUNK: return -ENOSPC;
+    case LB_DROP_RING_FULL: return -ENOBUFS;
     case LB_DROP_REENTRANT: return -EDEADLK;
     case LB_DROP_CLOSED: return -EBADF;
     default: return -EIO;
@@ -456,7 +464,7 @@ static int commit_staged(lb_writer *w, uint32_t site) {
          * piece must open the writer's next chunk. */
         rc = writer_claim(w, b);
         if (rc) {
-            lb_bundle_count_drop(b, LB_DROP_NO_CHUNK);
+            lb_bundle_count_drop(b, claim_drop_reason(rc));
             goto done;
         }
         size_t room = capacity - 8;  /* record header of the piece */

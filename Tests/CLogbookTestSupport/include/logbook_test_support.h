@@ -11,6 +11,12 @@
 pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int threads,
                                   uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity);
 
+/* As lb_test_spawn_logging_child, with a lossless ring and an archiver rolling files of
+ * `max_file_size` bytes (no count or quota limit) in the bundle's archive directory. */
+pid_t lb_test_spawn_archiving_child(const char *bundle_path, int report_fd, int threads,
+                                    uint64_t first_sequence, uint32_t chunk_size,
+                                    uint64_t capacity, uint64_t max_file_size);
+
 /* Forks while `logger` is open in this process. The child logs `count` records through the
  * inherited logger, closes the inherited bundle, and exits with 0 if every log call reported an
  * error (the inherited bundle must not be written by a child) and close succeeded, else 1.

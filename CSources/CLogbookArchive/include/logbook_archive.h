@@ -1,0 +1,107 @@
+/*
+ * logbook_archive.h — the archiver: every sealed chunk of the ring persisted into rolling archive
+ * files by a background thread (io_uring, or pwritev where io_uring is unavailable).
+ *
+ *     lb_options options; lb_options_init(&options);
+ *     options.wrap_policy = LB_WRAP_LOSSLESS;        // never reuse a chunk before it is archived
+ *     lb_archive_options archive; lb_archive_options_init(&archive);
+ *     archive.on_roll = upload_later;                // a complete file, ready to ship
+ *     lb_bundle *bundle;
+ *     if (lb_bundle_open_archived("app.logbook", &options, &archive, &bundle) != 0) ...
+ *     ...
+ *     lb_bundle_close(bundle);                       // archives every chunk, then stops
+ *
+ * A chunk is marked archived in the ring only after its write completed; a file is fsynced
+ * before it is renamed complete, and the directory is fsynced after every create and rename.
+ * Opening a bundle after a crash first archives what the ring holds that was not archived,
+ * recognising chunks whose write completed just before the crash (no duplicates).
+ * The file format is in logbook_format.h and docs/FORMAT.md.
+ */
+#ifndef LOGBOOK_ARCHIVE_H
+#define LOGBOOK_ARCHIVE_H
+
+#include "logbook.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A complete archive file, as passed to the roll callback. */
+typedef struct lb_archive_file {
+    const char *path;             /* absolute or as given: directory + name; valid during the call */
+    uint64_t number;              /* from the name: files are numbered in the order written */
+    uint64_t bytes;
+    uint64_t chunks;
+    uint64_t first_sequence;      /* lowest and highest chunk sequence it holds (0 when none) */
+    uint64_t last_sequence;
+    int64_t created_wall_ns;
+} lb_archive_file;
+
+/* Called on the archiver thread after a file is complete (fsynced and renamed). It must not
+ * block for long: the archiver persists nothing while it runs. It may call anything except
+ * lb_bundle_close / lb_archive_roll / lb_archive_sync of the same bundle. */
+typedef void (*lb_archive_roll_callback)(void *context, const lb_archive_file *file);
+
+typedef struct lb_archive_options {
+    const char *directory;        /* NULL: "<bundle>/archive". Another directory is linked from
+                                     there (a symlink named "archive") so readers find it */
+    uint64_t max_file_size;       /* a file rolls before it would grow past this; default 16 MiB */
+    uint64_t roll_interval_ms;    /* a file rolls when this old (and not empty); default 24 h;
+                                     0: never by age */
+    uint32_t max_files;           /* complete files kept, oldest deleted first; default 16;
+                                     0: no limit */
+    uint32_t backend;             /* 0: io_uring when available; LB_ARCHIVE_BACKEND_PWRITE forces
+                                     the fallback (so does LOGBOOK_ARCHIVE_BACKEND=pwrite) */
+    uint64_t quota;               /* bytes of all archive files together, the file being written
+                                     included; oldest complete files deleted first; default 256 MiB;
+                                     0: no limit. Must be at least max_file_size. */
+    lb_archive_roll_callback on_roll;
+    void *on_roll_context;
+    /* Wall clock for age rolling, in ns since the epoch (NULL: CLOCK_REALTIME). Tests inject one. */
+    int64_t (*clock)(void *context);
+    void *clock_context;
+} lb_archive_options;
+
+/* Defaults for binary chunks: 16 MiB files (256 chunks of 64 KiB, about 350,000 typical records;
+ * few enough files to list and upload, small enough to upload on a poor link), rolled after 24 h,
+ * 16 files within a 256 MiB quota. CocoaLumberjack's text defaults (1 MB, 24 h, 5 files, 20 MB)
+ * would hold 16 chunks per file and roll every few seconds under load. */
+void lb_archive_options_init(lb_archive_options *options);
+
+/* lb_bundle_open plus an archiver. The archiver recovers the archive directory (cutting an
+ * incomplete last frame left by a crash) and archives what the ring holds before this returns,
+ * so the records of a crashed run are in the archive before new ones are logged. Returns the
+ * errors of lb_bundle_open, -EINVAL for bad archive options, or -errno when the archive
+ * directory cannot be made. */
+int lb_bundle_open_archived(const char *path, const lb_options *options,
+                            const lb_archive_options *archive, lb_bundle **out);
+
+/* Rolls the file being written now (when it holds any chunk): seals every thread's chunk, archives
+ * everything sealed, completes the file and calls on_roll. -ENOTSUP without an archiver. */
+int lb_archive_roll(lb_bundle *bundle);
+
+/* Seals every thread's chunk, waits until every sealed chunk is archived and the current file is
+ * fsynced (the records logged before the call survive power loss). Returns 0, the archiver's
+ * error (e.g. -ENOSPC), or -ETIMEDOUT after timeout_ms (0: wait without limit). */
+int lb_archive_sync(lb_bundle *bundle, uint32_t timeout_ms);
+
+typedef struct lb_archive_stats {
+    uint32_t backend;             /* lb_archive_backend */
+    int32_t last_error;           /* -errno of the last failure, 0 after a success */
+    uint64_t failures;
+    uint64_t chunks_archived;     /* by this archiver since open */
+    uint64_t bytes_archived;      /* chunk bytes (frames) written since open */
+    uint64_t files_rolled;        /* since open */
+    uint64_t files_deleted;       /* by count or quota, since open */
+    uint64_t files;               /* complete files in the directory now */
+    uint64_t directory_bytes;     /* complete files plus the file being written */
+    uint64_t lag_chunks;          /* sealed chunks not yet archived */
+    uint64_t lag_bytes;
+} lb_archive_stats;
+
+int lb_archive_stats_get(lb_bundle *bundle, lb_archive_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1010 @@
+/* archiver.c — one background thread per bundle persists sealed chunks into rolling archive files.
+ *
+ * A pass: find the ring's sealed chunks, oldest sequence first; take each for archiving
+ * (SEALED -> ARCHIVING, which no claimer touches); append them to the current file as frames,
+ * preceded by the meta entries of their sessions the file does not hold yet; submit the writes in
+ * one batch (io_uring, or pwritev); only when every write of the batch completed, mark the chunks
+ * ARCHIVED and wake lossless writers waiting for a chunk. A failed batch is cut off the file again
+ * and its chunks go back to SEALED, to be retried.
+ *
+ * Files roll by size (before a frame would cross max_file_size), by age and on request: fsync,
+ * rename ".lba.writing" -> ".lba", fsync of the directory, then the on_roll callback. Retention
+ * deletes the oldest complete files while their count or the directory's bytes exceed the limits.
+ *
+ * This file reaches into the bundle's internals (chunk states, the meta file, the futex words) on
+ * purpose: the archiver is the core's other half, kept in its own target only because it links
+ * liburing. */
+#define _GNU_SOURCE
+#include "../../CLogbook/src/internal.h"
+#include "logbook_archive.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#define BATCH_MAX 64u          /* chunks per submitted batch */
+#define URING_ENTRIES 128u     /* >= BATCH_MAX + 1 frames */
+#define IDLE_WAKE_MS 1000u     /* a pass at least this often (age rolling, missed wakes) */
+
+typedef struct meta_ref {
+    uint32_t session;          /* first field of every entry body; UINT32_MAX when unknown */
+    uint32_t length;           /* head + body */
+    size_t offset;             /* in the archiver's copy of the meta entries */
+    uint64_t emitted_in;       /* file number + 1 of the file that holds it last */
+} meta_ref;
+
+typedef struct complete_file {
+    uint64_t number, bytes;
+    int unsynced;
+} complete_file;
+
+typedef struct current_file {
+    int fd;                    /* -1: none open */
+    uint64_t number, size, chunks, first_sequence, last_sequence;
+    int64_t created_wall_ns;
+    uint32_t *sessions;        /* sessions whose meta entries the file holds */
+    size_t session_count, session_capacity;
+} current_file;
+
+typedef struct candidate {
+    uint64_t sequence;
+    lb_chunk_header *chunk;
+    uint32_t length;           /* image bytes: the chunk's committed end */
+} candidate;
+
+typedef struct write_op {
+    struct iovec *iov;
+    int iovcnt;
+    uint64_t offset, length;
+} write_op;
+
+typedef struct archiver {
+    lb_bundle *b;
+    lb_archive_options o;
+    char *dir;
+    int dir_fd;
+    pthread_t thread;
+    int thread_started;
+    _Atomic int stop;
+    _Atomic uint32_t kick;     /* futex: bumped by stop and requests (wakes an error back-off) */
+    int stop_result;
+    uint32_t backend;
+    struct io_uring uring;
+    int uring_ready;
+    current_file cur;
+    complete_file *files;      /* complete files, oldest first */
+    size_t file_count, file_capacity;
+    uint64_t next_number;
+    /* the meta entries, copied from the bundle's meta file */
+    uint8_t *meta;
+    size_t meta_length, meta_capacity;
+    uint64_t meta_offset;
+    meta_ref *refs;
+    size_t ref_count, ref_capacity;
+    int meta_failed;
+    /* scratch for a pass */
+    candidate *candidates;
+    uint8_t *frame;            /* the META frame being built */
+    size_t frame_capacity;
+    /* requests from other threads, and statistics; under `lock` */
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    uint64_t roll_requested, roll_done, sync_requested, sync_done;
+    int request_result;
+    lb_archive_stats stats;
+    int error_reported;
+} archiver;
+
+/* ---- small helpers ---- */
+static int64_t now_ns(archiver *a) {
+    return a->o.clock ? a->o.clock(a->o.clock_context) : lb_wall_now_ns();
+}
+
+static int grow(void **p, size_t *capacity, size_t need, size_t element) {
+    if (need <= *capacity) return 0;
+    size_t cap = *capacity ? *capacity : 16;
+    while (cap < need) cap *= 2;
+    void *q = realloc(*p, cap * element);
+    if (!q) return -ENOMEM;
+    *p = q;
+    *capacity = cap;
+    return 0;
+}
+
+/* Records a failure: counted, kept as last_error, said once on stderr per streak of failures. */
+static int fail(archiver *a, const char *what, const char *name, int rc) {
+    pthread_mutex_lock(&a->lock);
+    a->stats.failures++;
+    a->stats.last_error = rc;
+    int say = !a->error_reported;
+    a->error_reported = 1;
+    pthread_mutex_unlock(&a->lock);
+    atomic_fetch_add(&a->b->ring->archive_failures, 1);
+    atomic_store(&a->b->ring->archive_last_error, (uint32_t)-rc);
+    if (say)
+        fprintf(stderr, "logbook: archiver: %s %s/%s: %s (records stay in the ring; retrying)\n",
+                what, a->dir, name ? name : "", strerror(-rc));
+    return rc;
+}
+
+static void succeeded(archiver *a) {
+    if (!a->error_reported && a->stats.last_error == 0) return;
+    pthread_mutex_lock(&a->lock);
+    a->stats.last_error = 0;
+    a->error_reported = 0;
+    pthread_mutex_unlock(&a->lock);
+    atomic_store(&a->b->ring->archive_last_error, 0);
+}
+
+static int fsync_dir(archiver *a) { return fsync(a->dir_fd) == 0 ? 0 : -errno; }
+
+/* ---- writes: io_uring, or pwritev ---- */
+static int pwritev_full(int fd, struct iovec *iov, int iovcnt, uint64_t offset, uint64_t skip) {
+    /* Skip `skip` bytes already written, then write the rest, resuming after short writes. */
+    struct iovec local[3];
+    while (iovcnt > 0) {
+        if (skip >= iov[0].iov_len) {
+            skip -= iov[0].iov_len;
+            offset += iov[0].iov_len;
+            iov++;
+            iovcnt--;
+            continue;
+        }
+        int n = iovcnt < 3 ? iovcnt : 3;
+        memcpy(local, iov, (size_t)n * sizeof *iov);
+        local[0].iov_base = (uint8_t *)local[0].iov_base + skip;
+        local[0].iov_len -= skip;
+        offset += skip;
+        skip = 0;
+        ssize_t w = pwritev(fd, local, n, (off_t)offset);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -errno;
+        }
+        if (w == 0) return -EIO;
+        skip = (uint64_t)w;
+    }
+    return 0;
+}
+
+static void switch_to_pwrite(archiver *a, int rc) {
+    fprintf(stderr, "logbook: archiver: io_uring unavailable (%s); writing with pwritev\n",
+            strerror(-rc));
+    a->backend = LB_ARCHIVE_BACKEND_PWRITE;
+    atomic_store(&a->b->ring->archive_backend, LB_ARCHIVE_BACKEND_PWRITE);
+    pthread_mutex_lock(&a->lock);
+    a->stats.backend = LB_ARCHIVE_BACKEND_PWRITE;
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* Submits every op as one io_uring batch and reaps all completions. Returns 0, -errno of the first
+ * failed write, or 1 when io_uring itself refused (the caller falls back to pwritev; every op
+ * writes at a fixed offset, so redoing them all is harmless). */
+static int uring_write(archiver *a, int fd, write_op *ops, size_t n) {
+    size_t submitted = 0, completed = 0;
+    int err = 0;
+    while (completed < n) {
+        while (submitted < n) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&a->uring);
+            if (!sqe) break;
+            io_uring_prep_writev(sqe, fd, ops[submitted].iov, (unsigned)ops[submitted].iovcnt,
+                                 ops[submitted].offset);
+            io_uring_sqe_set_data(sqe, (void *)(uintptr_t)submitted);
+            submitted++;
+        }
+        int rc = io_uring_submit_and_wait(&a->uring, 1);
+        if (rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) continue;
+        if (rc < 0) {
+            /* Reap what did complete before giving the ring up. */
+            io_uring_queue_exit(&a->uring);
+            a->uring_ready = 0;
+            switch_to_pwrite(a, rc);
+            return 1;
+        }
+        struct io_uring_cqe *cqe;
+        while (io_uring_peek_cqe(&a->uring, &cqe) == 0) {
+            size_t index = (size_t)(uintptr_t)io_uring_cqe_get_data(cqe);
+            int res = cqe->res;
+            io_uring_cqe_seen(&a->uring, cqe);
+            completed++;
+            if (index >= n) continue;
+            if (res < 0) {
+                if (!err) err = res;
+            } else if ((uint64_t)res < ops[index].length && !err) {
+                /* A short write (a signal, a nearly full disk): finish it synchronously. */
+                err = pwritev_full(fd, ops[index].iov, ops[index].iovcnt, ops[index].offset,
+                                   (uint64_t)res);
+            }
+        }
+    }
+    return err;
+}
+
+static int write_ops(archiver *a, int fd, write_op *ops, size_t n) {
+    if (a->backend == LB_ARCHIVE_BACKEND_IO_URING && a->uring_ready) {
+        int rc = uring_write(a, fd, ops, n);
+        if (rc != 1) return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = pwritev_full(fd, ops[i].iov, ops[i].iovcnt, ops[i].offset, 0);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* ---- the meta entries ---- */
+static void meta_copy(void *context, uint16_t kind, const uint8_t *body, uint32_t length) {
+    archiver *a = context;
+    size_t total = LB_META_ENTRY_HEAD_SIZE + (size_t)length;
+    if (grow((void **)&a->meta, &a->meta_capacity, a->meta_length + total, 1) ||
+        grow((void **)&a->refs, &a->ref_capacity, a->ref_count + 1, sizeof *a->refs)) {
+        a->meta_failed = 1;
+        return;
+    }
+    uint8_t *p = a->meta + a->meta_length;
+    uint32_t crc = lb_crc32c(0, body, length);
+    uint16_t zero = 0;
+    memcpy(p, &length, 4);
+    memcpy(p + 4, &crc, 4);
+    memcpy(p + 8, &kind, 2);
+    memcpy(p + 10, &zero, 2);
+    memcpy(p + LB_META_ENTRY_HEAD_SIZE, body, length);
+    uint32_t session = UINT32_MAX;
+    if (length >= 4) memcpy(&session, body, 4);
+    a->refs[a->ref_count++] = (meta_ref){session, (uint32_t)total, a->meta_length, 0};
+    a->meta_length += total;
+}
+
+/* Copies the entries appended to the bundle's meta file since the last call. Every entry a sealed
+ * chunk's records refer to was written before those records were committed, so it is there. */
+static void meta_refresh(archiver *a) {
+    if (a->meta_failed) return;
+    int rc = lb_meta_read_entries(a->b->meta_fd, &a->meta_offset, meta_copy, a);
+    (void)rc;  /* a torn tail is an entry being written: the next refresh gets it */
+}
+
+static int has_session(const uint32_t *sessions, size_t count, uint32_t session) {
+    for (size_t i = 0; i < count; i++)
+        if (sessions[i] == session) return 1;
+    return 0;
+}
+
+/* Builds in a->frame the META frame with every entry of `sessions` the current file lacks.
+ * Returns its size (0 when nothing is missing) and marks the entries as in the file. */
+static size_t build_meta_frame(archiver *a, const uint32_t *sessions, size_t session_count) {
+    uint64_t mark = a->cur.number + 1;
+    size_t body = 0;
+    for (size_t i = 0; i < a->ref_count; i++) {
+        meta_ref *r = &a->refs[i];
+        if (r->emitted_in != mark && has_session(sessions, session_count, r->session))
+            body += r->length;
+    }
+    if (body == 0) return 0;
+    size_t span = (size_t)lb_archive_frame_span((uint32_t)body);
+    if (grow((void **)&a->frame, &a->frame_capacity, span, 1)) return 0;
+    uint32_t length = (uint32_t)body;
+    uint16_t kind = LB_ARCHIVE_FRAME_META, check = lb_archive_frame_check(length, kind);
+    memcpy(a->frame, &length, 4);
+    memcpy(a->frame + 4, &kind, 2);
+    memcpy(a->frame + 6, &check, 2);
+    size_t at = LB_ARCHIVE_FRAME_HEAD_SIZE;
+    for (size_t i = 0; i < a->ref_count; i++) {
+        meta_ref *r = &a->refs[i];
+        if (r->emitted_in == mark || !has_session(sessions, session_count, r->session)) continue;
+        memcpy(a->frame + at, a->meta + r->offset, r->length);
+        at += r->length;
+        r->emitted_in = mark;
+    }
+    memset(a->frame + at, 0, span - at);
+    return span;
+}
+
+/* After a failed write: the entries marked for this file are not in it after all. */
+static void unmark_meta(archiver *a, uint64_t file_number) {
+    for (size_t i = 0; i < a->ref_count; i++)
+        if (a->refs[i].emitted_in == file_number + 1) a->refs[i].emitted_in = 0;
+}
+
+/* ---- files ---- */
+static int add_complete(archiver *a, uint64_t number, uint64_t bytes, int unsynced) {
+    if (grow((void **)&a->files, &a->file_capacity, a->file_count + 1, sizeof *a->files))
+        return -ENOMEM;
+    size_t at = a->file_count;
+    while (at > 0 && a->files[at - 1].number > number) {
+        a->files[at] = a->files[at - 1];
+        at--;
+    }
+    a->files[at] = (complete_file){number, bytes, unsynced};
+    a->file_count++;
+    return 0;
+}
+
+static void publish_directory_stats(archiver *a) {
+    uint64_t bytes = a->cur.fd >= 0 ? a->cur.size : 0;
+    for (size_t i = 0; i < a->file_count; i++) bytes += a->files[i].bytes;
+    pthread_mutex_lock(&a->lock);
+    a->stats.files = a->file_count;
+    a->stats.directory_bytes = bytes;
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* Deletes the oldest complete files while there are more than max_files or all files together
+ * exceed the quota. The file being written is never deleted. */
+static void enforce_retention(archiver *a) {
+    uint64_t total = a->cur.fd >= 0 ? a->cur.size : 0;
+    for (size_t i = 0; i < a->file_count; i++) total += a->files[i].bytes;
+    size_t deleted = 0;
+    while (deleted < a->file_count &&
+           ((a->o.max_files && a->file_count - deleted > a->o.max_files) ||
+            (a->o.quota && total > a->o.quota))) {
+        complete_file *f = &a->files[deleted];
+        char name[LB_ARCHIVE_NAME_MAX];
+        lb_archive_name_format(name, f->number, 0);
+        if (f->unsynced) strcat(name, ".unsynced");
+        if (unlinkat(a->dir_fd, name, 0) != 0 && errno != ENOENT) {
+            fail(a, "cannot delete", name, -errno);
+            break;
+        }
+        total -= f->bytes;
+        deleted++;
+    }
+    if (!deleted) {
+        publish_directory_stats(a);
+        return;
+    }
+    memmove(a->files, a->files + deleted, (a->file_count - deleted) * sizeof *a->files);
+    a->file_count -= deleted;
+    fsync_dir(a);
+    pthread_mutex_lock(&a->lock);
+    a->stats.files_deleted += deleted;
+    pthread_mutex_unlock(&a->lock);
+    publish_directory_stats(a);
+}
+
+static void reset_current(archiver *a) {
+    a->cur.fd = -1;
+    a->cur.size = a->cur.chunks = a->cur.first_sequence = a->cur.last_sequence = 0;
+    a->cur.session_count = 0;
+}
+
+static int open_new_file(archiver *a) {
+    uint64_t number = a->next_number++;
+    char name[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(name, number, 1);
+    int fd = openat(a->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return fail(a, "cannot create", name, -errno);
+    lb_archive_file_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, LB_ARCHIVE_MAGIC, 8);
+    h.format_version = LB_FORMAT_VERSION;
+    h.header_size = LB_ARCHIVE_HEADER_SIZE;
+    h.chunk_size = a->b->chunk_size;
+    h.chunk_count = a->b->chunk_count;
+    h.file_number = number;
+    h.created_wall_ns = (uint64_t)now_ns(a);
+    h.ring_created_wall_ns = a->b->ring->created_wall_ns;
+    h.header_crc = lb_archive_header_crc(&h);
+    int rc = lb_pwrite_full(fd, &h, sizeof h, 0);
+    if (!rc) rc = fsync_dir(a);
+    if (rc) {
+        close(fd);
+        unlinkat(a->dir_fd, name, 0);
+        return fail(a, "cannot start", name, rc);
+    }
+    reset_current(a);
+    a->cur.fd = fd;
+    a->cur.number = number;
+    a->cur.size = sizeof h;
+    a->cur.created_wall_ns = (int64_t)h.created_wall_ns;
+    return 0;
+}
+
+/* Completes the current file: fsync, rename, fsync of the directory, callback, retention. A file
+ * whose fsync failed is not called complete (its data may be lost): it is renamed
+ * ".lba.unsynced", still read by readers, never handed to on_roll. */
+static int roll_current(archiver *a) {
+    if (a->cur.fd < 0 || a->cur.chunks == 0) return 0;
+    char from[LB_ARCHIVE_NAME_MAX], to[LB_ARCHIVE_NAME_MAX + 10];
+    lb_archive_name_format(from, a->cur.number, 1);
+    lb_archive_name_format(to, a->cur.number, 0);
+    int rc = fsync(a->cur.fd) == 0 ? 0 : -errno;
+    int unsynced = rc != 0;
+    if (unsynced) {
+        fail(a, "fsync failed for", from, rc);
+        strcat(to, ".unsynced");
+    }
+    if (renameat(a->dir_fd, from, a->dir_fd, to) != 0) return fail(a, "cannot rename", from, -errno);
+    int dir_rc = fsync_dir(a);
+    close(a->cur.fd);
+    lb_archive_file info = {NULL, a->cur.number, a->cur.size, a->cur.chunks,
+                            a->cur.first_sequence, a->cur.last_sequence, a->cur.created_wall_ns};
+    add_complete(a, a->cur.number, a->cur.size, unsynced);
+    reset_current(a);
+    pthread_mutex_lock(&a->lock);
+    a->stats.files_rolled++;
+    pthread_mutex_unlock(&a->lock);
+    if (!unsynced && !dir_rc && a->o.on_roll) {
+        char *path = lb_path_join(a->dir, to);
+        info.path = path ? path : to;
+        a->o.on_roll(a->o.on_roll_context, &info);
+        free(path);
+    }
+    enforce_retention(a);
+    if (dir_rc) return fail(a, "fsync failed for the directory of", to, dir_rc);
+    return unsynced ? rc : 0;
+}
+
+/* ---- archiving ---- */
+static int compare_candidates(const void *x, const void *y) {
+    const candidate *a = x, *b = y;
+    return a->sequence < b->sequence ? -1 : a->sequence > b->sequence;
+}
+
+static void release_chunks(archiver *a, candidate *c, size_t n, uint32_t state) {
+    for (size_t i = 0; i < n; i++) atomic_store_explicit(&c[i].chunk->state, state, memory_order_release);
+    if (state == LB_CHUNK_ARCHIVED && n) lb_bundle_chunks_released(a->b);
+}
+
+/* Appends chunks c[0..n) (taken: state ARCHIVING) to the archive, rolling files as needed. On
+ * failure the chunks not yet archived go back to SEALED. */
+static int append_chunks(archiver *a, candidate *c, size_t n) {
+    struct iovec iov[2 * BATCH_MAX + 1];
+    write_op ops[BATCH_MAX + 1];
+    uint8_t heads[BATCH_MAX][LB_ARCHIVE_FRAME_HEAD_SIZE];
+    uint32_t sessions[BATCH_MAX];
+    size_t done = 0;
+    while (done < n) {
+        int rc = a->cur.fd < 0 ? open_new_file(a) : 0;
+        if (rc) {
+            release_chunks(a, c + done, n - done, LB_CHUNK_SEALED);
+            return rc;
+        }
+        /* The sessions of the remaining chunks whose entries the file may lack. */
+        size_t session_count = 0;
+        for (size_t i = 0; i < a->cur.session_count && session_count < BATCH_MAX; i++)
+            sessions[session_count++] = a->cur.sessions[i];
+        for (size_t i = done; i < n; i++)
+            if (!has_session(sessions, session_count, c[i].chunk->session) && session_count < BATCH_MAX)
+                sessions[session_count++] = c[i].chunk->session;
+        meta_refresh(a);
+        size_t meta_span = build_meta_frame(a, sessions, session_count);
+        /* As many chunks as fit under max_file_size; at least one in an empty file. */
+        uint64_t at = a->cur.size, end = at + meta_span;
+        size_t take = 0;
+        while (done + take < n) {
+            uint64_t span = lb_archive_frame_span(c[done + take].length);
+            if (end + span > a->o.max_file_size && (a->cur.chunks > 0 || take > 0)) break;
+            end += span;
+            take++;
+        }
+        if (take == 0) {
+            unmark_meta(a, a->cur.number);
+            rc = roll_current(a);
+            if (rc) {
+                release_chunks(a, c + done, n - done, LB_CHUNK_SEALED);
+                return rc;
+            }
+            continue;
+        }
+        size_t op_count = 0, iov_count = 0;
+        uint64_t offset = at;
+        if (meta_span) {
+            iov[iov_count] = (struct iovec){a->frame, meta_span};
+            ops[op_count++] = (write_op){&iov[iov_count], 1, offset, meta_span};
+            iov_count++;
+            offset += meta_span;
+        }
+        for (size_t i = 0; i < take; i++) {
+            candidate *k = &c[done + i];
+            uint32_t length = k->length;
+            uint16_t kind = LB_ARCHIVE_FRAME_CHUNK, check = lb_archive_frame_check(length, kind);
+            memcpy(heads[i], &length, 4);
+            memcpy(heads[i] + 4, &kind, 2);
+            memcpy(heads[i] + 6, &check, 2);
+            iov[iov_count] = (struct iovec){heads[i], LB_ARCHIVE_FRAME_HEAD_SIZE};
+            iov[iov_count + 1] = (struct iovec){k->chunk, length};
+            ops[op_count++] = (write_op){&iov[iov_count], 2, offset, LB_ARCHIVE_FRAME_HEAD_SIZE + (uint64_t)length};
+            iov_count += 2;
+            offset += lb_archive_frame_span(length);
+        }
+        rc = write_ops(a, a->cur.fd, ops, op_count);
+        if (rc) {
+            /* Cut whatever part of the batch landed, so the file ends at a frame boundary. */
+            char name[LB_ARCHIVE_NAME_MAX];
+            lb_archive_name_format(name, a->cur.number, 1);
+            if (ftruncate(a->cur.fd, (off_t)a->cur.size) != 0) { /* the next open cuts it */ }
+            unmark_meta(a, a->cur.number);
+            release_chunks(a, c + done, n - done, LB_CHUNK_SEALED);
+            return fail(a, "cannot write", name, rc);
+        }
+        uint64_t chunk_bytes = end - at - meta_span;
+        a->cur.size = end;
+        for (size_t i = 0; i < take; i++) {
+            uint64_t s = c[done + i].sequence;
+            if (!a->cur.first_sequence || s < a->cur.first_sequence) a->cur.first_sequence = s;
+            if (s > a->cur.last_sequence) a->cur.last_sequence = s;
+        }
+        a->cur.chunks += take;
+        for (size_t i = 0; i < session_count; i++) {
+            if (has_session(a->cur.sessions, a->cur.session_count, sessions[i])) continue;
+            if (grow((void **)&a->cur.sessions, &a->cur.session_capacity, a->cur.session_count + 1,
+                     sizeof *a->cur.sessions) == 0)
+                a->cur.sessions[a->cur.session_count++] = sessions[i];
+        }
+        release_chunks(a, c + done, take, LB_CHUNK_ARCHIVED);
+        atomic_fetch_add(&a->b->ring->archived_chunks, take);
+        atomic_fetch_add(&a->b->ring->archived_bytes, chunk_bytes);
+        pthread_mutex_lock(&a->lock);
+        a->stats.chunks_archived += take;
+        a->stats.bytes_archived += chunk_bytes;
+        pthread_mutex_unlock(&a->lock);
+        succeeded(a);
+        done += take;
+        if (a->o.quota) enforce_retention(a);
+        if (a->cur.size >= a->o.max_file_size) {
+            rc = roll_current(a);
+            if (rc) {
+                release_chunks(a, c + done, n - done, LB_CHUNK_SEALED);
+                return rc;
+            }
+        }
+    }
+    publish_directory_stats(a);
+    return 0;
+}
+
+/* Archives every chunk that is sealed now, oldest first. */
+static int archive_sealed(archiver *a) {
+    lb_bundle *b = a->b;
+    size_t n = 0;
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        if (atomic_load_explicit(&h->state, memory_order_acquire) != LB_CHUNK_SEALED) continue;
+        a->candidates[n++] = (candidate){h->sequence, h, 0};
+    }
+    if (!n) return 0;
+    qsort(a->candidates, n, sizeof *a->candidates, compare_candidates);
+    for (size_t i = 0; i < n; i += BATCH_MAX) {
+        size_t take = 0, count = n - i < BATCH_MAX ? n - i : BATCH_MAX;
+        candidate batch[BATCH_MAX];
+        for (size_t k = 0; k < count; k++) {
+            candidate c = a->candidates[i + k];
+            uint32_t expected = LB_CHUNK_SEALED;
+            /* Taken for archiving: from here on no claimer reuses it until it is released. */
+            if (!atomic_compare_exchange_strong(&c.chunk->state, &expected, LB_CHUNK_ARCHIVING))
+                continue;
+            uint32_t slot = (uint32_t)(((uint8_t *)c.chunk - b->chunks) / b->chunk_size);
+            if (lb_chunk_header_check(c.chunk, slot, b->chunk_count) != 0) {
+                /* A damaged header: never archivable; leave it sealed for readers to report. */
+                atomic_store(&c.chunk->state, LB_CHUNK_SEALED);
+                continue;
+            }
+            uint32_t committed = atomic_load(&c.chunk->committed);
+            if (committed < LB_CHUNK_HEADER_SIZE || committed > b->chunk_size || (committed & 7u))
+                committed = LB_CHUNK_HEADER_SIZE;
+            c.sequence = c.chunk->sequence;
+            c.length = committed;
+            batch[take++] = c;
+        }
+        int rc = append_chunks(a, batch, take);
+        if (rc) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int sync_current(archiver *a) {
+    if (a->cur.fd < 0) return 0;
+    if (fdatasync(a->cur.fd) != 0) {
+        char name[LB_ARCHIVE_NAME_MAX];
+        lb_archive_name_format(name, a->cur.number, 1);
+        return fail(a, "fsync failed for", name, -errno);
+    }
+    return 0;
+}
+
+/* ---- recovery of the directory after a crash (or a clean close: the same path) ---- */
+/* Marks chunk `sequence` archived when the ring still holds it sealed: its write completed
+ * before the crash but the mark did not happen. */
+static void mark_archived(archiver *a, uint64_t sequence) {
+    lb_bundle *b = a->b;
+    uint32_t slot = (uint32_t)(sequence % b->chunk_count);
+    lb_chunk_header *h = lb_chunk_at(b, slot);
+    if (lb_chunk_header_check(h, slot, b->chunk_count) != 0 || h->sequence != sequence) return;
+    uint32_t expected = LB_CHUNK_SEALED;
+    atomic_compare_exchange_strong(&h->state, &expected, LB_CHUNK_ARCHIVED);
+}
+
+/* Opens writing file `number`, cuts an incomplete last frame and marks its chunks archived in the
+ * ring. It becomes the current file. A file whose header is damaged is kept as a complete file
+ * (readers report it) and a fresh one is started. */
+static int resume_file(archiver *a, uint64_t number) {
+    char name[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(name, number, 1);
+    int fd = openat(a->dir_fd, name, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return fail(a, "cannot open", name, -errno);
+    struct stat st;
+    lb_archive_file_header h;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return fail(a, "cannot stat", name, -errno);
+    }
+    ssize_t got = lb_pread_full(fd, &h, sizeof h, 0);
+    const char *problem = got == (ssize_t)sizeof h ? lb_archive_header_problem(&h, (uint64_t)st.st_size)
+                                                   : "short";
+    if (problem) {
+        close(fd);
+        if ((uint64_t)st.st_size <= sizeof h) {
+            unlinkat(a->dir_fd, name, 0);  /* cut short while being created: holds nothing */
+            return 0;
+        }
+        char to[LB_ARCHIVE_NAME_MAX];
+        lb_archive_name_format(to, number, 0);
+        if (renameat(a->dir_fd, name, a->dir_fd, to) == 0)
+            add_complete(a, number, (uint64_t)st.st_size, 0);
+        return 0;
+    }
+    int same_ring = h.ring_created_wall_ns == a->b->ring->created_wall_ns &&
+                    h.chunk_count == a->b->chunk_count && h.chunk_size == a->b->chunk_size;
+    reset_current(a);
+    a->cur.fd = fd;
+    a->cur.number = number;
+    a->cur.created_wall_ns = (int64_t)h.created_wall_ns;
+    uint64_t offset = sizeof h, size = (uint64_t)st.st_size;
+    for (;;) {
+        uint32_t length;
+        uint16_t kind;
+        if (lb_archive_frame_head(fd, offset, size, h.chunk_size, &length, &kind) != LB_FRAME_OK)
+            break;
+        if (kind == LB_ARCHIVE_FRAME_CHUNK) {
+            lb_chunk_header ch;
+            if (lb_pread_full(fd, &ch, sizeof ch, offset + LB_ARCHIVE_FRAME_HEAD_SIZE) !=
+                    (ssize_t)sizeof ch ||
+                lb_chunk_header_check(&ch, (uint32_t)(ch.sequence % h.chunk_count), h.chunk_count) != 0)
+                break;  /* a frame whose image is not a chunk: cut here */
+            if (same_ring) mark_archived(a, ch.sequence);
+            if (!a->cur.first_sequence || ch.sequence < a->cur.first_sequence)
+                a->cur.first_sequence = ch.sequence;
+            if (ch.sequence > a->cur.last_sequence) a->cur.last_sequence = ch.sequence;
+            a->cur.chunks++;
+        }
+        offset += lb_archive_frame_span(length);
+    }
+    if (offset < size) {
+        if (ftruncate(fd, (off_t)offset) != 0 || fsync(fd) != 0)
+            return fail(a, "cannot cut the incomplete end of", name, -errno);
+    }
+    a->cur.size = offset;
+    lb_bundle_chunks_released(a->b);
+    return same_ring ? 0 : roll_current(a);  /* another ring's file is complete as it is */
+}
+
+static int compare_u64(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static int recover_directory(archiver *a) {
+    int fd = dup(a->dir_fd);
+    if (fd < 0) return -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -errno;
+    }
+    uint64_t *writing = NULL;
+    size_t writing_count = 0, writing_capacity = 0;
+    uint64_t highest = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        uint64_t number;
+        int kind = lb_archive_name_parse(e->d_name, &number);
+        int unsynced = 0;
+        if (!kind) {
+            size_t len = strlen(e->d_name);
+            if (len > 9 && strcmp(e->d_name + len - 9, ".unsynced") == 0) {
+                char base[LB_ARCHIVE_NAME_MAX + 10];
+                snprintf(base, sizeof base, "%.*s", (int)(len - 9), e->d_name);
+                kind = lb_archive_name_parse(base, &number) == 1 ? 1 : 0;
+                unsynced = kind;
+            }
+        }
+        if (!kind) continue;
+        if (number > highest) highest = number;
+        if (kind == 2) {
+            if (grow((void **)&writing, &writing_capacity, writing_count + 1, sizeof *writing) == 0)
+                writing[writing_count++] = number;
+            continue;
+        }
+        struct stat st;
+        if (fstatat(a->dir_fd, e->d_name, &st, 0) == 0)
+            add_complete(a, number, (uint64_t)st.st_size, unsynced);
+    }
+    closedir(d);
+    a->next_number = highest + 1;
+    qsort(writing, writing_count, sizeof *writing, compare_u64);
+    int rc = 0;
+    for (size_t i = 0; i < writing_count && !rc; i++) {
+        rc = resume_file(a, writing[i]);
+        /* Only the newest stays open for appending; an older one (never expected) is completed. */
+        if (!rc && i + 1 < writing_count) rc = roll_current(a);
+    }
+    free(writing);
+    if (!rc && a->cur.fd >= 0 && a->cur.size >= a->o.max_file_size) rc = roll_current(a);
+    enforce_retention(a);
+    return rc;
+}
+
+/* ---- the thread ---- */
+static void complete_requests(archiver *a, uint64_t rolls, uint64_t syncs, int rc) {
+    pthread_mutex_lock(&a->lock);
+    if (rolls > a->roll_done) a->roll_done = rolls;
+    if (syncs > a->sync_done) a->sync_done = syncs;
+    a->request_result = rc;
+    pthread_cond_broadcast(&a->done);
+    pthread_mutex_unlock(&a->lock);
+}
+
+static uint32_t age_wait_ms(archiver *a) {
+    if (!a->o.roll_interval_ms || a->cur.fd < 0 || a->cur.chunks == 0) return IDLE_WAKE_MS;
+    int64_t due = a->cur.created_wall_ns + (int64_t)a->o.roll_interval_ms * 1000000;
+    int64_t left = (due - now_ns(a)) / 1000000;
+    if (left < 1) return 1;
+    return left < IDLE_WAKE_MS ? (uint32_t)left : IDLE_WAKE_MS;
+}
+
+static void *archiver_main(void *arg) {
+    archiver *a = arg;
+    lb_bundle *b = a->b;
+    uint32_t backoff_ms = 0;
+    for (;;) {
+        uint32_t generation = atomic_load(&b->sealed_generation);
+        uint32_t kick = atomic_load(&a->kick);
+        int stopping = atomic_load(&a->stop);
+        pthread_mutex_lock(&a->lock);
+        uint64_t rolls = a->roll_requested, syncs = a->sync_requested;
+        int requested = rolls > a->roll_done || syncs > a->sync_done;
+        pthread_mutex_unlock(&a->lock);
+
+        int rc = archive_sealed(a);
+        if (!rc && rolls > a->roll_done) rc = roll_current(a);
+        if (!rc && (syncs > a->sync_done || stopping)) rc = sync_current(a);
+        if (requested) complete_requests(a, rolls, syncs, rc);
+        if (!rc && a->o.roll_interval_ms && a->cur.fd >= 0 && a->cur.chunks > 0 &&
+            now_ns(a) - a->cur.created_wall_ns >= (int64_t)a->o.roll_interval_ms * 1000000)
+            rc = roll_current(a);
+        if (stopping) {
+            a->stop_result = rc;
+            break;
+        }
+        if (rc) {
+            /* Back off (the disk is full, say) instead of retrying on every sealed chunk. */
+            backoff_ms = backoff_ms ? (backoff_ms * 2 > 2000 ? 2000 : backoff_ms * 2) : 50;
+            lb_futex_wait(&a->kick, kick, backoff_ms);
+            continue;
+        }
+        backoff_ms = 0;
+        atomic_store(&b->archiver_sleeping, 1);
+        if (atomic_load(&b->sealed_generation) == generation && atomic_load(&a->kick) == kick)
+            lb_futex_wait(&b->sealed_generation, generation, age_wait_ms(a));
+        atomic_store(&b->archiver_sleeping, 0);
+    }
+    return NULL;
+}
+
+static void wake(archiver *a) {
+    atomic_fetch_add(&a->kick, 1);
+    lb_futex_wake_all(&a->kick);
+    atomic_fetch_add(&a->b->sealed_generation, 1);
+    lb_futex_wake_all(&a->b->sealed_generation);
+}
+
+static void archiver_free(archiver *a) {
+    if (a->cur.fd >= 0) close(a->cur.fd);
+    if (a->dir_fd >= 0) close(a->dir_fd);
+    if (a->uring_ready) io_uring_queue_exit(&a->uring);
+    pthread_mutex_destroy(&a->lock);
+    pthread_cond_destroy(&a->done);
+    free(a->cur.sessions);
+    free(a->files);
+    free(a->meta);
+    free(a->refs);
+    free(a->candidates);
+    free(a->frame);
+    free(a->dir);
+    free(a);
+}
+
+/* Called by lb_bundle_shutdown once every chunk is sealed: archive them all, sync, stop. */
+static int archiver_stop(void *context) {
+    archiver *a = context;
+    int rc = 0;
+    if (a->thread_started) {
+        atomic_store(&a->stop, 1);
+        wake(a);
+        pthread_join(a->thread, NULL);
+        rc = a->stop_result;
+    }
+    /* Anyone still waiting for a roll or a sync learns that the archiver is gone. */
+    complete_requests(a, UINT64_MAX, UINT64_MAX, rc ? rc : -ECANCELED);
+    archiver_free(a);
+    return rc;
+}
+
+/* ---- public API ---- */
+void lb_archive_options_init(lb_archive_options *o) {
+    memset(o, 0, sizeof *o);
+    o->max_file_size = 16u << 20;
+    o->roll_interval_ms = 24ull * 3600 * 1000;
+    o->max_files = 16;
+    o->quota = 256u << 20;
+}
+
+/* "<bundle>/archive" is the directory, or a symlink to the custom one. */
+static int link_custom_directory(const char *bundle, const char *dir) {
+    char *link = lb_path_join(bundle, "archive");
+    char *target = realpath(dir, NULL);
+    int rc = (!link || !target) ? -ENOMEM : 0;
+    if (!rc) {
+        struct stat st;
+        if (lstat(link, &st) == 0) {
+            if (S_ISLNK(st.st_mode)) {
+                char old[4096];
+                ssize_t n = readlink(link, old, sizeof old - 1);
+                if (n >= 0) old[n] = 0;
+                if (n < 0 || strcmp(old, target) != 0) {
+                    unlink(link);
+                    if (symlink(target, link) != 0) rc = -errno;
+                }
+            }
+            /* A real directory from an earlier default stays: readers keep finding its files. */
+        } else if (symlink(target, link) != 0) {
+            rc = -errno;
+        }
+    }
+    free(link);
+    free(target);
+    return rc;
+}
+
+int lb_bundle_open_archived(const char *path, const lb_options *options,
+                            const lb_archive_options *archive, lb_bundle **out) {
+    if (!path || !out) return -EINVAL;
+    lb_archive_options o;
+    if (archive) o = *archive;
+    else lb_archive_options_init(&o);
+    if (o.max_file_size < 64u * 1024 || (o.quota && o.quota < o.max_file_size) ||
+        (o.backend && o.backend != LB_ARCHIVE_BACKEND_IO_URING && o.backend != LB_ARCHIVE_BACKEND_PWRITE))
+        return -EINVAL;
+    lb_bundle *b;
+    int rc = lb_bundle_open(path, options, &b);
+    if (rc) return rc;
+
+    archiver *a = calloc(1, sizeof *a);
+    if (!a) {
+        lb_bundle_close(b);
+        return -ENOMEM;
+    }
+    a->b = b;
+    a->o = o;
+    a->dir_fd = -1;
+    a->cur.fd = -1;
+    a->meta_offset = sizeof(lb_meta_file_header);
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_cond_init(&a->done, NULL);
+    a->dir = o.directory ? strdup(o.directory) : lb_path_join(path, "archive");
+    a->candidates = malloc((size_t)b->chunk_count * sizeof *a->candidates);
+    a->o.directory = NULL;  /* the caller's string is not kept */
+    if (!a->dir || !a->candidates) { rc = -ENOMEM; goto fail; }
+    if (mkdir(a->dir, 0700) != 0 && errno != EEXIST) { rc = -errno; goto fail; }
+    if (o.directory && (rc = link_custom_directory(path, a->dir)) != 0) goto fail;
+    a->dir_fd = open(a->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (a->dir_fd < 0) { rc = -errno; goto fail; }
+
+    const char *env = getenv("LOGBOOK_ARCHIVE_BACKEND");
+    int forced = o.backend == LB_ARCHIVE_BACKEND_PWRITE || (env && strcmp(env, "pwrite") == 0);
+    a->backend = LB_ARCHIVE_BACKEND_PWRITE;
+    if (!forced) {
+        int urc = io_uring_queue_init(URING_ENTRIES, &a->uring, 0);
+        if (urc == 0) {
+            a->uring_ready = 1;
+            a->backend = LB_ARCHIVE_BACKEND_IO_URING;
+        } else {
+            fprintf(stderr, "logbook: archiver: io_uring unavailable (%s); writing with pwritev\n",
+                    strerror(-urc));
+        }
+    }
+    a->stats.backend = a->backend;
+    atomic_store(&b->ring->archive_backend, a->backend);
+
+    rc = recover_directory(a);
+    if (rc == -ENOMEM) goto fail;
+    /* Records a crashed run left in the ring go to the archive before new ones are logged. A
+     * failure here (a full disk) is not fatal: the thread keeps retrying, and stats report it. */
+    (void)archive_sealed(a);
+    lb_bundle_attach_archiver(b, a, archiver_stop);
+    if (pthread_create(&a->thread, NULL, archiver_main, a) != 0) {
+        rc = -EAGAIN;
+        b->archiver_stop = NULL;
+        goto fail;
+    }
+    a->thread_started = 1;
+    *out = b;
+    return 0;
+fail:
+    archiver_free(a);
+    lb_bundle_close(b);
+    return rc;
+}
+
+static archiver *archiver_of(lb_bundle *b) {
+    return b && b->archiving && !atomic_load(&b->closed) ? (archiver *)b->archiver : NULL;
+}
+
+/* Waits until the request numbered `target` of one kind is done. */
+static int wait_request(archiver *a, uint64_t *done, uint64_t target, uint32_t timeout_ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += timeout_ms / 1000;
+    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+    int rc = 0;
+    while (*done < target) {
+        int w = timeout_ms ? pthread_cond_timedwait(&a->done, &a->lock, &until)
+                           : pthread_cond_wait(&a->done, &a->lock);
+        if (w == ETIMEDOUT && *done < target) return -ETIMEDOUT;
+    }
+    rc = a->request_result;
+    return rc;
+}
+
+int lb_archive_roll(lb_bundle *b) {
+    archiver *a = archiver_of(b);
+    if (!a) return -ENOTSUP;
+    lb_bundle_flush(b);
+    pthread_mutex_lock(&a->lock);
+    uint64_t target = ++a->roll_requested;
+    pthread_mutex_unlock(&a->lock);
+    wake(a);
+    pthread_mutex_lock(&a->lock);
+    int rc = wait_request(a, &a->roll_done, target, 0);
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
+int lb_archive_sync(lb_bundle *b, uint32_t timeout_ms) {
+    archiver *a = archiver_of(b);
+    if (!a) return -ENOTSUP;
+    lb_bundle_flush(b);
+    pthread_mutex_lock(&a->lock);
+    uint64_t target = ++a->sync_requested;
+    pthread_mutex_unlock(&a->lock);
+    wake(a);
+    pthread_mutex_lock(&a->lock);
+    int rc = wait_request(a, &a->sync_done, target, timeout_ms);
+    pthread_mutex_unlock(&a->lock);
+    return rc;
+}
+
+int lb_archive_stats_get(lb_bundle *b, lb_archive_stats *out) {
+    archiver *a = archiver_of(b);
+    if (!a || !out) return a ? -EINVAL : -ENOTSUP;
+    pthread_mutex_lock(&a->lock);
+    *out = a->stats;
+    pthread_mutex_unlock(&a->lock);
+    out->lag_chunks = out->lag_bytes = 0;
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        uint32_t state = atomic_load(&h->state);
+        if (state != LB_CHUNK_SEALED && state != LB_CHUNK_ARCHIVING) continue;
+        out->lag_chunks++;
+        out->lag_bytes += atomic_load(&h->committed);
+    }
+    return 0;
+}

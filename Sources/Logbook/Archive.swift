@@ -1,0 +1,199 @@
+import CLogbook
+import CLogbookArchive
+import Synchronization
+
+/// How the archiver persists the ring: rolling files in a directory, kept within a count and a
+/// disk quota. Pass it to ``LogBundle/init(path:capacity:chunkSize:wrapPolicy:idleSealMilliseconds:losslessWaitMilliseconds:archive:)``.
+///
+/// The defaults suit binary chunks: 16 MiB files (256 chunks of 64 KiB, about 350,000 typical
+/// records), rolled after 24 hours, 16 files within 256 MiB.
+public struct ArchiveOptions: Sendable {
+    /// The archive directory; `nil` puts it inside the bundle (`NAME.logbook/archive`). Another
+    /// directory is linked from there so that readers find it.
+    public var directory: String?
+    /// A file rolls before it would grow past this many bytes (at least 64 KiB).
+    public var maxFileSize: Int
+    /// A file rolls when it is this old and holds any chunk; `nil`: never by age.
+    public var rollInterval: Duration?
+    /// Complete files kept; the oldest are deleted first. `nil`: no limit.
+    public var maxFiles: Int?
+    /// Bytes of all archive files together (the file being written included); the oldest
+    /// complete files are deleted first. `nil`: no limit. At least `maxFileSize`.
+    public var quota: Int?
+    /// Write with `pwritev` even where io_uring is available.
+    public var forcePwrite: Bool
+    /// Called on the archiver thread when a file is complete (fsynced and renamed), e.g. to hand
+    /// it to an uploader. It must return quickly. ``LogBundle/rolledFiles()`` offers the same as an
+    /// async sequence.
+    public var onFileRolled: (@Sendable (ArchivedFile) -> Void)?
+    /// The wall clock used for rolling by age, in nanoseconds since the epoch (tests inject one).
+    public var clock: (@Sendable () -> Int64)?
+
+    public init(
+        directory: String? = nil,
+        maxFileSize: Int = 16 << 20,
+        rollInterval: Duration? = .seconds(24 * 3600),
+        maxFiles: Int? = 16,
+        quota: Int? = 256 << 20,
+        forcePwrite: Bool = false,
+        onFileRolled: (@Sendable (ArchivedFile) -> Void)? = nil,
+        clock: (@Sendable () -> Int64)? = nil
+    ) {
+        self.directory = directory
+        self.maxFileSize = maxFileSize
+        self.rollInterval = rollInterval
+        self.maxFiles = maxFiles
+        self.quota = quota
+        self.forcePwrite = forcePwrite
+        self.onFileRolled = onFileRolled
+        self.clock = clock
+    }
+}
+
+/// A complete archive file.
+public struct ArchivedFile: Sendable, Equatable {
+    public var path: String
+    public var number: UInt64
+    public var bytes: UInt64
+    public var chunks: UInt64
+    /// The lowest and highest chunk sequence it holds.
+    public var sequences: ClosedRange<UInt64>?
+    public var createdNanoseconds: Int64
+
+    init(_ f: lb_archive_file) {
+        path = String(cString: f.path)
+        number = f.number
+        bytes = f.bytes
+        chunks = f.chunks
+        sequences = f.first_sequence == 0 ? nil : f.first_sequence...max(f.first_sequence, f.last_sequence)
+        createdNanoseconds = f.created_wall_ns
+    }
+}
+
+/// What the archiver has done and how far it lags behind the ring.
+public struct ArchiveStats: Sendable {
+    /// `io_uring`, or `pwrite` where io_uring is unavailable or was refused.
+    public var backend: String
+    /// The errno of the last failure (e.g. `ENOSPC`), or 0 after the next success.
+    public var lastError: Int32
+    public var failures: UInt64
+    public var chunksArchived: UInt64
+    public var bytesArchived: UInt64
+    public var filesRolled: UInt64
+    public var filesDeleted: UInt64
+    /// Complete files in the directory now, and the bytes of all files.
+    public var files: UInt64
+    public var directoryBytes: UInt64
+    /// Sealed chunks (and their bytes) not archived yet.
+    public var lagChunks: UInt64
+    public var lagBytes: UInt64
+
+    init(_ s: lb_archive_stats) {
+        backend = s.backend == LB_ARCHIVE_BACKEND_IO_URING.rawValue ? "io_uring" : "pwrite"
+        lastError = -s.last_error
+        failures = s.failures
+        chunksArchived = s.chunks_archived
+        bytesArchived = s.bytes_archived
+        filesRolled = s.files_rolled
+        filesDeleted = s.files_deleted
+        files = s.files
+        directoryBytes = s.directory_bytes
+        lagChunks = s.lag_chunks
+        lagBytes = s.lag_bytes
+    }
+}
+
+/// Bridges the C archiver's callbacks to Swift closures and async sequences. Lives as long as the
+/// bundle (the C side holds an unretained pointer to it).
+final class ArchiveCallbacks: Sendable {
+    let onFileRolled: (@Sendable (ArchivedFile) -> Void)?
+    let clock: (@Sendable () -> Int64)?
+    private let streams = Mutex<[Int: AsyncStream<ArchivedFile>.Continuation]>([:])
+    private let nextStream = Atomic<Int>(0)
+
+    init(_ options: ArchiveOptions) {
+        onFileRolled = options.onFileRolled
+        clock = options.clock
+    }
+
+    func rolled(_ file: ArchivedFile) {
+        onFileRolled?(file)
+        for continuation in streams.withLock({ Array($0.values) }) { continuation.yield(file) }
+    }
+
+    func stream() -> AsyncStream<ArchivedFile> {
+        let id = nextStream.add(1, ordering: .relaxed).newValue
+        return AsyncStream(bufferingPolicy: .bufferingNewest(1024)) { continuation in
+            streams.withLock { $0[id] = continuation }
+            continuation.onTermination = { [weak self] _ in
+                _ = self?.streams.withLock { $0.removeValue(forKey: id) }
+            }
+        }
+    }
+
+    func finish() {
+        for continuation in streams.withLock({ Array($0.values) }) { continuation.finish() }
+    }
+}
+
+extension lb_archive_options {
+    init(_ options: ArchiveOptions, callbacks: ArchiveCallbacks, directory: UnsafePointer<CChar>?) {
+        self.init()
+        lb_archive_options_init(&self)
+        self.directory = directory
+        max_file_size = UInt64(max(0, options.maxFileSize))
+        if let interval = options.rollInterval {
+            let (seconds, attoseconds) = interval.components
+            roll_interval_ms = UInt64(max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        } else {
+            roll_interval_ms = 0
+        }
+        max_files = UInt32(clamping: options.maxFiles ?? 0)
+        quota = UInt64(max(0, options.quota ?? 0))
+        backend = options.forcePwrite ? LB_ARCHIVE_BACKEND_PWRITE.rawValue : 0
+        let context = Unmanaged.passUnretained(callbacks).toOpaque()
+        on_roll = { context, file in
+            guard let context, let file else { return }
+            Unmanaged<ArchiveCallbacks>.fromOpaque(context).takeUnretainedValue().rolled(ArchivedFile(file.pointee))
+        }
+        on_roll_context = context
+        if options.clock != nil {
+            clock = { context in
+                Unmanaged<ArchiveCallbacks>.fromOpaque(context!).takeUnretainedValue().clock!()
+            }
+            clock_context = context
+        }
+    }
+}
+
+extension LogBundle {
+    /// Rolls the archive file being written now (when it holds anything): seals every thread's
+    /// chunk, archives everything sealed and completes the file (``ArchiveOptions/onFileRolled``
+    /// runs). Throws `ENOTSUP` when the bundle has no archiver.
+    public func rollArchive() throws(LogbookError) {
+        try check(lb_archive_roll(raw), "lb_archive_roll", path: path)
+    }
+
+    /// Seals every thread's chunk and waits until all of it is archived and fsynced: what was
+    /// logged before the call then survives power loss. Throws the archiver's error (e.g.
+    /// `ENOSPC`), or `ETIMEDOUT`.
+    public func syncArchive(timeout: Duration = .seconds(30)) throws(LogbookError) {
+        let (seconds, attoseconds) = timeout.components
+        let milliseconds = UInt32(clamping: max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
+        try check(lb_archive_sync(raw, milliseconds), "lb_archive_sync", path: path)
+    }
+
+    /// The archiver's statistics, or `nil` when the bundle has none.
+    public var archiveStats: ArchiveStats? {
+        var stats = lb_archive_stats()
+        guard lb_archive_stats_get(raw, &stats) == 0 else { return nil }
+        return ArchiveStats(stats)
+    }
+
+    /// Archive files as they complete, for as long as the bundle is open. Each call returns a new
+    /// sequence that sees the files rolled from then on.
+    public func rolledFiles() -> AsyncStream<ArchivedFile> {
+        guard let archiveCallbacks else { return AsyncStream { $0.finish() } }
+        return archiveCallbacks.stream()
+    }
+}
