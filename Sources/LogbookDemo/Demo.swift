@@ -1,6 +1,7 @@
 // logbook-demo BUNDLE: logs typed messages from 4 threads for about a second, then kills itself
-// with SIGKILL without closing the bundle. `logbook show BUNDLE` then shows that every committed
-// record survived.
+// with SIGKILL without closing the bundle. The ring is small (256 KiB) and lossless, so it wraps
+// several times: the archiver persists every filled chunk into BUNDLE/archive. `logbook show
+// BUNDLE` then shows that every committed record survived, from the archive files and the ring.
 import Logbook
 #if canImport(Glibc)
 import Glibc
@@ -53,7 +54,8 @@ enum Demo {
         let net: Logger
         let db: Logger
         do {
-            bundle = try LogBundle(path: path, capacity: 8 << 20, chunkSize: 32 << 10)
+            bundle = try LogBundle(path: path, capacity: 256 << 10, chunkSize: 32 << 10, wrapPolicy: .lossless,
+                                   archive: ArchiveOptions(maxFileSize: 256 << 10))
             net = try bundle.logger("net")
             db = try bundle.logger("db")
         } catch {
@@ -68,7 +70,8 @@ enum Demo {
         usleep(1_000_000)
         db.critical("about to die by SIGKILL: no close, no flush; run: logbook show \(path)")
         let counters = bundle.counters
-        print("logbook-demo: \(counters.records) records from 4 threads in \(path); now SIGKILL (no close, no flush)")
+        let archived = bundle.archiveStats.map { "; \($0.chunksArchived) chunks archived with \($0.backend)" } ?? ""
+        print("logbook-demo: \(counters.records) records from 4 threads in \(path)\(archived); now SIGKILL (no close, no flush)")
         fflush(nil)
         // The process dies here: no close, no flush, no atexit handlers.
         kill(getpid(), SIGKILL)

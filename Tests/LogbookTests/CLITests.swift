@@ -110,4 +110,32 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(missing.status, 1)
         XCTAssertTrue(missing.output.contains("No such file or directory"), missing.output)
     }
+
+    /// `show` reads an archive directory and a single archive file; `info` reports the archive.
+    func testShowAndInfoOnArchives() throws {
+        let path = makeTemporaryDirectory(self) + "/archived.logbook"
+        let bundle = try LogBundle(path: path, archive: ArchiveOptions())
+        let log = try bundle.logger("arch")
+        log.info("in the first file \(1)")
+        try bundle.rollArchive()
+        log.info("in the second file \(2)")
+        try bundle.close()
+
+        let file = try runProgram(logbook, ["show", path + "/archive/archive-0000000001.lba"])
+        XCTAssertEqual(file.status, 0, file.output)
+        XCTAssertTrue(file.output.hasSuffix(" info     arch: in the first file 1\n"), file.output)
+        let directory = try runProgram(logbook, ["show", "--json", path + "/archive"])
+        XCTAssertEqual(directory.output.split(separator: "\n").count, 2, directory.output)
+        let both = try runProgram(logbook, ["show", path])
+        XCTAssertEqual(both.output.split(separator: "\n").count, 2, "archive and ring, each record once: \(both.output)")
+
+        let info = try runProgram(logbook, ["info", path])
+        XCTAssertEqual(info.status, 0, info.output)
+        XCTAssertTrue(info.output.contains("archive lag:     0 chunks (0 bytes)"), info.output)
+        XCTAssertTrue(info.output.contains("archive files:   1 complete, 1 being written"), info.output)
+        let archiveInfo = try runProgram(logbook, ["info", path + "/archive"])
+        XCTAssertTrue(archiveInfo.output.contains("entries:         2"), archiveInfo.output)
+        let verify = try runProgram(logbook, ["verify", path + "/archive"])
+        XCTAssertEqual(verify.status, 0, verify.output)
+    }
 }

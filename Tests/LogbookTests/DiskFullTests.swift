@@ -1,5 +1,6 @@
 import CLogbook
 import Foundation
+import Synchronization
 import XCTest
 @testable import Logbook
 
@@ -82,5 +83,52 @@ final class DiskFullTests: XCTestCase {
         XCTAssertEqual(numbers.last, 3001)
         XCTAssertEqual(numbers.count, 3002 - numbers.first!, "a gap in the surviving records")
         XCTAssertEqual(numbers, numbers.sorted())
+    }
+
+    /// The archive directory on the full disk: the archiver reports ENOSPC (stats, ring header,
+    /// close), the lossless writer drops and counts instead of blocking, the files already rolled
+    /// stay intact, and once space is freed the next open archives what the ring kept.
+    func testArchiveOnAFullDiskReportsItAndKeepsCompleteFiles() throws {
+        let path = makeTemporaryDirectory(self) + "/archived.logbook"
+        let rolled = Mutex<[String]>([])
+        let bundle = try LogBundle(
+            path: path, capacity: 128 << 10, chunkSize: 4096, wrapPolicy: .lossless, losslessWaitMilliseconds: 0,
+            archive: ArchiveOptions(directory: mountPoint + "/archive", maxFileSize: 128 << 10, maxFiles: nil, quota: nil,
+                                    onFileRolled: { file in rolled.withLock { $0.append(file.path) } }))
+        let log = try bundle.logger("full")
+        var failure: LogbookError?
+        var written = 0
+        while failure == nil && written < 1_000_000 {
+            for _ in 0..<200 { log.info("record \(written) with some padding to fill the disk sooner"); written += 1 }
+            do { try bundle.syncArchive() } catch { failure = error }
+        }
+        XCTAssertEqual(failure?.errno, ENOSPC, "\(String(describing: failure))")
+        let stats = try XCTUnwrap(bundle.archiveStats)
+        XCTAssertEqual(stats.lastError, ENOSPC)
+        XCTAssertGreaterThan(stats.failures, 0)
+        XCTAssertEqual(try LogReader(path: path).info().archive.lastError, ENOSPC, "logbook info shows it too")
+
+        // The writer goes on per its policy: the ring fills, then records are dropped and counted.
+        for i in 0..<100_000 { log.info("after the disk filled \(i)") }
+        XCTAssertGreaterThan(bundle.counters.drops["ring_full"] ?? 0, 0)
+        XCTAssertThrowsError(try bundle.close()) { XCTAssertEqual(($0 as! LogbookError).errno, ENOSPC) }
+
+        let complete = rolled.withLock { $0 }
+        XCTAssertFalse(complete.isEmpty)
+        for file in complete {
+            let reader = try LogReader(path: file)
+            XCTAssertGreaterThan(try reader.readAll().count, 0)
+            XCTAssertEqual(reader.issues.map(\.description), [], file)
+        }
+        let directory = try readBundle(mountPoint + "/archive")
+        XCTAssertEqual(directory.issues.map(\.description), [], "a failed batch is cut off the file being written")
+
+        // Free space; the next open archives what the ring kept.
+        for file in complete { try FileManager.default.removeItem(atPath: file) }
+        let reopened = try LogBundle(path: path, archive: ArchiveOptions(directory: mountPoint + "/archive", maxFiles: nil, quota: nil))
+        XCTAssertEqual(reopened.archiveStats?.lagChunks, 0)
+        try reopened.close()
+        let last = try readBundle(mountPoint + "/archive").entries.last?.message
+        XCTAssertEqual(last, "after the disk filled \(try XCTUnwrap(Int(last?.split(separator: " ").last ?? "")))")
     }
 }

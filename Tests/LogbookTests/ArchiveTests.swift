@@ -1,0 +1,283 @@
+import CLogbook
+import CLogbookArchive
+import CLogbookTestSupport
+import Foundation
+import Synchronization
+import XCTest
+@testable import Logbook
+
+/// The archiver: rolling by size, age, count and quota; a lossless burst far larger than the ring;
+/// reopening (after a close or a SIGKILL) without loss or duplicates; both write back-ends.
+final class ArchiveTests: XCTestCase {
+    /// The back-end this machine should pick: io_uring unless the kernel disables it.
+    var expectedDefaultBackend: String {
+        let disabled = (try? String(contentsOfFile: "/proc/sys/kernel/io_uring_disabled", encoding: .utf8))?
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        return disabled == nil || disabled == "0" ? "io_uring" : "pwrite"
+    }
+
+    /// Archive file names in `directory`, sorted.
+    func archiveNames(_ directory: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasPrefix("archive-") }.sorted()
+    }
+
+    func size(_ path: String) throws -> Int {
+        (try FileManager.default.attributesOfItem(atPath: path)[.size] as! NSNumber).intValue
+    }
+
+    /// Files roll before they would pass maxFileSize; each complete file is announced once, in
+    /// order, decodes on its own, and the bundle reads every record once (archive + ring).
+    func rollBySize(forcePwrite: Bool) throws {
+        let path = makeTemporaryDirectory(self) + "/size.logbook"
+        let rolled = Mutex<[ArchivedFile]>([])
+        let options = ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil, forcePwrite: forcePwrite,
+                                     onFileRolled: { file in rolled.withLock { $0.append(file) } })
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 30_000, archive: options)
+        XCTAssertEqual(bundle.archiveStats?.backend, forcePwrite ? "pwrite" : expectedDefaultBackend)
+        let log = try bundle.logger("size")
+        let count = 20_000
+        for i in 0..<count { log.info("record \(i) of \(count)") }
+        try bundle.rollArchive()
+        let stats = try XCTUnwrap(bundle.archiveStats)
+        try bundle.close()
+
+        let directory = path + "/archive"
+        let files = rolled.withLock { $0 }
+        XCTAssertGreaterThan(files.count, 5)
+        XCTAssertEqual(files.map(\.number), Array(1...UInt64(files.count)))
+        XCTAssertEqual(stats.filesRolled, UInt64(files.count))
+        XCTAssertEqual(stats.lastError, 0)
+        var total = 0
+        for file in files {
+            XCTAssertTrue(file.path.hasSuffix(".lba"), file.path)
+            XCTAssertLessThanOrEqual(try size(file.path), 64 << 10)
+            XCTAssertEqual(UInt64(try size(file.path)), file.bytes)
+            // A single file decodes on its own: its meta entries travel with it.
+            let reader = try LogReader(path: file.path)
+            let entries = try reader.readAll()
+            XCTAssertEqual(reader.issues.map(\.description), [])
+            XCTAssertTrue(entries.allSatisfy { $0.logger == "size" && $0.message.hasPrefix("record ") })
+            total += entries.count
+        }
+        XCTAssertEqual(total, count, "every record is in exactly one rolled file")
+        let (entries, issues) = try readBundle(path)
+        XCTAssertEqual(issues.map(\.description), [])
+        XCTAssertEqual(entries.map(\.message), (0..<count).map { "record \($0) of \(count)" })
+        let (fromDirectory, _) = try readBundle(directory)
+        XCTAssertEqual(fromDirectory.count, count)
+    }
+
+    func testRollsBySizeWithIoUring() throws { try rollBySize(forcePwrite: false) }
+    func testRollsBySizeWithPwriteFallback() throws { try rollBySize(forcePwrite: true) }
+
+    /// Age rolling follows the injected clock.
+    func testRollsByAge() throws {
+        let path = makeTemporaryDirectory(self) + "/age.logbook"
+        let now = Atomic<Int64>(1_000_000_000_000)
+        let rolled = Mutex<[UInt64]>([])
+        let options = ArchiveOptions(rollInterval: .seconds(60), onFileRolled: { file in rolled.withLock { $0.append(file.number) } },
+                                     clock: { now.load(ordering: .relaxed) })
+        let bundle = try LogBundle(path: path, archive: options)
+        let log = try bundle.logger("age")
+        log.info("first hour")
+        try bundle.syncArchive()
+        XCTAssertEqual(rolled.withLock { $0 }, [], "a young file does not roll")
+        now.add(61_000_000_000, ordering: .relaxed)
+        // The pass that completes the first sync sees the age; the second sync waits for it.
+        try bundle.syncArchive()
+        try bundle.syncArchive()
+        XCTAssertEqual(rolled.withLock { $0 }, [1])
+        log.info("second hour")
+        try bundle.syncArchive()
+        now.add(30_000_000_000, ordering: .relaxed)
+        try bundle.syncArchive()
+        try bundle.syncArchive()
+        XCTAssertEqual(rolled.withLock { $0 }, [1], "the new file counts its age from its own start")
+        try bundle.close()
+        XCTAssertEqual(try archiveNames(path + "/archive"), ["archive-0000000001.lba", "archive-0000000002.lba.writing"])
+        XCTAssertEqual(try readBundle(path).entries.map(\.message), ["first hour", "second hour"])
+    }
+
+    /// Retention: the oldest complete files go first, by count and by quota; the file being
+    /// written is never deleted.
+    func testKeepsCountAndQuota() throws {
+        let path = makeTemporaryDirectory(self) + "/retention.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 30_000,
+                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 3, quota: nil))
+        let log = try bundle.logger("count")
+        for round in 0..<6 {
+            for i in 0..<500 { log.info("round \(round) record \(i)") }
+            try bundle.rollArchive()
+        }
+        XCTAssertEqual(bundle.archiveStats?.filesDeleted, 3)
+        try bundle.close()
+        XCTAssertEqual(try archiveNames(path + "/archive"),
+                       ["archive-0000000004.lba", "archive-0000000005.lba", "archive-0000000006.lba"])
+        let rounds = Set(try readBundle(path + "/archive").entries.map { $0.message.split(separator: " ")[1] })
+        XCTAssertEqual(rounds, ["3", "4", "5"])
+
+        // Quota: files of ~64 KiB under a 200 KiB quota, the current one counted.
+        let quotaPath = makeTemporaryDirectory(self) + "/quota.logbook"
+        let quota = 200 << 10
+        let quotaBundle = try LogBundle(path: quotaPath, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                        losslessWaitMilliseconds: 30_000,
+                                        archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: quota))
+        let quotaLog = try quotaBundle.logger("quota")
+        for i in 0..<40_000 {
+            quotaLog.info("quota record \(i)")
+            if i % 5000 == 4999 {
+                try quotaBundle.syncArchive()
+                let names = try archiveNames(quotaPath + "/archive")
+                let bytes = try names.map { try size(quotaPath + "/archive/" + $0) }.reduce(0, +)
+                XCTAssertLessThanOrEqual(bytes, quota, "\(names)")
+                XCTAssertEqual(names.filter { $0.hasSuffix(".writing") }.count, 1)
+            }
+        }
+        XCTAssertGreaterThan(quotaBundle.archiveStats?.filesDeleted ?? 0, 0)
+        try quotaBundle.close()
+        let kept = try readBundle(quotaPath + "/archive")
+        XCTAssertEqual(kept.issues.map(\.description), [])
+        // What is kept is the newest records, contiguous up to the last one.
+        let numbers = kept.entries.map { Int($0.message.split(separator: " ")[2])! }
+        XCTAssertEqual(numbers, Array(numbers.first!...39_999))
+    }
+
+    /// The issue's burst: 2 threads × 1,000,000 messages through a 1 MiB lossless ring; every
+    /// record is readable afterwards, once.
+    func testLosslessBurstFarLargerThanTheRing() throws {
+        let path = makeTemporaryDirectory(self) + "/burst.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 60_000,
+                                   archive: ArchiveOptions(maxFiles: nil, quota: nil))
+        let log = try bundle.logger("burst")
+        let perThread = 1_000_000
+        DispatchQueue.concurrentPerform(iterations: 2) { t in
+            for i in 0..<perThread { log.info("thread \(t) message \(i)") }
+        }
+        let counters = bundle.counters
+        XCTAssertEqual(counters.dropped, 0, "\(counters.drops)")
+        XCTAssertGreaterThan(counters.chunksReused, 100, "the ring wrapped many times")
+        try bundle.close()
+
+        let reader = try LogReader(path: path)
+        var seen = [[Bool]](repeating: [Bool](repeating: false, count: perThread), count: 2)
+        var count = 0, duplicates = 0
+        try reader.scan { entry in
+            count += 1
+            guard case .signed(let t, _)? = entry.arguments.first, case .signed(let i, _)? = entry.arguments.last else { return }
+            if seen[Int(t)][Int(i)] { duplicates += 1 }
+            seen[Int(t)][Int(i)] = true
+        }
+        XCTAssertEqual(reader.issues.map(\.description), [])
+        XCTAssertEqual(count, 2 * perThread)
+        XCTAssertEqual(duplicates, 0)
+        XCTAssertTrue(seen.allSatisfy { $0.allSatisfy { $0 } })
+    }
+
+    /// Reopening continues the file being written, recognises what it holds, and archives the
+    /// rest: no record twice, none lost, no issue.
+    func testReopenContinuesWithoutDuplicates() throws {
+        let path = makeTemporaryDirectory(self) + "/reopen.logbook"
+        for session in 0..<3 {
+            let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                       losslessWaitMilliseconds: 30_000, archive: ArchiveOptions())
+            let log = try bundle.logger("reopen")
+            for i in 0..<3000 { log.info("session \(session) record \(i)") }
+            try bundle.close()
+        }
+        XCTAssertEqual(try archiveNames(path + "/archive"), ["archive-0000000001.lba.writing"])
+        let (entries, issues) = try readBundle(path + "/archive")
+        XCTAssertEqual(issues.map(\.description), [])
+        XCTAssertEqual(entries.count, 9000)
+        XCTAssertEqual(try readBundle(path).entries.count, 9000)
+    }
+
+    /// A custom directory is linked from the bundle, so readers of the bundle find it.
+    func testCustomDirectoryIsFoundThroughTheBundle() throws {
+        let root = makeTemporaryDirectory(self)
+        let bundle = try LogBundle(path: root + "/app.logbook", archive: ArchiveOptions(directory: root + "/elsewhere"))
+        try bundle.logger("custom").info("kept elsewhere")
+        try bundle.rollArchive()
+        try bundle.close()
+        XCTAssertEqual(try archiveNames(root + "/elsewhere"), ["archive-0000000001.lba"])
+        XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: root + "/app.logbook/archive"),
+                       URL(fileURLWithPath: root + "/elsewhere").resolvingSymlinksInPath().path)
+        XCTAssertEqual(try readBundle(root + "/elsewhere").entries.map(\.message), ["kept elsewhere"])
+    }
+
+    /// SIGKILL while the archiver runs, many times: every record the child reported as committed
+    /// is in the archive after the next open, and no chunk is archived twice (the reader reports
+    /// a second copy as an issue).
+    func testSigkillDuringArchivingLosesNothingAndDuplicatesNothing() throws {
+        let cycles = max(3, (Int(ProcessInfo.processInfo.environment["LOGBOOK_KILL_CYCLES"] ?? "") ?? 60) / 6)
+        let path = makeTemporaryDirectory(self) + "/killed.logbook"
+        var reported = Set<UInt64>()
+        var next: UInt64 = 0
+        var generator = SplitMix64(state: 4)
+        for cycle in 0..<cycles {
+            var fds: [Int32] = [0, 0]
+            XCTAssertEqual(pipe(&fds), 0)
+            let first = next
+            let pid = lb_test_spawn_archiving_child(path, fds[1], 2, first, 4096, 64 << 10, 64 << 10)
+            XCTAssertGreaterThan(pid, 0)
+            close(fds[1])
+            var pending = [UInt8]()
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            let flags = fcntl(fds[0], F_GETFL)
+            _ = fcntl(fds[0], F_SETFL, flags | O_NONBLOCK)
+            func drain() {
+                while true {
+                    let n = read(fds[0], &buffer, buffer.count)
+                    if n <= 0 { return }
+                    pending += buffer[0..<n]
+                }
+            }
+            // Let it log (and archive: the ring is 16 chunks) for 20–60 ms, then kill it.
+            let started = DispatchTime.now().uptimeNanoseconds
+            while pending.count < 16 * 1000 && DispatchTime.now().uptimeNanoseconds - started < 10_000_000_000 {
+                drain()
+                usleep(500)
+            }
+            let until = DispatchTime.now().uptimeNanoseconds + UInt64.random(in: 20_000_000...60_000_000, using: &generator)
+            while DispatchTime.now().uptimeNanoseconds < until {
+                drain()
+                usleep(500)
+            }
+            kill(pid, SIGKILL)
+            var status: Int32 = 0
+            waitpid(pid, &status, 0)
+            XCTAssertEqual(status & 0x7f, SIGKILL, "cycle \(cycle): the child ended with status \(status)")
+            _ = fcntl(fds[0], F_SETFL, flags)
+            drain()
+            close(fds[0])
+            var highest = first
+            for offset in stride(from: 0, to: pending.count - 15, by: 16) {
+                let thread = pending[offset..<offset + 4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+                let sequence = pending[offset + 8..<offset + 16].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+                reported.insert(UInt64(thread) << 48 | sequence)
+                highest = max(highest, sequence + 1)
+            }
+            next = highest
+        }
+        // The next open recovers: it archives what the ring holds, then the close syncs.
+        let bundle = try LogBundle(path: path, wrapPolicy: .lossless, archive: ArchiveOptions(maxFiles: nil, quota: nil))
+        try bundle.close()
+
+        // Read the archive directory alone: everything must have reached the files.
+        let reader = try LogReader(path: path + "/archive")
+        var found = Set<UInt64>()
+        var duplicates = 0
+        try reader.scan { entry in
+            guard case .unsigned(let thread, _)? = entry.arguments.first,
+                  case .unsigned(let sequence, _)? = entry.arguments.dropFirst().first else { return }
+            if !found.insert(thread << 48 | sequence).inserted { duplicates += 1 }
+        }
+        XCTAssertEqual(reader.issues.filter { $0.kind != .torn }.map(\.description), [])
+        XCTAssertEqual(duplicates, 0)
+        let missing = reported.subtracting(found)
+        XCTAssertEqual(missing.count, 0, "\(missing.count) of \(reported.count) committed records are not in the archive")
+        XCTAssertGreaterThan(reported.count, cycles * 1000)
+    }
+}
