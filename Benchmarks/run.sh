@@ -23,5 +23,13 @@ swift package --allow-writing-to-package-directory benchmark --no-progress --for
 # The report is written either way; a regression against thresholds.json makes the script fail.
 status=0
 python3 report.py "$out/results.md" thresholds.json > ../docs/BENCHMARKS.md || status=$?
+{
+  echo
+  echo "## Archiver"
+  echo
+  echo "From \`Benchmarks/archive.sh\` (median of 5 runs each; target: logging within 10% of archiving off)."
+  echo
+  ./archive.sh
+} >> ../docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md"
 exit $status

@@ -255,6 +255,10 @@ int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
      * that happens after the retry changes the generation, so the futex wait returns at once. */
     uint64_t deadline = monotonic_ms() + b->lossless_wait_ms;
     atomic_fetch_add(&b->writers_waiting, 1);
+    if (atomic_load(&b->archiver_sleeping)) {
+        atomic_fetch_add(&b->sealed_generation, 1);
+        lb_futex_wake_all(&b->sealed_generation);
+    }
     for (;;) {
         uint32_t generation = atomic_load(&b->archived_generation);
         rc = claim_once(b, prev_sequence, thread_id, out);
@@ -275,9 +279,15 @@ void lb_chunk_seal(lb_bundle *b, lb_chunk_header *h) {
                               memory_order_relaxed);
     atomic_store_explicit(&h->state, LB_CHUNK_SEALED, memory_order_release);
     if (b->archiving) {
-        /* Wake the archiver only when it sleeps: one RMW per chunk otherwise. */
-        atomic_fetch_add(&b->sealed_generation, 1);
-        if (atomic_load(&b->archiver_sleeping)) lb_futex_wake_all(&b->sealed_generation);
+        /* Wake a sleeping archiver once a batch of chunks is waiting (a wake costs a syscall on
+         * the logging thread), or at once when a lossless writer waits; stragglers are picked up
+         * by its periodic pass. */
+        uint32_t generation = atomic_fetch_add(&b->sealed_generation, 1) + 1;
+        if (atomic_load(&b->archiver_sleeping) &&
+            (generation - atomic_load_explicit(&b->archiver_seen_generation, memory_order_relaxed) >=
+                 b->archiver_wake_batch ||
+             atomic_load(&b->writers_waiting)))
+            lb_futex_wake_all(&b->sealed_generation);
     }
 }
 
@@ -295,6 +305,10 @@ void lb_futex_wake_all(_Atomic uint32_t *word) {
 void lb_bundle_attach_archiver(lb_bundle *b, void *archiver, int (*stop)(void *archiver)) {
     b->archiver_stop = stop;
     b->archiver = archiver;
+    /* A quarter of the ring, at most 16 chunks: the archiver wakes long before a lossless ring
+     * fills, and a fast logger pays one wake per batch rather than per chunk. */
+    uint32_t batch = b->chunk_count / 4;
+    b->archiver_wake_batch = batch < 1 ? 1 : batch > 16 ? 16 : batch;
     b->archiving = 1;
 }
 

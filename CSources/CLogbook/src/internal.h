@@ -151,6 +151,8 @@ struct lb_bundle {
     int (*archiver_stop)(void *archiver);  /* drains sealed chunks and stops; called by shutdown */
     _Atomic uint32_t sealed_generation;    /* futex: bumped when a chunk is sealed */
     _Atomic uint32_t archiver_sleeping;    /* the archiver waits on sealed_generation */
+    _Atomic uint32_t archiver_seen_generation; /* sealed_generation at its last pass */
+    uint32_t archiver_wake_batch;          /* sealed chunks that wake a sleeping archiver */
     _Atomic uint32_t archived_generation;  /* futex: bumped when chunks become reusable */
     _Atomic uint32_t writers_waiting;      /* lossless writers wait on archived_generation */
     /* idle sealer */

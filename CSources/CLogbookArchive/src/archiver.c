@@ -29,7 +29,7 @@
 
 #define BATCH_MAX 64u          /* chunks per submitted batch */
 #define URING_ENTRIES 128u     /* >= BATCH_MAX + 1 frames */
-#define IDLE_WAKE_MS 1000u     /* a pass at least this often (age rolling, missed wakes) */
+#define IDLE_WAKE_MS 100u      /* a pass at least this often: chunks below a wake batch, age */
 
 typedef struct meta_ref {
     uint32_t session;          /* first field of every entry body; UINT32_MAX when unknown */
@@ -765,6 +765,7 @@ static void *archiver_main(void *arg) {
     uint32_t backoff_ms = 0;
     for (;;) {
         uint32_t generation = atomic_load(&b->sealed_generation);
+        atomic_store_explicit(&b->archiver_seen_generation, generation, memory_order_relaxed);
         uint32_t kick = atomic_load(&a->kick);
         int stopping = atomic_load(&a->stop);
         pthread_mutex_lock(&a->lock);
