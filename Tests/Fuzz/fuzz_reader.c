@@ -1,6 +1,7 @@
 /* fuzz_reader: libFuzzer target for the decoder. The input is split into a meta file and a ring
  * file (first byte pair = meta length / 16), written into a scratch bundle, and read completely:
- * scan, every entry, every argument, site and logger look-ups, ring info. Any crash, hang, leak or
+ * scan, every entry, every argument, site and logger look-ups, ring info. A first byte pair of
+ * 0xFF 0xFF makes the rest one archive file instead, read on its own. Any crash, hang, leak or
  * sanitizer report is a bug. Run with scripts/fuzz. */
 #define _GNU_SOURCE
 #include "logbook.h"
@@ -36,15 +37,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         mkdir(dir, 0700);
     }
     if (size < 2) return 0;
+    int archive = data[0] == 0xFF && data[1] == 0xFF;
     size_t meta_length = ((size_t)data[0] | (size_t)data[1] << 8) * 16;
     data += 2;
     size -= 2;
-    if (meta_length > size) meta_length = size;
-    write_file("meta", data, meta_length);
-    write_file("ring", data + meta_length, size - meta_length);
+    char path[160];
+    if (archive) {
+        write_file("archive-0000000001.lba", data, size);
+        snprintf(path, sizeof path, "%s/archive-0000000001.lba", dir);
+    } else {
+        if (meta_length > size) meta_length = size;
+        write_file("meta", data, meta_length);
+        write_file("ring", data + meta_length, size - meta_length);
+        snprintf(path, sizeof path, "%s", dir);
+    }
 
     lb_reader *r;
-    if (lb_reader_open(dir, &r) != 0) return 0;
+    if (lb_reader_open(path, &r) != 0) return 0;
     for (int pass = 0; pass < 2; pass++) {
         if (lb_reader_scan(r) < 0) break;
         for (size_t i = 0; i < lb_reader_entry_count(r); i++) {
@@ -69,6 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     lb_ring_info info;
     (void)lb_reader_ring_info(r, &info);
+    lb_archive_info archive_info;
+    (void)lb_reader_archive_info(r, &archive_info);
     lb_reader_close(r);
     return 0;
 }
