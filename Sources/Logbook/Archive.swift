@@ -142,12 +142,7 @@ extension lb_archive_options {
         lb_archive_options_init(&self)
         self.directory = directory
         max_file_size = UInt64(max(0, options.maxFileSize))
-        if let interval = options.rollInterval {
-            let (seconds, attoseconds) = interval.components
-            roll_interval_ms = UInt64(max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
-        } else {
-            roll_interval_ms = 0
-        }
+        roll_interval_ms = options.rollInterval.map { UInt64(wholeMilliseconds($0)) } ?? 0
         max_files = UInt32(clamping: options.maxFiles ?? 0)
         quota = UInt64(max(0, options.quota ?? 0))
         backend = options.forcePwrite ? LB_ARCHIVE_BACKEND_PWRITE.rawValue : 0
@@ -178,9 +173,7 @@ extension LogBundle {
     /// logged before the call then survives power loss. Throws the archiver's error (e.g.
     /// `ENOSPC`), or `ETIMEDOUT`.
     public func syncArchive(timeout: Duration = .seconds(30)) throws(LogbookError) {
-        let (seconds, attoseconds) = timeout.components
-        let milliseconds = UInt32(clamping: max(1, seconds * 1000 + attoseconds / 1_000_000_000_000_000))
-        try check(lb_archive_sync(raw, milliseconds), "lb_archive_sync", path: path)
+        try check(lb_archive_sync(raw, UInt32(clamping: wholeMilliseconds(timeout))), "lb_archive_sync", path: path)
     }
 
     /// The archiver's statistics, or `nil` when the bundle has none.
@@ -196,4 +189,12 @@ extension LogBundle {
         guard let archiveCallbacks else { return AsyncStream { $0.finish() } }
         return archiveCallbacks.stream()
     }
+}
+
+/// A duration in whole milliseconds for the C API, at least 1 (0 means "never" or "no limit" there).
+private func wholeMilliseconds(_ duration: Duration) -> Int64 {
+    let (seconds, attoseconds) = duration.components
+    let (product, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+    if overflow || seconds < 0 { return seconds < 0 ? 1 : Int64.max }
+    return max(1, product + attoseconds / 1_000_000_000_000_000)
 }

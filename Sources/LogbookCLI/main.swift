@@ -47,6 +47,10 @@ struct Output {
     }
 }
 
+/// What every subcommand reads.
+let bundleArgumentHelp: ArgumentHelp =
+    "A .logbook bundle (its archive files included), an archive directory, or one archive file."
+
 func fail(_ message: String) -> Never {
     let text = Array("logbook: \(message)\n".utf8)
     _ = text.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
@@ -69,7 +73,7 @@ func parseTime(_ text: String, option: String) throws -> Int64 {
 struct Show: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Print the entries of a bundle in time order.")
 
-    @Argument(help: "A .logbook bundle (its archive files included), an archive directory, or one archive file.")
+    @Argument(help: bundleArgumentHelp)
     var bundle: String
 
     @Flag(help: "One JSON object per line.")
@@ -151,7 +155,7 @@ struct Verify: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Check a bundle; list every corrupt or skipped range. Exits 1 if anything is damaged.")
 
-    @Argument(help: "A .logbook bundle (its archive files included), an archive directory, or one archive file.")
+    @Argument(help: bundleArgumentHelp)
     var bundle: String
 
     func run() throws {
@@ -176,7 +180,7 @@ struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print a bundle's metadata, counters and archive state (or an archive directory's or file's).")
 
-    @Argument(help: "A .logbook bundle directory, an archive directory, or one archive file.")
+    @Argument(help: bundleArgumentHelp)
     var bundle: String
 
     func run() throws {

@@ -217,49 +217,16 @@ final class ArchiveTests: XCTestCase {
         var next: UInt64 = 0
         var generator = SplitMix64(state: 4)
         for cycle in 0..<cycles {
-            var fds: [Int32] = [0, 0]
-            XCTAssertEqual(pipe(&fds), 0)
             let first = next
-            let pid = lb_test_spawn_archiving_child(path, fds[1], 2, first, 4096, 64 << 10, 64 << 10)
-            XCTAssertGreaterThan(pid, 0)
-            close(fds[1])
-            var pending = [UInt8]()
-            var buffer = [UInt8](repeating: 0, count: 1 << 16)
-            let flags = fcntl(fds[0], F_GETFL)
-            _ = fcntl(fds[0], F_SETFL, flags | O_NONBLOCK)
-            func drain() {
-                while true {
-                    let n = read(fds[0], &buffer, buffer.count)
-                    if n <= 0 { return }
-                    pending += buffer[0..<n]
-                }
-            }
+            let child = ReportingChild { lb_test_spawn_archiving_child(path, $0, 2, first, 4096, 64 << 10, 64 << 10) }
+            XCTAssertGreaterThan(child.pid, 0)
             // Let it log (and archive: the ring is 16 chunks) for 20–60 ms, then kill it.
-            let started = DispatchTime.now().uptimeNanoseconds
-            while pending.count < 16 * 1000 && DispatchTime.now().uptimeNanoseconds - started < 10_000_000_000 {
-                drain()
-                usleep(500)
-            }
-            let until = DispatchTime.now().uptimeNanoseconds + UInt64.random(in: 20_000_000...60_000_000, using: &generator)
-            while DispatchTime.now().uptimeNanoseconds < until {
-                drain()
-                usleep(500)
-            }
-            kill(pid, SIGKILL)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
+            child.waitForReports(atLeast: 1000)
+            child.run(forNanoseconds: UInt64.random(in: 20_000_000...60_000_000, using: &generator))
+            let status = child.kill()
             XCTAssertEqual(status & 0x7f, SIGKILL, "cycle \(cycle): the child ended with status \(status)")
-            _ = fcntl(fds[0], F_SETFL, flags)
-            drain()
-            close(fds[0])
-            var highest = first
-            for offset in stride(from: 0, to: pending.count - 15, by: 16) {
-                let thread = pending[offset..<offset + 4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
-                let sequence = pending[offset + 8..<offset + 16].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
-                reported.insert(UInt64(thread) << 48 | sequence)
-                highest = max(highest, sequence + 1)
-            }
-            next = highest
+            reported.formUnion(child.reports)
+            next = child.nextFirstSequence(after: first)
         }
         // The next open recovers: it archives what the ring holds, then the close syncs.
         let bundle = try LogBundle(path: path, wrapPolicy: .lossless, archive: ArchiveOptions(maxFiles: nil, quota: nil))

@@ -15,12 +15,21 @@ final class CProgramTests: XCTestCase {
         compiler = found
     }
 
-    func build(_ source: String, extraFlags: [String] = [], output: String) throws {
-        let core = try FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/CSources/CLogbook/src")
-            .filter { $0.hasSuffix(".c") }.map { repositoryRoot + "/CSources/CLogbook/src/" + $0 }
-        let flags = ["-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-pthread",
+    /// Builds `source` with the C core's sources (and the archiver's, linking liburing, when
+    /// `archiver` is set).
+    func build(_ source: String, extraFlags: [String] = [], archiver: Bool = false, output: String) throws {
+        func sources(_ target: String) throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/CSources/\(target)/src")
+                .filter { $0.hasSuffix(".c") }.map { repositoryRoot + "/CSources/\(target)/src/" + $0 }
+        }
+        var flags = ["-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-pthread",
                      "-I", repositoryRoot + "/CSources/CLogbook/include"]
-        let result = try runProgram(compiler, flags + extraFlags + [repositoryRoot + "/" + source] + core + ["-o", output])
+        var files = try sources("CLogbook")
+        if archiver {
+            flags += ["-I", repositoryRoot + "/CSources/CLogbookArchive/include"]
+            files += try sources("CLogbookArchive") + ["-luring"]
+        }
+        let result = try runProgram(compiler, flags + extraFlags + [repositoryRoot + "/" + source] + files + ["-o", output])
         XCTAssertEqual(result.status, 0, "compiling \(source) failed:\n\(result.output)")
     }
 
@@ -66,5 +75,22 @@ final class CProgramTests: XCTestCase {
         XCTAssertEqual(request.function, "worker")
         XCTAssertFalse(entries.contains { $0.message.hasPrefix("never recorded") })
         XCTAssertEqual(entries.filter { $0.logger == "db" }.count, 8)
+    }
+
+    /// The archiver under injected EIO (an LD_PRELOAD shim): a failed fsync is never called
+    /// success, a failed write keeps the chunks in the ring and is retried, nothing is lost or
+    /// archived twice.
+    func testArchiverUnderInjectedIOErrors() throws {
+        let dir = makeTemporaryDirectory(self)
+        let shim = try runProgram(compiler, ["-shared", "-fPIC", "-O1", repositoryRoot + "/Tests/CTests/io_error_shim.c",
+                                             "-o", dir + "/io_error_shim.so", "-ldl"])
+        XCTAssertEqual(shim.status, 0, shim.output)
+        try build("Tests/CTests/archive_io_errors.c", archiver: true, output: dir + "/archive-io-errors")
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = dir + "/io_error_shim.so"
+        let result = try runProgram(dir + "/archive-io-errors", [dir], environment: environment)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
+        XCTAssertTrue(result.output.contains("fsync failed"), "the failure is said on stderr: \(result.output)")
     }
 }

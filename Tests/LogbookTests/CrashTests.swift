@@ -15,60 +15,27 @@ final class CrashTests: XCTestCase {
         var reported = Set<UInt64>()  // thread << 48 | sequence
         var nextSequence: UInt64 = 0
         for cycle in 0..<cycles {
-            var fds: [Int32] = [0, 0]
-            XCTAssertEqual(pipe(&fds), 0)
             let first = nextSequence
-            let pid = lb_test_spawn_logging_child(path, fds[1], 2, first, 16 << 10, 8 << 20)
-            XCTAssertGreaterThan(pid, 0)
-            close(fds[1])
-            var pending = [UInt8]()
-            let flags = fcntl(fds[0], F_GETFL)
-            _ = fcntl(fds[0], F_SETFL, flags | O_NONBLOCK)
-            var buffer = [UInt8](repeating: 0, count: 1 << 16)
-            func drain() {
-                while true {
-                    let n = read(fds[0], &buffer, buffer.count)
-                    if n <= 0 { return }
-                    pending += buffer[0..<n]
-                }
-            }
+            let child = ReportingChild { lb_test_spawn_logging_child(path, $0, 2, first, 16 << 10, 8 << 20) }
+            XCTAssertGreaterThan(child.pid, 0)
             // Every tenth child dies while opening (creation or recovery); the others once they
-            // log, 0–15 ms in, reading reports meanwhile so the pipe never fills.
+            // log, 0–15 ms in.
             if cycle % 10 != 9 {
-                let started = DispatchTime.now().uptimeNanoseconds
-                while pending.isEmpty && DispatchTime.now().uptimeNanoseconds - started < 10_000_000_000 {
-                    drain()
-                    usleep(200)
-                }
-                XCTAssertFalse(pending.isEmpty, "cycle \(cycle): child logged nothing within 10 s")
+                child.waitForReports(atLeast: 1)
+                XCTAssertTrue(child.reportedAnything, "cycle \(cycle): child logged nothing within 10 s")
             }
-            let deadline = DispatchTime.now().uptimeNanoseconds + UInt64.random(in: 0...15_000_000, using: &generator)
-            while DispatchTime.now().uptimeNanoseconds < deadline {
-                drain()
-                usleep(500)
-            }
-            kill(pid, SIGKILL)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
+            child.run(forNanoseconds: UInt64.random(in: 0...15_000_000, using: &generator))
+            let status = child.kill()
             XCTAssertTrue((status & 0x7f) == SIGKILL, "child ended with status \(status) instead of being killed")
-            _ = fcntl(fds[0], F_SETFL, flags)
-            drain()
-            close(fds[0])
-            var maximum = first
-            for offset in stride(from: 0, to: pending.count - 15, by: 16) {
-                let thread = pending[offset..<offset + 4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
-                let sequence = pending[offset + 8..<offset + 16].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
-                reported.insert(UInt64(thread) << 48 | sequence)
-                maximum = max(maximum, sequence + 1)
-            }
-            // A record committed just before the kill may be unreported: never reuse its number.
-            nextSequence = maximum + 1000
+            reported.formUnion(child.reports)
+            nextSequence = child.nextFirstSequence(after: first)
+            let reportedThisCycle = child.reportedAnything
 
             // The ring (8 MiB) holds far more than one cycle writes, but not all cycles: check
             // what this cycle reported, and that everything shown is valid.
             guard FileManager.default.fileExists(atPath: path + "/ring") else {
                 // Killed while creating the bundle: legitimate only if nothing was committed.
-                XCTAssertEqual(pending.count, 0, "cycle \(cycle): records reported but no bundle")
+                XCTAssertFalse(reportedThisCycle, "cycle \(cycle): records reported but no bundle")
                 continue
             }
             let (entries, issues) = try readBundle(path)

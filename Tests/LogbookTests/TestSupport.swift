@@ -51,3 +51,81 @@ struct SplitMix64: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+/// A forked child that logs and reports every record it committed over a pipe ({u32 thread,
+/// u32 0, u64 sequence} each), until the test kills it with SIGKILL. The reports are read while it
+/// runs, so the pipe never fills.
+final class ReportingChild {
+    let pid: pid_t
+    private let readEnd: Int32
+    private let flags: Int32
+    private var bytes = [UInt8]()
+    private var buffer = [UInt8](repeating: 0, count: 1 << 16)
+
+    /// `spawn` receives the pipe's write end and returns the child's pid (or -errno).
+    init(spawn: (Int32) -> pid_t) {
+        var fds: [Int32] = [0, 0]
+        precondition(pipe(&fds) == 0)
+        pid = spawn(fds[1])
+        close(fds[1])
+        readEnd = fds[0]
+        flags = fcntl(readEnd, F_GETFL)
+        _ = fcntl(readEnd, F_SETFL, flags | O_NONBLOCK)
+    }
+
+    var reportedAnything: Bool { !bytes.isEmpty }
+
+    private func drain() {
+        while true {
+            let n = read(readEnd, &buffer, buffer.count)
+            if n <= 0 { return }
+            bytes += buffer[0..<n]
+        }
+    }
+
+    private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    /// Reads reports until at least `count` records were reported or `timeout` passed.
+    func waitForReports(atLeast count: Int, timeoutNanoseconds: UInt64 = 10_000_000_000) {
+        let started = Self.now()
+        while bytes.count < 16 * count && Self.now() - started < timeoutNanoseconds {
+            drain()
+            usleep(200)
+        }
+    }
+
+    /// Lets the child go on for `nanoseconds`, reading its reports.
+    func run(forNanoseconds nanoseconds: UInt64) {
+        let until = Self.now() + nanoseconds
+        while Self.now() < until {
+            drain()
+            usleep(500)
+        }
+    }
+
+    /// SIGKILLs the child, reaps it and reads the last reports. Returns the wait status.
+    func kill() -> Int32 {
+        Glibc.kill(pid, SIGKILL)
+        var status: Int32 = 0
+        waitpid(pid, &status, 0)
+        _ = fcntl(readEnd, F_SETFL, flags)
+        drain()
+        close(readEnd)
+        return status
+    }
+
+    /// Every reported record, as thread << 48 | sequence.
+    var reports: [UInt64] {
+        stride(from: 0, to: bytes.count - 15, by: 16).map { offset in
+            let thread = bytes[offset..<offset + 4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }
+            let sequence = bytes[offset + 8..<offset + 16].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }
+            return UInt64(thread) << 48 | sequence
+        }
+    }
+
+    /// Where the next child's sequences should start: past every reported one, with a margin for
+    /// records committed just before the kill but never reported (their numbers must not repeat).
+    func nextFirstSequence(after first: UInt64) -> UInt64 {
+        (reports.map { $0 & 0xFFFF_FFFF_FFFF }.max() ?? first) + 1000
+    }
+}

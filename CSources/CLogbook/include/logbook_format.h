@@ -90,6 +90,7 @@
  *
  *     archive-0000000007.lba.writing   the file being appended to (at most one)
  *     archive-0000000007.lba           a complete file: fsynced, renamed, never written again
+ *     archive-0000000007.lba.unsynced  complete, but its fsync failed: it may miss data
  *
  *   +--------------------------+-------+-------+-- ... --+
  *   | lb_archive_file_header   | frame | frame |         |
@@ -103,7 +104,8 @@
  *            each session whose chunks the file holds, written before the first such chunk, so
  *            that a single archive file decodes on its own
  *     CHUNK  a chunk image: the chunk's first `committed` bytes (header and records) as they were
- *            in the ring. Its header's `state` is meaningless here; `committed` is the image length.
+ *            in the ring while the archiver held it: `state` reads ARCHIVING (readers accept any
+ *            state from ACTIVE on and otherwise ignore it); the body length is the image length.
  *
  *   A chunk sequence appears at most once among the files of a directory, but may also still be
  *   in the ring: readers take each sequence once. A crash can leave an incomplete last frame in

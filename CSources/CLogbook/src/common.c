@@ -331,23 +331,25 @@ const char *lb_drop_reason_name(unsigned reason) {
 }
 
 /* ---- archive files ---- */
-int lb_archive_name_parse(const char *name, uint64_t *number) {
-    if (strncmp(name, "archive-", 8) != 0) return 0;
+lb_archive_name_kind lb_archive_name_parse(const char *name, uint64_t *number) {
+    if (strncmp(name, "archive-", 8) != 0) return LB_ARCHIVE_NAME_NONE;
     uint64_t n = 0;
     const char *p = name + 8;
     for (int i = 0; i < 10; i++, p++) {
-        if (*p < '0' || *p > '9') return 0;
+        if (*p < '0' || *p > '9') return LB_ARCHIVE_NAME_NONE;
         n = n * 10 + (uint64_t)(*p - '0');
     }
     if (number) *number = n;
-    if (strcmp(p, ".lba") == 0) return 1;
-    if (strcmp(p, ".lba.writing") == 0) return 2;
-    return 0;
+    if (strcmp(p, ".lba") == 0) return LB_ARCHIVE_NAME_COMPLETE;
+    if (strcmp(p, ".lba.writing") == 0) return LB_ARCHIVE_NAME_WRITING;
+    if (strcmp(p, ".lba.unsynced") == 0) return LB_ARCHIVE_NAME_UNSYNCED;
+    return LB_ARCHIVE_NAME_NONE;
 }
 
-void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, int writing) {
+void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, lb_archive_name_kind kind) {
+    static const char *const suffixes[] = {"", "", ".writing", ".unsynced"};
     snprintf(out, LB_ARCHIVE_NAME_MAX, "archive-%010llu.lba%s",
-             (unsigned long long)(number % 10000000000ull), writing ? ".writing" : "");
+             (unsigned long long)(number % 10000000000ull), suffixes[kind <= 3 ? kind : 0]);
 }
 
 uint16_t lb_archive_frame_check(uint32_t length, uint16_t kind) {

@@ -94,9 +94,16 @@ int lb_pwrite_full(int fd, const void *buffer, size_t length, uint64_t offset);
 #define LB_ARCHIVE_FRAME_MAX (64u << 20)    /* largest frame body a reader accepts */
 #define LB_ARCHIVE_NAME_MAX 40u
 
-/* 1 for "archive-NNNNNNNNNN.lba" (complete), 2 for "... .lba.writing", 0 for any other name. */
-int lb_archive_name_parse(const char *name, uint64_t *number);
-void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, int writing);
+/* What an archive file's name says of it (logbook_format.h). */
+typedef enum lb_archive_name_kind {
+    LB_ARCHIVE_NAME_NONE = 0,      /* not an archive file */
+    LB_ARCHIVE_NAME_COMPLETE = 1,  /* archive-NNNNNNNNNN.lba */
+    LB_ARCHIVE_NAME_WRITING = 2,   /* archive-NNNNNNNNNN.lba.writing */
+    LB_ARCHIVE_NAME_UNSYNCED = 3,  /* archive-NNNNNNNNNN.lba.unsynced: complete, fsync failed */
+} lb_archive_name_kind;
+
+lb_archive_name_kind lb_archive_name_parse(const char *name, uint64_t *number);
+void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, lb_archive_name_kind kind);
 uint16_t lb_archive_frame_check(uint32_t length, uint16_t kind);
 uint32_t lb_archive_header_crc(const lb_archive_file_header *header);
 /* Checks a file header (read from a file of file_size bytes): NULL when valid, else why not. */

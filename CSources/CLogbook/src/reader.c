@@ -55,7 +55,7 @@ typedef struct archive_file {
     char *name;          /* its current path (a .writing file is renamed when complete) */
     char *label;         /* its first base name, for issues; kept until close */
     int fd;
-    int kind;            /* 1 complete, 2 being written, 3 complete but unsynced */
+    int kind;            /* lb_archive_name_kind */
     int header_ok, done;
     uint32_t chunk_size, chunk_count;
     uint64_t offset;     /* the next frame to read */
@@ -624,7 +624,8 @@ int lb_reader_open(const char *path, lb_reader **out) {
         int kind = lb_archive_name_parse(name, &number);
         if (grow((void **)&r->archives, &r->archive_capacity, 1, sizeof *r->archives)) rc = -ENOMEM;
         else {
-            r->archives[0] = (archive_file){number, strdup(path), NULL, -1, kind == 2 ? 2 : 1, 0, 0, 0, 0, 0};
+            r->archives[0] = (archive_file){number, strdup(path), NULL, -1,
+                                            kind ? (int)kind : LB_ARCHIVE_NAME_COMPLETE, 0, 0, 0, 0, 0};
             r->archive_count = 1;
             if (!r->archives[0].name) rc = -ENOMEM;
         }
@@ -812,14 +813,7 @@ static void list_archive_directory(lb_reader *r) {
     struct dirent *e;
     while ((e = readdir(d))) {
         uint64_t number;
-        int kind = lb_archive_name_parse(e->d_name, &number);
-        size_t len = strlen(e->d_name);
-        if (!kind && len > 9 && len < LB_ARCHIVE_NAME_MAX + 9 &&
-            strcmp(e->d_name + len - 9, ".unsynced") == 0) {
-            char base[LB_ARCHIVE_NAME_MAX + 9];
-            snprintf(base, sizeof base, "%.*s", (int)(len - 9), e->d_name);
-            kind = lb_archive_name_parse(base, &number) == 1 ? 3 : 0;
-        }
+        int kind = (int)lb_archive_name_parse(e->d_name, &number);
         if (!kind) continue;
         archive_file *f = NULL;
         for (size_t i = 0; i < r->archive_count; i++)
@@ -885,7 +879,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         const char *problem = n == (ssize_t)sizeof h ? lb_archive_header_problem(&h, size)
                                                      : "archive file is shorter than its header";
         if (problem) {
-            if (f->kind == 2 && size < sizeof h) return;  /* being created */
+            if (f->kind == LB_ARCHIVE_NAME_WRITING && size < sizeof h) return;  /* being created */
             add_issue(r, size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
                       archive_label(r, f), 0, size, problem);
             f->done = 1;
@@ -903,7 +897,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         lb_frame_status status =
             lb_archive_frame_head(f->fd, f->offset, size, f->chunk_size, &length, &kind);
         if (status == LB_FRAME_END) {
-            if (f->kind != 2) {
+            if (f->kind != LB_ARCHIVE_NAME_WRITING) {
                 if (f->offset < size)
                     add_issue(r, LB_ISSUE_TORN, archive_label(r, f), f->offset, size - f->offset,
                               "incomplete frame at the end of an archive file");
@@ -1284,8 +1278,8 @@ int lb_reader_archive_info(lb_reader *r, lb_archive_info *out) {
         archive_file *f = &r->archives[i];
         struct stat st;
         if (stat(f->name, &st) != 0) continue;  /* deleted by retention since */
-        if (f->kind == 2) out->writing_files++;
-        else if (f->kind == 3) out->unsynced_files++;
+        if (f->kind == LB_ARCHIVE_NAME_WRITING) out->writing_files++;
+        else if (f->kind == LB_ARCHIVE_NAME_UNSYNCED) out->unsynced_files++;
         else out->files++;
         out->bytes += (uint64_t)st.st_size;
         if (!out->oldest_number || f->number < out->oldest_number) out->oldest_number = f->number;

@@ -344,8 +344,8 @@ static void enforce_retention(archiver *a) {
             (a->o.quota && total > a->o.quota))) {
         complete_file *f = &a->files[deleted];
         char name[LB_ARCHIVE_NAME_MAX];
-        lb_archive_name_format(name, f->number, 0);
-        if (f->unsynced) strcat(name, ".unsynced");
+        lb_archive_name_format(name, f->number,
+                               f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE);
         if (unlinkat(a->dir_fd, name, 0) != 0 && errno != ENOENT) {
             fail(a, "cannot delete", name, -errno);
             break;
@@ -375,7 +375,7 @@ static void reset_current(archiver *a) {
 static int open_new_file(archiver *a) {
     uint64_t number = a->next_number++;
     char name[LB_ARCHIVE_NAME_MAX];
-    lb_archive_name_format(name, number, 1);
+    lb_archive_name_format(name, number, LB_ARCHIVE_NAME_WRITING);
     int fd = openat(a->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return fail(a, "cannot create", name, -errno);
     lb_archive_file_header h;
@@ -409,15 +409,12 @@ static int open_new_file(archiver *a) {
  * ".lba.unsynced", still read by readers, never handed to on_roll. */
 static int roll_current(archiver *a) {
     if (a->cur.fd < 0 || a->cur.chunks == 0) return 0;
-    char from[LB_ARCHIVE_NAME_MAX], to[LB_ARCHIVE_NAME_MAX + 10];
-    lb_archive_name_format(from, a->cur.number, 1);
-    lb_archive_name_format(to, a->cur.number, 0);
+    char from[LB_ARCHIVE_NAME_MAX], to[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(from, a->cur.number, LB_ARCHIVE_NAME_WRITING);
     int rc = fsync(a->cur.fd) == 0 ? 0 : -errno;
     int unsynced = rc != 0;
-    if (unsynced) {
-        fail(a, "fsync failed for", from, rc);
-        strcat(to, ".unsynced");
-    }
+    if (unsynced) fail(a, "fsync failed for", from, rc);
+    lb_archive_name_format(to, a->cur.number, unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE);
     if (renameat(a->dir_fd, from, a->dir_fd, to) != 0) return fail(a, "cannot rename", from, -errno);
     int dir_rc = fsync_dir(a);
     close(a->cur.fd);
@@ -516,7 +513,7 @@ static int append_chunks(archiver *a, candidate *c, size_t n) {
         if (rc) {
             /* Cut whatever part of the batch landed, so the file ends at a frame boundary. */
             char name[LB_ARCHIVE_NAME_MAX];
-            lb_archive_name_format(name, a->cur.number, 1);
+            lb_archive_name_format(name, a->cur.number, LB_ARCHIVE_NAME_WRITING);
             if (ftruncate(a->cur.fd, (off_t)a->cur.size) != 0) { /* the next open cuts it */ }
             unmark_meta(a, a->cur.number);
             release_chunks(a, c + done, n - done, LB_CHUNK_SEALED);
@@ -603,7 +600,7 @@ static int sync_current(archiver *a) {
     if (a->cur.fd < 0) return 0;
     if (fdatasync(a->cur.fd) != 0) {
         char name[LB_ARCHIVE_NAME_MAX];
-        lb_archive_name_format(name, a->cur.number, 1);
+        lb_archive_name_format(name, a->cur.number, LB_ARCHIVE_NAME_WRITING);
         return fail(a, "fsync failed for", name, -errno);
     }
     return 0;
@@ -626,7 +623,7 @@ static void mark_archived(archiver *a, uint64_t sequence) {
  * (readers report it) and a fresh one is started. */
 static int resume_file(archiver *a, uint64_t number) {
     char name[LB_ARCHIVE_NAME_MAX];
-    lb_archive_name_format(name, number, 1);
+    lb_archive_name_format(name, number, LB_ARCHIVE_NAME_WRITING);
     int fd = openat(a->dir_fd, name, O_RDWR | O_CLOEXEC);
     if (fd < 0) return fail(a, "cannot open", name, -errno);
     struct stat st;
@@ -645,7 +642,7 @@ static int resume_file(archiver *a, uint64_t number) {
             return 0;
         }
         char to[LB_ARCHIVE_NAME_MAX];
-        lb_archive_name_format(to, number, 0);
+        lb_archive_name_format(to, number, LB_ARCHIVE_NAME_COMPLETE);
         if (renameat(a->dir_fd, name, a->dir_fd, to) == 0)
             add_complete(a, number, (uint64_t)st.st_size, 0);
         return 0;
@@ -704,27 +701,17 @@ static int recover_directory(archiver *a) {
     struct dirent *e;
     while ((e = readdir(d))) {
         uint64_t number;
-        int kind = lb_archive_name_parse(e->d_name, &number);
-        int unsynced = 0;
-        if (!kind) {
-            size_t len = strlen(e->d_name);
-            if (len > 9 && strcmp(e->d_name + len - 9, ".unsynced") == 0) {
-                char base[LB_ARCHIVE_NAME_MAX + 10];
-                snprintf(base, sizeof base, "%.*s", (int)(len - 9), e->d_name);
-                kind = lb_archive_name_parse(base, &number) == 1 ? 1 : 0;
-                unsynced = kind;
-            }
-        }
+        lb_archive_name_kind kind = lb_archive_name_parse(e->d_name, &number);
         if (!kind) continue;
         if (number > highest) highest = number;
-        if (kind == 2) {
+        if (kind == LB_ARCHIVE_NAME_WRITING) {
             if (grow((void **)&writing, &writing_capacity, writing_count + 1, sizeof *writing) == 0)
                 writing[writing_count++] = number;
             continue;
         }
         struct stat st;
         if (fstatat(a->dir_fd, e->d_name, &st, 0) == 0)
-            add_complete(a, number, (uint64_t)st.st_size, unsynced);
+            add_complete(a, number, (uint64_t)st.st_size, kind == LB_ARCHIVE_NAME_UNSYNCED);
     }
     closedir(d);
     a->next_number = highest + 1;
