@@ -66,6 +66,9 @@ typedef struct lb_options {
     uint32_t lossless_wait_ms;/* lossless ring full: how long a writer waits for the archiver to
                                  free a chunk before it drops the record (LB_DROP_RING_FULL);
                                  0 = drop at once */
+    uint32_t ignore_environment_filter; /* 1: do not apply LOGBOOK_FILTER */
+    const char *filter;       /* runtime filter rules to start with (see "Runtime filters");
+                                 NULL = none. LOGBOOK_FILTER is applied on top. */
 } lb_options;
 
 /* Defaults: 16 MiB ring of 64 KiB chunks, overwrite, idle chunks sealed after 1000 ms, a lossless
@@ -150,6 +153,8 @@ typedef struct lb_site_desc {
     size_t function_length;
     const char *template_text;  /* literal text with "{}" per argument, "{{" for a literal "{" */
     size_t template_length;
+    const char *source;         /* the call's module or subsystem; NULL or "" when unknown */
+    size_t source_length;
 } lb_site_desc;
 
 /* Returns the id of the site with this identity, registering it (one meta entry, written before
@@ -191,6 +196,103 @@ static inline uint32_t lb_site_lookup(lb_bundle *bundle, const void *file, const
         return slot->id;
     return 0;
 }
+
+/* Sites named by text instead of by address, for callers whose file and function strings are
+ * not constants with a stable address (a bridge from another logging API, such as swift-log's
+ * backend). The identity is a 128-bit hash of the file, function and source text (and the line):
+ * use the two keys as key_file and key_extra with column 0, for lb_site_lookup and in the desc. */
+static inline uint64_t lb__site_text_mix(uint64_t h, uint64_t v, uint64_t k) {
+    h = (h ^ v) * k;
+    return h ^ (h >> 32);
+}
+
+static inline void lb__site_text_hash(uint64_t *a, uint64_t *b, const char *p, size_t n) {
+    *a = lb__site_text_mix(*a, n, 0x9E3779B97F4A7C15ull);
+    *b = lb__site_text_mix(*b, n, 0xC2B2AE3D27D4EB4Full);
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        *a = lb__site_text_mix(*a, v, 0x9E3779B97F4A7C15ull);
+        *b = lb__site_text_mix(*b, v, 0xC2B2AE3D27D4EB4Full);
+    }
+    if (n) {
+        uint64_t v = 0;
+        memcpy(&v, p, n);
+        *a = lb__site_text_mix(*a, v, 0x9E3779B97F4A7C15ull);
+        *b = lb__site_text_mix(*b, v, 0xC2B2AE3D27D4EB4Full);
+    }
+}
+
+typedef struct lb_site_text_key {
+    const void *key_file;
+    const void *key_extra;
+} lb_site_text_key;
+
+static inline lb_site_text_key lb_site_text_key_make(const char *file, size_t file_length,
+                                                     const char *function, size_t function_length,
+                                                     const char *source, size_t source_length) {
+    uint64_t a = 0x243F6A8885A308D3ull, b = 0x13198A2E03707344ull;
+    lb__site_text_hash(&a, &b, file, file_length);
+    lb__site_text_hash(&a, &b, function, function_length);
+    lb__site_text_hash(&a, &b, source, source_length);
+    /* Another site's identity would have to match both 64-bit keys and the line. */
+    lb_site_text_key key = {(const void *)(uintptr_t)a, (const void *)(uintptr_t)b};
+    return key;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Runtime filters: which loggers record which levels, changeable at any time from any thread.
+ *
+ * A filter is a list of rules "pattern=level", separated by commas, e.g. "net=debug,db=off,*=info":
+ *
+ *   name      the logger `name` and the loggers below it in the dot hierarchy ("name.anything")
+ *   prefix*   every logger whose name starts with `prefix`
+ *   *         every logger (a bare level, "info", means the same)
+ *
+ * Levels: trace, debug, info, notice, warning (or warn), error, critical, off; case-insensitive.
+ * For each logger the most specific matching rule wins (the longest pattern; a name beats a prefix
+ * of the same length); with no match the logger records everything. A logger's minimum level is
+ * one atomic byte, so a filtered-out call costs a load and a compare.
+ *
+ * lb_bundle_open applies lb_options.filter, then the environment variable LOGBOOK_FILTER on top
+ * (its rules replace those for the same pattern). A malformed LOGBOOK_FILTER is ignored with one
+ * line on stderr; lb_bundle_filter_warning returns that line.
+ */
+typedef struct lb_filter_error {
+    uint32_t offset;            /* byte offset in the spec of the rule that failed */
+    char message[240];          /* what is wrong, naming the rule */
+} lb_filter_error;
+
+typedef struct lb_filter_rule {
+    uint32_t pattern_offset;    /* the pattern's bytes in the spec */
+    uint32_t pattern_length;
+    uint8_t level;              /* lb_level, or LB_LEVEL_OFF */
+} lb_filter_rule;
+
+/* Parses a spec without applying it. Fills up to `capacity` rules (rules may be NULL) and sets
+ * *count to the number of rules. Returns 0, or -EINVAL with `error` (may be NULL) filled. */
+int lb_filter_parse(const char *spec, lb_filter_rule *rules, size_t capacity, size_t *count,
+                    lb_filter_error *error);
+
+/* Replaces the bundle's rules with those of `spec` and applies them to every logger at once.
+ * -EINVAL (and `error`) for a malformed spec, which changes nothing. */
+int lb_bundle_set_filter(lb_bundle *bundle, const char *spec, lb_filter_error *error);
+
+/* Sets the rule for one pattern (taken literally; a trailing '*' makes it a prefix), keeping the
+ * others: level is an lb_level or LB_LEVEL_OFF; 0 removes the pattern's rule. */
+int lb_bundle_set_filter_rule(lb_bundle *bundle, const char *pattern, uint8_t level);
+
+/* Replaces the bundle's rules with `count` rules given as patterns (taken literally, as for
+ * lb_bundle_set_filter_rule) and levels (lb_level or LB_LEVEL_OFF), applied at once. */
+int lb_bundle_set_filter_rules(lb_bundle *bundle, const char *const *patterns,
+                               const uint8_t *levels, size_t count);
+
+/* Writes the current rules as a spec ("net=debug,db=off") with a terminating NUL if it fits.
+ * Returns the spec's length (without the NUL); call again with a larger buffer if it is >= size. */
+size_t lb_bundle_filter(lb_bundle *bundle, char *buffer, size_t size);
+
+/* The complaint about a malformed LOGBOOK_FILTER at open, or NULL when it was fine or unset. */
+const char *lb_bundle_filter_warning(lb_bundle *bundle);
 
 /* ---------------------------------------------------------------------------------------------
  * Clock
@@ -351,6 +453,17 @@ static inline void lb_record_put_cstring(lb_writer *w, const char *text) {
     else lb_record_put_data(w, LB_ARG_STRING, "(null)", 6);
 }
 
+/* The start of a container (LB_ARG_METADATA, LB_ARG_LIST, LB_ARG_MAP or LB_ARG_ERROR) of `count`
+ * items, which the following puts supply (logbook_format.h: a pair is a string key and a value).
+ * Metadata goes after the message's arguments; the error (two strings: type, description) last. */
+static inline void lb_record_put_container(lb_writer *w, uint8_t tag, uint32_t count) {
+    uint8_t *p = lb_record_reserve(w, 5);
+    if (__builtin_expect(p != NULL, 1)) {
+        p[0] = tag;
+        memcpy(p + 1, &count, 4);
+    }
+}
+
 /* A withheld value: only its type reaches the disk. */
 static inline void lb_record_put_redacted(lb_writer *w, uint8_t type) {
     uint8_t *p = lb_record_reserve(w, 2);
@@ -494,6 +607,7 @@ typedef struct lb_site_info {
     const char *file;           /* NUL-terminated copies owned by the reader */
     const char *function;
     const char *template_text;
+    const char *source;         /* "" when the site has none */
 } lb_site_info;
 
 /* NULL when the site is unknown (its entry was lost or corrupt). */

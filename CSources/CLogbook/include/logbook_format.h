@@ -59,7 +59,19 @@
  *
  *     tag u8, then: bool u8 | i8 u8 | i16 2 | i32 4 | i64 8 | int 8 | u8 1 | u16 2 | u32 4 | u64 8 |
  *     uint 8 | f32 4 | f64 8 | string/static string/bytes: u32 length + bytes |
- *     redacted: u8 tag of the value that was withheld (the value never reaches the disk)
+ *     redacted: u8 tag of the value that was withheld (the value never reaches the disk) |
+ *     metadata/list/map/error: u32 count, then that many items (below)
+ *
+ *   The message's arguments come first, one per "{}" of the site's template. After them a record
+ *   may carry, once each and in this order:
+ *
+ *     METADATA n   n key/value pairs: the record's structured metadata (swift-log's)
+ *     ERROR 2      two strings: the type of an attached error, then its description
+ *
+ *   A pair is a key (string or static string) followed by one value. A value is a scalar, string,
+ *   bytes or redacted argument, or a container: LIST n (n values) or MAP n (n pairs). Containers
+ *   nest at most LB_ARG_MAX_DEPTH deep (METADATA counts as one level). A reader rejects a record
+ *   whose counts run past its end or that breaks these rules.
  *
  * meta file
  * ---------
@@ -77,7 +89,9 @@
  *              u64 tick anchor, u64 wall anchor ns, string host, string executable
  *     LOGGER   u32 session, u16 logger id, u16 0, string name
  *     SITE     u32 session, u32 site id, u32 line, u32 column, string file, string function,
- *              string template (literal text with "{}" for each argument; "{{" is a literal "{")
+ *              string template (literal text with "{}" for each argument; "{{" is a literal "{"),
+ *              then optionally string source (the module or subsystem of the call; absent or
+ *              empty when unknown). Readers ignore bytes after the fields they know.
  *
  *   Site and logger ids are scoped to the session that registered them; chunk headers name their
  *   session.
@@ -169,7 +183,13 @@ enum lb_arg_type {
     LB_ARG_STATIC_STRING = 15,
     LB_ARG_BYTES = 16,
     LB_ARG_REDACTED = 17,
+    LB_ARG_METADATA = 18,   /* u32 pair count: the record's metadata (after the message args) */
+    LB_ARG_LIST = 19,       /* u32 value count */
+    LB_ARG_MAP = 20,        /* u32 pair count */
+    LB_ARG_ERROR = 21,      /* u32 count (2): error type string, error description string */
 };
+
+#define LB_ARG_MAX_DEPTH 8u   /* nesting of METADATA/ERROR, LIST and MAP */
 
 enum lb_wrap_policy {
     LB_WRAP_OVERWRITE = 1,  /* reuse the oldest sealed chunk: a flight recorder */

@@ -119,7 +119,7 @@ int lb_logger_register(lb_bundle *b, const char *name, lb_logger **out) {
     logger->id = (uint16_t)(b->logger_count + 1);
     logger->bundle = b;
     logger->name = copy;
-    atomic_store(&logger->min_level, LB_LEVEL_TRACE);
+    atomic_store(&logger->min_level, lb_filter_level_for(b, name));
     lb_meta_buffer body = {0};
     lb_meta_put_u32(&body, b->session);
     lb_meta_put_u16(&body, logger->id);
@@ -168,6 +168,7 @@ int lb_site_register(lb_bundle *b, const lb_site_desc *d, uint32_t *id_out) {
                            d->function ? d->function_length : 0);
         lb_meta_put_string(&body, d->template_text ? d->template_text : "",
                            d->template_text ? d->template_length : 0);
+        if (d->source && d->source_length) lb_meta_put_string(&body, d->source, d->source_length);
         rc = meta_append(b, LB_META_SITE, &body);
         free(body.bytes);
         if (rc) { free(e); goto done; }
@@ -391,6 +392,7 @@ static void bundle_free(lb_bundle *b) {
         free(b->loggers[i]);
     }
     free(b->loggers);
+    lb_filter_free(b);
     pthread_mutex_destroy(&b->lock);
     pthread_mutex_destroy(&b->sealer_lock);
     pthread_cond_destroy(&b->sealer_wake);
@@ -497,6 +499,8 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     b->next_site_id = 1;
     int rc = 0;
     if (!b->path) { rc = -ENOMEM; goto fail; }
+    rc = lb_filter_open(b, options);  /* before any logger can be registered */
+    if (rc) goto fail;
 
     if (mkdir(path, 0700) != 0 && errno != EEXIST) { rc = -errno; goto fail; }
     b->lock_fd = lb_open_in(path, "lock", O_RDWR | O_CREAT);

@@ -147,6 +147,8 @@ struct lb_bundle {
     uint32_t next_site_id;
     lb_logger **loggers;           /* by id - 1 */
     uint32_t logger_count, logger_capacity;
+    struct lb_filter_set *filter;  /* runtime filter rules (filter.c); under `lock` */
+    char *filter_warning;          /* a malformed LOGBOOK_FILTER at open, or NULL */
     struct lb_writer *writers;     /* attached writers; under the registry lock */
     struct lb_bundle *next_open;   /* every open bundle of the process; under the registry lock */
     _Atomic int closed;
@@ -170,6 +172,13 @@ struct lb_bundle {
     pthread_cond_t sealer_wake;
     int sealer_stop;
 };
+
+/* ---- runtime filters (filter.c) ---- */
+/* The minimum level the bundle's rules give a logger of this name. Caller holds b->lock. */
+uint8_t lb_filter_level_for(const lb_bundle *b, const char *name);
+/* Applies options->filter, then LOGBOOK_FILTER (unless ignored); -EINVAL for a bad options->filter. */
+int lb_filter_open(lb_bundle *b, const lb_options *options);
+void lb_filter_free(lb_bundle *b);
 
 /* The registry lock guards writer attachment: bundle->writers lists and writer->bundle. */
 void lb_registry_lock(void);

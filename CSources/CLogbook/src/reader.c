@@ -243,6 +243,13 @@ static name_entry *name_find(name_entry *const *table, uint32_t session, uint32_
 }
 
 /* ---- meta ---- */
+static void site_info_free(lb_site_info *s) {
+    free((char *)s->file);
+    free((char *)s->function);
+    free((char *)s->template_text);
+    free((char *)s->source);
+}
+
 static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32_t length) {
     lb_reader *r = context;
     lb_meta_cursor c = {body, length, 0, 0};
@@ -301,17 +308,15 @@ static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32
         s.file = lb_meta_get_string(&c);
         s.function = lb_meta_get_string(&c);
         s.template_text = lb_meta_get_string(&c);
+        /* The source string came later: entries without it are complete too. */
+        s.source = c.failed || c.offset == c.length ? strdup("") : lb_meta_get_string(&c);
         if (!c.failed && name_find(r->sites, s.session, s.id)) {
-            free((char *)s.file);
-            free((char *)s.function);
-            free((char *)s.template_text);
+            site_info_free(&s);
             return;
         }
-        name_entry *e = c.failed ? NULL : calloc(1, sizeof *e);
+        name_entry *e = c.failed || !s.source ? NULL : calloc(1, sizeof *e);
         if (!e) {
-            free((char *)s.file);
-            free((char *)s.function);
-            free((char *)s.template_text);
+            site_info_free(&s);
             add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "site entry does not parse");
             return;
         }
@@ -378,6 +383,16 @@ int lb_arg_next(const uint8_t *a, uint32_t n, uint32_t *offset, lb_arg *out) {
         *offset = off + length;
         return 1;
     }
+    case LB_ARG_METADATA: case LB_ARG_LIST: case LB_ARG_MAP: case LB_ARG_ERROR: {
+        if (n - off < 4) return -EBADMSG;
+        uint32_t count;
+        memcpy(&count, a + off, 4);
+        out->type = type;
+        out->length = count;
+        out->value.u = count;
+        *offset = off + 4;
+        return 1;
+    }
     default: return -EBADMSG;
     }
     if (n - off < size) return -EBADMSG;
@@ -404,26 +419,71 @@ int lb_arg_next(const uint8_t *a, uint32_t n, uint32_t *offset, lb_arg *out) {
     return 1;
 }
 
-/* Bytes of a fixed-size argument value by tag, 0 for variable length, -1 for an unknown tag. */
-static const int8_t arg_value_size[LB_ARG_REDACTED + 1] = {
+/* Bytes of a fixed-size argument value by tag, 0 for a u32 length or count, -1 for an unknown
+ * tag. */
+static const int8_t arg_value_size[LB_ARG_ERROR + 1] = {
     [0] = -1, [LB_ARG_BOOL] = 1, [LB_ARG_I8] = 1, [LB_ARG_I16] = 2, [LB_ARG_I32] = 4,
     [LB_ARG_I64] = 8, [LB_ARG_INT] = 8, [LB_ARG_U8] = 1, [LB_ARG_U16] = 2, [LB_ARG_U32] = 4,
     [LB_ARG_U64] = 8, [LB_ARG_UINT] = 8, [LB_ARG_F32] = 4, [LB_ARG_F64] = 8,
     [LB_ARG_STRING] = 0, [LB_ARG_STATIC_STRING] = 0, [LB_ARG_BYTES] = 0, [LB_ARG_REDACTED] = 1,
+    [LB_ARG_METADATA] = 0, [LB_ARG_LIST] = 0, [LB_ARG_MAP] = 0, [LB_ARG_ERROR] = 0,
 };
 
-/* Whether the argument bytes are a sequence of well-formed arguments: the same rules as
- * lb_arg_next, checked without decoding values. */
+static inline int arg_is_container(uint8_t type) { return type >= LB_ARG_METADATA; }
+static inline int arg_is_key(uint8_t type) {
+    return type == LB_ARG_STRING || type == LB_ARG_STATIC_STRING;
+}
+
+/* Whether the argument bytes are well formed: every argument by the rules of lb_arg_next, and the
+ * structure of logbook_format.h (message arguments, then at most one METADATA, then at most one
+ * ERROR of two strings; pairs start with a string key; containers nest at most LB_ARG_MAX_DEPTH
+ * deep and their counts fit in the bytes left). Checked without decoding values. */
 static int args_valid(const uint8_t *a, uint32_t n) {
+    enum { VALUES, PAIRS, ERROR_STRINGS };
+    uint64_t left[LB_ARG_MAX_DEPTH + 1];  /* items still expected at each open level */
+    uint8_t kind[LB_ARG_MAX_DEPTH + 1];
+    unsigned depth = 0;
+    int stage = 0;                         /* top level: 0 message args, 1 metadata, 2 error */
     uint32_t off = 0;
     while (off < n) {
         uint8_t type = a[off++];
-        if (type > LB_ARG_REDACTED || arg_value_size[type] < 0) return 0;
+        if (type > LB_ARG_ERROR || arg_value_size[type] < 0) return 0;
+        if (depth == 0) {
+            if (type == LB_ARG_METADATA) {
+                if (stage >= 1) return 0;
+                stage = 1;
+            } else if (type == LB_ARG_ERROR) {
+                if (stage >= 2) return 0;
+                stage = 2;
+            } else if (stage != 0 || arg_is_container(type)) {
+                return 0;
+            }
+        } else {
+            int key_slot = kind[depth] == PAIRS && left[depth] % 2 == 0;
+            if ((key_slot || kind[depth] == ERROR_STRINGS) && !arg_is_key(type)) return 0;
+            if (type == LB_ARG_METADATA || type == LB_ARG_ERROR) return 0;
+            left[depth]--;
+        }
         uint32_t size = (uint32_t)arg_value_size[type];
         if (size == 0) {
             if (n - off < 4) return 0;
             memcpy(&size, a + off, 4);
             off += 4;
+            if (arg_is_container(type)) {
+                uint64_t items = type == LB_ARG_LIST || type == LB_ARG_ERROR ? size
+                                                                             : (uint64_t)size * 2;
+                if (type == LB_ARG_ERROR && size != 2) return 0;
+                if (items * 2 > n - off) return 0;  /* every item takes at least 2 bytes */
+                if (items > 0) {
+                    if (depth == LB_ARG_MAX_DEPTH) return 0;
+                    depth++;
+                    left[depth] = items;
+                    kind[depth] = type == LB_ARG_LIST    ? VALUES
+                                  : type == LB_ARG_ERROR ? ERROR_STRINGS
+                                                         : PAIRS;
+                }
+                size = 0;
+            }
         } else if (type == LB_ARG_BOOL && off < n && a[off] > 1) {
             return 0;
         } else if (type == LB_ARG_REDACTED && off < n &&
@@ -432,8 +492,9 @@ static int args_valid(const uint8_t *a, uint32_t n) {
         }
         if (size > n - off) return 0;
         off += size;
+        while (depth > 0 && left[depth] == 0) depth--;  /* close every finished container */
     }
-    return 1;
+    return depth == 0;
 }
 
 static const lb_session_info *find_session(const lb_reader *r, uint32_t session) {
@@ -658,11 +719,7 @@ static void free_names(name_entry **table, int sites) {
         while (e) {
             name_entry *next = e->next;
             free(e->name);
-            if (sites) {
-                free((char *)e->site.file);
-                free((char *)e->site.function);
-                free((char *)e->site.template_text);
-            }
+            if (sites) site_info_free(&e->site);
             free(e);
             e = next;
         }
