@@ -36,6 +36,18 @@ public struct LineRenderer {
         appendEscaped(entry.logger ?? "?", .terminal)
         appendLiteral(": ")
         appendMessage(entry, .terminal)
+        for pair in entry.metadata {
+            bytes.append(32)
+            appendMetadataKey(pair.key, .terminal)
+            bytes.append(61)
+            appendMetadataText(pair.value, .terminal)
+        }
+        if let error = entry.error {
+            appendLiteral(" error=")
+            appendEscaped(error.type, .terminal)
+            appendLiteral(": ")
+            appendEscaped(error.description, .terminal)
+        }
         if includeSource {
             appendLiteral("  (")
             appendEscaped(entry.file ?? "?", .terminal)
@@ -69,7 +81,20 @@ public struct LineRenderer {
             appendJSONValue(value)
             bytes.append(125)
         }
-        appendLiteral(#"],"file":"#)
+        appendLiteral(#"],"metadata":"#)
+        appendJSONMetadata(entry.metadata)
+        if let error = entry.error {
+            appendLiteral(#","error":{"type":"#)
+            appendJSONString(error.type)
+            appendLiteral(#","description":"#)
+            appendJSONString(error.description)
+            bytes.append(125)
+        }
+        if let source = entry.source {
+            appendLiteral(#","source":"#)
+            appendJSONString(source)
+        }
+        appendLiteral(#","file":"#)
         appendJSONString(entry.file)
         appendLiteral(#","line":"#)
         appendInteger(Int64(entry.line))
@@ -92,6 +117,31 @@ public struct LineRenderer {
             appendEscaped(v, .json)
             bytes.append(34)
         default: appendString(value.jsonValue)
+        }
+    }
+
+    mutating func appendJSONMetadata(_ metadata: LogMetadata) {
+        bytes.append(123)
+        for (index, pair) in metadata.enumerated() {
+            if index > 0 { bytes.append(44) }
+            appendJSONString(pair.key)
+            bytes.append(58)
+            appendJSONMetadataValue(pair.value)
+        }
+        bytes.append(125)
+    }
+
+    mutating func appendJSONMetadataValue(_ value: LogMetadataValue) {
+        switch value {
+        case .value(let value): appendJSONValue(value)
+        case .map(let metadata): appendJSONMetadata(metadata)
+        case .list(let items):
+            bytes.append(91)
+            for (index, item) in items.enumerated() {
+                if index > 0 { bytes.append(44) }
+                appendJSONMetadataValue(item)
+            }
+            bytes.append(93)
         }
     }
 
@@ -149,6 +199,52 @@ public struct LineRenderer {
         }
     }
 
+    /// A metadata value in a text line: `42`, `GET`, `"two words"`, `[1, 2]`, `{a=1, b=x}`.
+    /// Strings are quoted when they are empty or hold a space or one of `"=,[]{}`.
+    mutating func appendMetadataText(_ value: LogMetadataValue, _ escaping: Escaping) {
+        switch value {
+        case .value(.string(let text, _)):
+            appendMetadataKey(text, escaping)
+        case .value(let scalar):
+            appendValueText(scalar, escaping)
+        case .list(let items):
+            bytes.append(91)
+            for (index, item) in items.enumerated() {
+                if index > 0 { appendLiteral(", ") }
+                appendMetadataText(item, escaping)
+            }
+            bytes.append(93)
+        case .map(let metadata):
+            bytes.append(123)
+            for (index, pair) in metadata.enumerated() {
+                if index > 0 { appendLiteral(", ") }
+                appendMetadataKey(pair.key, escaping)
+                bytes.append(61)
+                appendMetadataText(pair.value, escaping)
+            }
+            bytes.append(125)
+        }
+    }
+
+    /// A key or string value of metadata in a text line, quoted when it would not read back as one.
+    mutating func appendMetadataKey(_ text: String, _ escaping: Escaping) {
+        let needsQuotes = text.isEmpty || text.utf8.contains { byte in
+            switch byte {
+            case 32, 34, 44, 61, 91, 93, 123, 125, 92: true  // space " , = [ ] { } \
+            default: false
+            }
+        }
+        guard needsQuotes else { return appendEscaped(text, escaping) }
+        bytes.append(34)
+        var quoted = ""
+        for character in text.unicodeScalars {
+            if character == "\"" || character == "\\" { quoted.unicodeScalars.append("\\") }
+            quoted.unicodeScalars.append(character)
+        }
+        appendEscaped(quoted, escaping)
+        bytes.append(34)
+    }
+
     mutating func appendEscaped(_ text: String, _ escaping: Escaping) {
         var utf8Text = text
         let clean: Bool = utf8Text.withUTF8 { utf8 in
@@ -198,7 +294,8 @@ public struct LineRenderer {
 
 extension LogEntry {
     /// One line of text, safe for a terminal (control characters escaped):
-    /// `2026-11-21T08:13:00.123456789Z info     net: request 42 took 1.5 ms`.
+    /// `2026-11-21T08:13:00.123456789Z info     net: request 42 took 1.5 ms`, then the metadata as
+    /// ` key=value` pairs and an attached error as ` error=Type: description`.
     /// - Parameter includeSource: append `(file:line thread N)`.
     public func textLine(includeSource: Bool = false) -> String {
         var renderer = LineRenderer(capacity: 256)
@@ -207,8 +304,10 @@ extension LogEntry {
     }
 
     /// One JSON object: `time` (RFC 3339 UTC, ns), `level`, `logger`, `message`, `args` (objects with
-    /// `type` and `value`; redacted values have `"redacted":true` and a null value), `file`, `line`,
-    /// `function`, `thread`, `pid`.
+    /// `type` and `value`; redacted values have `"redacted":true` and a null value), `metadata` (an
+    /// object, nested objects and arrays as logged; `{}` when none), `error` (`type`, `description`;
+    /// only when one was attached), `source` (only when known), `file`, `line`, `function`,
+    /// `thread`, `pid`.
     public func jsonLine() -> String {
         var renderer = LineRenderer(capacity: 512)
         renderer.appendJSON(self)

@@ -67,6 +67,10 @@ public final class LogBundle: @unchecked Sendable {
     ///     free a chunk before dropping the record (0: drop at once).
     ///   - archive: persist every sealed chunk into rolling archive files (see ``ArchiveOptions``);
     ///     `nil`: no archiver.
+    ///   - filter: runtime filter rules to start with (see ``LogFilter``).
+    ///   - applyEnvironmentFilter: apply `LOGBOOK_FILTER` on top of `filter` (its rules replace those
+    ///     for the same pattern). A malformed value is ignored with a line on stderr and in
+    ///     ``environmentFilterWarning``: a typo in the environment never stops a program from logging.
     public init(
         path: String,
         capacity: Int = 16 << 20,
@@ -74,7 +78,9 @@ public final class LogBundle: @unchecked Sendable {
         wrapPolicy: WrapPolicy = .overwrite,
         idleSealMilliseconds: Int = 1000,
         losslessWaitMilliseconds: Int = 100,
-        archive: ArchiveOptions? = nil
+        archive: ArchiveOptions? = nil,
+        filter: LogFilter = LogFilter(),
+        applyEnvironmentFilter: Bool = true
     ) throws(LogbookError) {
         var options = lb_options()
         lb_options_init(&options)
@@ -83,17 +89,26 @@ public final class LogBundle: @unchecked Sendable {
         options.wrap_policy = wrapPolicy.rawValue
         options.idle_seal_ms = UInt32(clamping: idleSealMilliseconds)
         options.lossless_wait_ms = UInt32(clamping: losslessWaitMilliseconds)
+        options.ignore_environment_filter = applyEnvironmentFilter ? 0 : 1
         var bundle: OpaquePointer?
+        let spec = filter.rules.isEmpty ? nil : filter.description
         if let archive {
             let callbacks = ArchiveCallbacks(archive)
             let result = withOptionalCString(archive.directory) { directory in
-                var archiveOptions = lb_archive_options(archive, callbacks: callbacks, directory: directory)
-                return lb_bundle_open_archived(path, &options, &archiveOptions, &bundle)
+                withOptionalCString(spec) { spec in
+                    options.filter = spec
+                    var archiveOptions = lb_archive_options(archive, callbacks: callbacks, directory: directory)
+                    return lb_bundle_open_archived(path, &options, &archiveOptions, &bundle)
+                }
             }
             try check(result, "lb_bundle_open_archived", path: path)
             archiveCallbacks = callbacks
         } else {
-            try check(lb_bundle_open(path, &options, &bundle), "lb_bundle_open", path: path)
+            let result = withOptionalCString(spec) { spec in
+                options.filter = spec
+                return lb_bundle_open(path, &options, &bundle)
+            }
+            try check(result, "lb_bundle_open", path: path)
             archiveCallbacks = nil
         }
         raw = bundle!

@@ -20,6 +20,13 @@ public struct LogEntry: Sendable {
     /// The call site's constant text with `{}` for each argument, or `nil` when the site is unknown.
     public var template: String?
     public var arguments: [LogValue]
+    /// Structured metadata (from swift-log, or any writer that records it), sorted by key.
+    public var metadata: LogMetadata = LogMetadata()
+    /// An error attached to the call (swift-log's `error:`).
+    public var error: LoggedError?
+    /// The module or subsystem the call came from (swift-log's `source`; the module of `#fileID`
+    /// for Logbook's own loggers), or `nil` when the site does not say.
+    public var source: String?
     public var threadID: UInt32
     public var processID: UInt32
     public var chunkSequence: UInt64
@@ -177,6 +184,7 @@ public final class LogReader {
         var function: String
         var template: String
         var segments: TemplateSegments
+        var source: String?
         var line: UInt32
         var column: UInt32
     }
@@ -197,7 +205,8 @@ public final class LogReader {
         let template = String(cString: site.template_text)
         let strings = SiteStrings(
             file: String(cString: site.file), function: String(cString: site.function), template: template,
-            segments: TemplateSegments(template), line: site.line, column: site.column)
+            segments: TemplateSegments(template), source: site.source.pointee == 0 ? nil : String(cString: site.source),
+            line: site.line, column: site.column)
         siteCache[key] = strings
         return strings
     }
@@ -214,12 +223,26 @@ public final class LogReader {
     private func decode(_ e: lb_entry) -> LogEntry {
         let site = site(e.session, e.site_id)
         var arguments: [LogValue] = []
+        var metadata = LogMetadata()
+        var error: LoggedError?
         var offset: UInt32 = 0
         var arg = lb_arg()
         while lb_arg_next(e.args, e.args_length, &offset, &arg) == 1 {
-            if let value = LogValue(arg) { arguments.append(value) }
+            if let value = LogValue(arg) {
+                arguments.append(value)
+                continue
+            }
+            // The record's tail: metadata, then an error (structure checked by the C reader).
+            var tail = RecordTailDecoder(args: e.args, length: e.args_length, offset: offset)
+            if arg.type == UInt8(LB_ARG_METADATA.rawValue) {
+                metadata = LogMetadata(tail.pairs(count: arg.value.u, depth: 1))
+            } else if arg.type == UInt8(LB_ARG_ERROR.rawValue) {
+                let strings = tail.strings(count: arg.value.u)
+                if strings.count == 2 { error = LoggedError(type: strings[0], description: strings[1]) }
+            }
+            offset = tail.offset
         }
-        return LogEntry(
+        var entry = LogEntry(
             wallNanoseconds: e.wall_ns,
             level: LogLevel(rawValue: e.level),
             rawLevel: e.level,
@@ -235,6 +258,10 @@ public final class LogReader {
             chunkSequence: e.chunk_sequence,
             chunkOffset: e.chunk_offset,
             segments: site?.segments)
+        entry.metadata = metadata
+        entry.error = error
+        entry.source = site?.source
+        return entry
     }
 
     /// Every problem found so far, in the order found.

@@ -1,4 +1,9 @@
 import CLogbook
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// A named logger of a ``LogBundle``. Cheap to copy; every copy shares one runtime level control.
 ///
@@ -6,14 +11,29 @@ import CLogbook
 /// its message. Call sites are identified by `#fileID`, `#line` and `#column`: the constant text of
 /// the message is stored once per site, each record holds only the typed argument values.
 public struct Logger: @unchecked Sendable {
-    /// The bundle this logger writes to.
-    public let bundle: LogBundle
+    /// The bundle this logger writes to; `nil` for a category logger used before
+    /// ``LogBundle/bootstrap(_:)``, which records nothing.
+    public let bundle: LogBundle?
     @usableFromInline let control: UnsafeMutablePointer<lb_logger>
 
     init(bundle: LogBundle, control: UnsafeMutablePointer<lb_logger>) {
         self.bundle = bundle
         self.control = control
     }
+
+    private init(detached control: UnsafeMutablePointer<lb_logger>) {
+        self.bundle = nil
+        self.control = control
+    }
+
+    /// A logger of no bundle: always off (setting its level does nothing).
+    @_spi(LogbookBackend) public static let detached: Logger = {
+        let control = UnsafeMutablePointer<lb_logger>.allocate(capacity: 1)
+        control.initialize(to: lb_logger())
+        control.pointee.name = UnsafePointer(strdup("(no bundle)"))
+        lb_logger_set_min_level(control, UInt8(LB_LEVEL_OFF.rawValue))
+        return Logger(detached: control)
+    }()
 
     /// The C logger behind this one, for C code in the same program (`LB_INFO(logger, ...)`).
     public var cLogger: UnsafeMutablePointer<lb_logger> { control }
@@ -23,9 +43,13 @@ public struct Logger: @unchecked Sendable {
 
     /// The least severe level that is recorded, or `nil` when the logger is switched off.
     /// Changes take effect at once in every thread.
+    ///
+    /// Setting it sets the bundle's filter rule for this name (``LogBundle/setLevel(_:for:)``), so
+    /// loggers below it in the dot hierarchy (`name.child`) follow unless they have their own rule,
+    /// and a later change of the whole ``LogBundle/filter`` replaces it.
     public var minimumLevel: LogLevel? {
         get { LogLevel(rawValue: lb_logger_min_level(control)) }
-        nonmutating set { lb_logger_set_min_level(control, newValue?.rawValue ?? UInt8(LB_LEVEL_OFF.rawValue)) }
+        nonmutating set { bundle?.setLevel(newValue, for: name) }
     }
 
     /// Switches the logger on (`minimumLevel = .trace` if it was off) or off.
@@ -118,7 +142,7 @@ public struct Logger: @unchecked Sendable {
         _ level: LogLevel, _ message: () -> LogMessage, file: StaticString, function: StaticString,
         line: UInt, column: UInt
     ) {
-        let bundle = bundle.raw
+        let bundle = control.pointee.bundle!
         let writer = lb_writer_get(bundle)!
         lb_record_begin(writer, control.pointee.id, level.rawValue)
         let site = lb_site_lookup(
@@ -143,29 +167,54 @@ public struct Logger: @unchecked Sendable {
         writer.pointee.capture = Unmanaged.passUnretained(capture).toOpaque()
         _ = message()
         writer.pointee.capture = previous
-        var site: UInt32 = 0
-        let template = capture.template
-        let result: Int32 = template.withCString { templatePointer in
-            function.withUTF8Buffer { functionBytes in
-                file.withUTF8Buffer { fileBytes in
+        let text = { (string: StaticString) in string.withUTF8Buffer { String(decoding: $0, as: UTF8.self) } }
+        let site = registerSite(
+            control.pointee.bundle, keyFile: UnsafeRawPointer(file.utf8Start), keyExtra: nil,
+            line: UInt32(truncatingIfNeeded: line), column: UInt32(truncatingIfNeeded: column),
+            file: text(file), function: text(function), template: capture.template, source: moduleName(fileID: text(file)))
+        if site == 0 { lb_record_discard(writer, UInt32(LB_DROP_META.rawValue)) }
+        lb_record_commit(writer, site)
+    }
+}
+
+/// Registers a call site in the bundle's meta file (once per site: the slow path of a first log
+/// call) and returns its id, or 0 when the entry could not be written. The key identifies the
+/// site in the lock-free site cache (see `lb_site_desc`).
+@_spi(LogbookBackend)
+public func registerSite(
+    _ bundle: OpaquePointer, keyFile: UnsafeRawPointer?, keyExtra: UnsafeRawPointer?, line: UInt32, column: UInt32,
+    file: String, function: String, template: String, source: String
+) -> UInt32 {
+    var site: UInt32 = 0
+    let result = file.withCString { filePointer in
+        function.withCString { functionPointer in
+            template.withCString { templatePointer in
+                source.withCString { sourcePointer in
                     var desc = lb_site_desc()
-                    desc.key_file = UnsafeRawPointer(file.utf8Start)
-                    desc.key_extra = nil
-                    desc.line = UInt32(truncatingIfNeeded: line)
-                    desc.column = UInt32(truncatingIfNeeded: column)
-                    desc.file = UnsafeRawPointer(fileBytes.baseAddress)?.assumingMemoryBound(to: CChar.self)
-                    desc.file_length = fileBytes.count
-                    desc.function = UnsafeRawPointer(functionBytes.baseAddress)?.assumingMemoryBound(to: CChar.self)
-                    desc.function_length = functionBytes.count
+                    desc.key_file = keyFile
+                    desc.key_extra = keyExtra
+                    desc.line = line
+                    desc.column = column
+                    desc.file = filePointer
+                    desc.file_length = file.utf8.count
+                    desc.function = functionPointer
+                    desc.function_length = function.utf8.count
                     desc.template_text = templatePointer
                     desc.template_length = template.utf8.count
-                    return lb_site_register(bundle.raw, &desc, &site)
+                    desc.source = sourcePointer
+                    desc.source_length = source.utf8.count
+                    return lb_site_register(bundle, &desc, &site)
                 }
             }
         }
-        if result != 0 { lb_record_discard(writer, UInt32(LB_DROP_META.rawValue)) }
-        lb_record_commit(writer, site)
     }
+    return result == 0 ? site : 0
+}
+
+/// The module of a `#fileID` ("MyApp/Net.swift" -> "MyApp"); empty for other paths.
+func moduleName(fileID text: String) -> String {
+    guard let slash = text.firstIndex(of: "/"), !text.hasPrefix("/") else { return "" }
+    return String(text[..<slash])
 }
 
 /// Collects a new call site's template while its first message is built.
