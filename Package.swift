@@ -7,11 +7,14 @@ let package = Package(
         .library(name: "Logbook", targets: ["Logbook"]),
         .library(name: "CLogbook", targets: ["CLogbook"]),
         .library(name: "CLogbookArchive", targets: ["CLogbookArchive"]),
+        .library(name: "LogbookLogging", targets: ["LogbookLogging"]),
+        .library(name: "LogbookTesting", targets: ["LogbookTesting"]),
         .executable(name: "logbook", targets: ["LogbookCLI"]),
         .executable(name: "logbook-demo", targets: ["LogbookDemo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .target(
@@ -26,12 +29,25 @@ let package = Package(
             linkerSettings: [.linkedLibrary("uring")]
         ),
         .target(name: "Logbook", dependencies: ["CLogbook", "CLogbookArchive"]),
+        // The swift-log backend: its own module, so that the core never depends on swift-log.
+        .target(
+            name: "LogbookLogging",
+            dependencies: ["Logbook", "CLogbook", .product(name: "Logging", package: "swift-log")]
+        ),
+        // For users' tests: capture entries and assert on them (no XCTest or swift-testing needed).
+        .target(name: "LogbookTesting", dependencies: ["Logbook"]),
         .executableTarget(
             name: "LogbookCLI",
             dependencies: ["Logbook", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(name: "LogbookDemo", dependencies: ["Logbook"]),
         .target(name: "CLogbookTestSupport", dependencies: ["CLogbook", "CLogbookArchive"], path: "Tests/CLogbookTestSupport"),
-        .testTarget(name: "LogbookTests", dependencies: ["Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport"]),
+        .testTarget(
+            name: "LogbookTests",
+            dependencies: [
+                "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookLogging", "LogbookTesting",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
     ]
 )

@@ -1,0 +1,226 @@
+import CLogbook
+@_spi(LogbookBackend) import Logbook
+import Logging
+
+/// A swift-log backend that records into a Logbook bundle: every library that logs through
+/// swift-log lands in the crash-surviving ring.
+///
+/// ```swift
+/// let bundle = try LogBundle(path: "/var/log/app.logbook")
+/// LogbookLogHandler.bootstrap(bundle)
+/// let logger = Logging.Logger(label: "net")
+/// logger.info("request done", metadata: ["status": 200, "path": "/health"])
+/// ```
+///
+/// Each record keeps the label as its logger, the level, the rendered message, the metadata as
+/// typed key/value pairs (handler metadata, then the metadata provider's, then the call's, later
+/// ones winning), an attached error (type and description), and the call site (source, file,
+/// function, line), which is stored once per site. The bundle's runtime filter
+/// (``Logbook/LogFilter``, `LOGBOOK_FILTER`) applies to labels as to native logger names.
+public struct LogbookLogHandler: LogHandler {
+    /// The swift-log label, which is the Logbook logger name.
+    public let label: String
+    /// The label's logger in the bundle (shared by every handler of the label).
+    public let logbookLogger: Logbook.Logger
+    private var ownLevel: Logging.Logger.Level
+    public var metadata: Logging.Logger.Metadata
+    public var metadataProvider: Logging.Logger.MetadataProvider?
+
+    /// - Parameters:
+    ///   - logLevel: this handler's own level. The default records everything, leaving the choice to
+    ///     the bundle's filter; swift-log's usual default is `.info`.
+    public init(
+        label: String, bundle: LogBundle, logLevel: Logging.Logger.Level = .trace,
+        metadata: Logging.Logger.Metadata = [:], metadataProvider: Logging.Logger.MetadataProvider? = nil
+    ) {
+        self.label = label
+        self.logbookLogger = (try? bundle.logger(label)) ?? Logbook.Logger.detached
+        self.ownLevel = logLevel
+        self.metadata = metadata
+        self.metadataProvider = metadataProvider
+    }
+
+    /// Makes Logbook the process's swift-log backend (`LoggingSystem.bootstrap`, once per process).
+    public static func bootstrap(
+        _ bundle: LogBundle, logLevel: Logging.Logger.Level = .trace,
+        metadataProvider: Logging.Logger.MetadataProvider? = nil
+    ) {
+        LoggingSystem.bootstrap(
+            { label, provider in
+                LogbookLogHandler(label: label, bundle: bundle, logLevel: logLevel, metadataProvider: provider)
+            }, metadataProvider: metadataProvider)
+    }
+
+    /// The level below which calls are dropped before their message is built: this handler's own
+    /// level or the bundle filter's level for the label, whichever is more severe (a label that is
+    /// filtered off reads `.critical`, and its critical calls are dropped too). Setting it sets the
+    /// handler's own level, for this value only.
+    public var logLevel: Logging.Logger.Level {
+        get {
+            let filtered = lb_logger_min_level(logbookLogger.cLogger)
+            return filtered <= ownLevel.logbookLevel ? ownLevel : Logging.Logger.Level(logbook: filtered)
+        }
+        set { ownLevel = newValue }
+    }
+
+    public subscript(metadataKey key: String) -> Logging.Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        write(
+            level: event.level, message: event.message, error: event.error, metadata: event.metadata,
+            source: event.source, file: event.file, function: event.function, line: event.line)
+    }
+
+    /// swift-log's earlier entry point (before `log(event:)`), for callers that still use it.
+    public func log(
+        level: Logging.Logger.Level, message: Logging.Logger.Message, metadata: Logging.Logger.Metadata?,
+        source: String, file: String, function: String, line: UInt
+    ) {
+        write(
+            level: level, message: message, error: nil, metadata: metadata, source: source, file: file,
+            function: function, line: line)
+    }
+
+    private func write(
+        level: Logging.Logger.Level, message: Logging.Logger.Message, error: (any Error)?,
+        metadata explicit: Logging.Logger.Metadata?, source: String, file: String, function: String, line: UInt
+    ) {
+        let control = logbookLogger.cLogger
+        let rawLevel = level.logbookLevel
+        guard lb_logger_enabled(control, rawLevel), let bundle = control.pointee.bundle else { return }
+        let writer = lb_writer_get(bundle)!
+        lb_record_begin(writer, control.pointee.id, rawLevel)
+        message.description.writeLogArgument(to: writer)
+        let merged = effectiveMetadata(explicit)
+        if !merged.isEmpty { MetadataEncoder(writer: writer).putMetadata(merged) }
+        if let error {
+            lb_record_put_container(writer, UInt8(LB_ARG_ERROR.rawValue), 2)
+            errorTypeName(error).writeLogArgument(to: writer)
+            String(describing: error).writeLogArgument(to: writer)
+        }
+        let line32 = UInt32(truncatingIfNeeded: line)
+        let key = siteKey(file: file, function: function, source: source)
+        var site = lb_site_lookup(bundle, key.key_file, key.key_extra, line32, 0)
+        if site == 0 {
+            site = registerSite(
+                bundle, keyFile: key.key_file, keyExtra: key.key_extra, line: line32, column: 0, file: file,
+                function: function, template: "{}", source: source)
+            if site == 0 { lb_record_discard(writer, UInt32(LB_DROP_META.rawValue)) }
+        }
+        lb_record_commit(writer, site)
+    }
+
+    /// Handler metadata, then the provider's, then the call's; later ones win (swift-log's order).
+    private func effectiveMetadata(_ explicit: Logging.Logger.Metadata?) -> Logging.Logger.Metadata {
+        let provided = metadataProvider?.get() ?? [:]
+        let explicit = explicit ?? [:]
+        if provided.isEmpty && explicit.isEmpty { return metadata }
+        if metadata.isEmpty && provided.isEmpty { return explicit }
+        var merged = metadata
+        merged.merge(provided) { _, new in new }
+        merged.merge(explicit) { _, new in new }
+        return merged
+    }
+
+    private func siteKey(file: String, function: String, source: String) -> lb_site_text_key {
+        var file = file, function = function, source = source
+        return file.withUTF8 { fileBytes in
+            function.withUTF8 { functionBytes in
+                source.withUTF8 { sourceBytes in
+                    lb_site_text_key_make(
+                        UnsafeRawPointer(fileBytes.baseAddress)?.assumingMemoryBound(to: CChar.self), fileBytes.count,
+                        UnsafeRawPointer(functionBytes.baseAddress)?.assumingMemoryBound(to: CChar.self),
+                        functionBytes.count,
+                        UnsafeRawPointer(sourceBytes.baseAddress)?.assumingMemoryBound(to: CChar.self), sourceBytes.count)
+                }
+            }
+        }
+    }
+}
+
+/// The error's module-qualified type name, without the "(unknown context at $55e5...)." parts that
+/// Swift gives types declared inside functions (addresses differ per run).
+func errorTypeName(_ error: any Error) -> String {
+    var name = String(reflecting: type(of: error))
+    while let start = name.firstRange(of: "(unknown context at "), let end = name[start.upperBound...].firstRange(of: ").") {
+        name.removeSubrange(start.lowerBound..<end.upperBound)
+    }
+    return name
+}
+
+/// Writes swift-log metadata as typed key/value arguments (logbook_format.h: METADATA, LIST, MAP).
+struct MetadataEncoder {
+    let writer: UnsafeMutablePointer<lb_writer>
+
+    func putMetadata(_ metadata: Logging.Logger.Metadata) {
+        lb_record_put_container(writer, UInt8(LB_ARG_METADATA.rawValue), UInt32(truncatingIfNeeded: metadata.count))
+        for (key, value) in metadata {
+            key.writeLogArgument(to: writer)
+            put(value, depth: 2)
+        }
+    }
+
+    /// `depth` counts open containers including this value's own; beyond the format's limit a
+    /// container is stored as its description.
+    func put(_ value: Logging.Logger.MetadataValue, depth: Int) {
+        switch value {
+        case .string(let text):
+            text.writeLogArgument(to: writer)
+        case .stringConvertible(let convertible):
+            putTyped(convertible)
+        case .array(let items) where depth <= Int(LB_ARG_MAX_DEPTH):
+            lb_record_put_container(writer, UInt8(LB_ARG_LIST.rawValue), UInt32(truncatingIfNeeded: items.count))
+            for item in items { put(item, depth: depth + 1) }
+        case .dictionary(let pairs) where depth <= Int(LB_ARG_MAX_DEPTH):
+            lb_record_put_container(writer, UInt8(LB_ARG_MAP.rawValue), UInt32(truncatingIfNeeded: pairs.count))
+            for (key, item) in pairs {
+                key.writeLogArgument(to: writer)
+                put(item, depth: depth + 1)
+            }
+        case .array, .dictionary:
+            value.description.writeLogArgument(to: writer)
+        }
+    }
+
+    /// Numbers and booleans keep their type; anything else is stored as its description.
+    func putTyped(_ value: any CustomStringConvertible & Sendable) {
+        switch value {
+        case let v as Int: v.writeLogArgument(to: writer)
+        case let v as String: v.writeLogArgument(to: writer)
+        case let v as Double: v.writeLogArgument(to: writer)
+        case let v as Bool: v.writeLogArgument(to: writer)
+        case let v as any LogArgument: v.writeLogArgument(to: writer)
+        default: value.description.writeLogArgument(to: writer)
+        }
+    }
+}
+
+extension Logging.Logger.Level {
+    /// Logbook's level (`lb_level`) of the same name.
+    var logbookLevel: UInt8 {
+        switch self {
+        case .trace: 1
+        case .debug: 2
+        case .info: 3
+        case .notice: 4
+        case .warning: 5
+        case .error: 6
+        case .critical: 7
+        }
+    }
+
+    init(logbook level: UInt8) {
+        switch level {
+        case ...1: self = .trace
+        case 2: self = .debug
+        case 3: self = .info
+        case 4: self = .notice
+        case 5: self = .warning
+        case 6: self = .error
+        default: self = .critical
+        }
+    }
+}

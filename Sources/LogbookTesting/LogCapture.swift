@@ -1,0 +1,145 @@
+import Logbook
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Captures log entries for a test: a private bundle in memory (a temporary directory on tmpfs,
+/// `/dev/shm` where it exists), removed when the capture goes away. What a test asserts on is what
+/// the reader decodes from the real record format, for Logbook's loggers and swift-log alike.
+///
+/// ```swift
+/// import LogbookTesting
+///
+/// func testRetryIsLogged() throws {
+///     let capture = try LogCapture()
+///     let client = Client(logger: try capture.logger("net"))
+///     client.fetch()
+///     let entry = try capture.expect(.warning, logger: "net", containing: "retrying")
+///     XCTAssertEqual(entry.arguments.first, .signed(3, .int))
+/// }
+/// ```
+///
+/// For swift-log code, make its logger with the capture's bundle:
+/// `Logging.Logger(label: "net") { LogbookLogHandler(label: $0, bundle: capture.bundle) }`.
+/// The capture applies no `LOGBOOK_FILTER`, so a developer's environment cannot change a test.
+public final class LogCapture: @unchecked Sendable {
+    /// The bundle entries are captured in.
+    public let bundle: LogBundle
+    /// Its directory (removed at deinit).
+    public let path: String
+    private let reader: LogReader
+    private var held: [LogEntry] = []
+
+    /// - Parameters:
+    ///   - filter: runtime filter rules for the capture's loggers.
+    ///   - capacity: ring bytes; a test that logs more than this keeps the newest entries.
+    public init(filter: LogFilter = LogFilter(), capacity: Int = 4 << 20) throws {
+        let base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp")
+        var template = Array("\(base)/logcapture-XXXXXX".utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw LogbookError(operation: "mkdtemp", path: base, errno: errno)
+        }
+        path = String(cString: made) + "/capture.logbook"
+        bundle = try LogBundle(
+            path: path, capacity: capacity, chunkSize: 16 << 10, filter: filter, applyEnvironmentFilter: false)
+        reader = try LogReader(path: path)
+    }
+
+    deinit {
+        try? bundle.close()
+        let directory = String(path.dropLast("/capture.logbook".count))
+        for name in ["ring", "meta", "lock"] { unlink(path + "/" + name) }
+        rmdir(path)
+        rmdir(directory)
+    }
+
+    /// The capture's logger with this name.
+    public func logger(_ name: String) throws -> Logger { try bundle.logger(name) }
+
+    /// Every entry logged since the capture began (or since ``removeAll()``), in time order.
+    public func entries() throws -> [LogEntry] {
+        held.append(contentsOf: try reader.readNew())
+        return held
+    }
+
+    /// The captured entries that match every given condition (see ``expect(_:logger:message:containing:metadata:)``).
+    public func entries(
+        _ level: LogLevel? = nil, logger: String? = nil, message: String? = nil, containing: String? = nil,
+        metadata: KeyValuePairs<String, String> = [:]
+    ) throws -> [LogEntry] {
+        try entries().filter { entry in
+            (level == nil || entry.level == level) && (logger == nil || entry.logger == logger)
+                && (message == nil || entry.message == message)
+                && (containing.map { entry.message.contains($0) } ?? true)
+                && metadata.allSatisfy { entry.metadata[$0.key]?.description == $0.value }
+        }
+    }
+
+    /// The one captured entry that matches every given condition; throws ``LogExpectationFailure``
+    /// (listing what was captured) when none or several match.
+    /// - Parameters:
+    ///   - message: the whole rendered message; `containing`: a part of it.
+    ///   - metadata: keys whose values render as the given text (`"status": "200"`).
+    @discardableResult
+    public func expect(
+        _ level: LogLevel? = nil, logger: String? = nil, message: String? = nil, containing: String? = nil,
+        metadata: KeyValuePairs<String, String> = [:]
+    ) throws -> LogEntry {
+        let matches = try entries(level, logger: logger, message: message, containing: containing, metadata: metadata)
+        if matches.count == 1 { return matches[0] }
+        throw LogExpectationFailure(
+            expected: Self.describe(level, logger, message, containing, metadata), matches: matches.count,
+            captured: held)
+    }
+
+    /// Throws ``LogExpectationFailure`` when a captured entry matches every given condition.
+    public func expectNone(
+        _ level: LogLevel? = nil, logger: String? = nil, message: String? = nil, containing: String? = nil,
+        metadata: KeyValuePairs<String, String> = [:]
+    ) throws {
+        let matches = try entries(level, logger: logger, message: message, containing: containing, metadata: metadata)
+        if matches.isEmpty { return }
+        throw LogExpectationFailure(
+            expected: "no entry with " + Self.describe(level, logger, message, containing, metadata),
+            matches: matches.count, captured: held)
+    }
+
+    /// Forgets the entries captured so far; later calls see only newer ones.
+    public func removeAll() throws {
+        _ = try entries()
+        held.removeAll()
+    }
+
+    private static func describe(
+        _ level: LogLevel?, _ logger: String?, _ message: String?, _ containing: String?,
+        _ metadata: KeyValuePairs<String, String>
+    ) -> String {
+        var parts: [String] = []
+        if let level { parts.append("level \(level)") }
+        if let logger { parts.append("logger \"\(logger)\"") }
+        if let message { parts.append("message \"\(message)\"") }
+        if let containing { parts.append("message containing \"\(containing)\"") }
+        for (key, value) in metadata { parts.append("metadata \(key)=\(value)") }
+        return parts.isEmpty ? "any entry" : parts.joined(separator: ", ")
+    }
+}
+
+/// A ``LogCapture`` expectation that did not hold; its description lists the captured entries.
+public struct LogExpectationFailure: Error, CustomStringConvertible {
+    /// What was expected.
+    public var expected: String
+    /// How many entries matched.
+    public var matches: Int
+    /// Everything that was captured.
+    public var captured: [LogEntry]
+
+    public var description: String {
+        let found = matches == 0 ? "no entry matched" : "\(matches) entries matched"
+        var text = "expected \(expected); \(found). Captured \(captured.count):"
+        for entry in captured.prefix(50) { text += "\n  " + entry.textLine().dropFirst(31) }
+        if captured.count > 50 { text += "\n  ... \(captured.count - 50) more" }
+        return text
+    }
+}
