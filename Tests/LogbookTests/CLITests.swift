@@ -1,6 +1,8 @@
 import Foundation
+import Logging
 import XCTest
 @testable import Logbook
+import LogbookLogging
 
 /// Runs the `logbook` executable built next to the test bundle, as a user would.
 final class CLITests: XCTestCase {
@@ -35,6 +37,32 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(lines[2].hasSuffix(#"db: query failed: line1\nline2\u{1b}[31m"#), lines[2])
         XCTAssertFalse(result.output.contains("\u{1b}"), "a control character reached the terminal")
         XCTAssertNotNil(parseRFC3339(String(lines[0].prefix(30))))
+    }
+
+    func testShowPrintsSwiftLogMetadataAndErrorInTextAndJSON() throws {
+        let path = makeTemporaryDirectory(self) + "/swiftlog.logbook"
+        do {
+            let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+            let logger = Logging.Logger(label: "api") { LogbookLogHandler(label: $0, bundle: bundle) }
+            struct Timeout: Error {}
+            logger.error(
+                "upstream failed", error: Timeout(),
+                metadata: ["status": .stringConvertible(504), "route": ["GET", "/items"]])
+            try bundle.close()
+        }
+        let text = try runProgram(logbook, ["show", path])
+        XCTAssertEqual(text.status, 0, text.output)
+        XCTAssertTrue(
+            text.output.hasSuffix(
+                "error    api: upstream failed route=[GET, /items] status=504 error=LogbookTests.CLITests.Timeout: Timeout()\n"),
+            text.output)
+        let json = try runProgram(logbook, ["show", "--json", path])
+        XCTAssertEqual(json.status, 0, json.output)
+        let object = try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as! [String: Any]
+        let metadata = try XCTUnwrap(object["metadata"] as? [String: Any])
+        XCTAssertEqual(metadata["status"] as? Int, 504)
+        XCTAssertEqual(metadata["route"] as? [String], ["GET", "/items"])
+        XCTAssertEqual((object["error"] as? [String: String])?["type"], "LogbookTests.CLITests.Timeout")
     }
 
     func testShowFilters() throws {
