@@ -42,6 +42,11 @@ let package = Package(
             "PureSwiftLogbook",
             "CSQLite",
         ]),
+        benchmarkTarget("SwiftLog", [
+            .product(name: "Logbook", package: logbookPackage),
+            .product(name: "LogbookLogging", package: logbookPackage),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         benchmarkTarget("Reader", [
             .product(name: "Logbook", package: logbookPackage),
             .product(name: "CLogbook", package: logbookPackage),

@@ -156,6 +156,51 @@ static void test_extreme_timestamps(void) {
     lb_reader_close(r);
 }
 
+/* Filters from C: rules, errors, a logger registered after the filter, LOGBOOK_FILTER at open. */
+static void test_filters(void) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/filter.logbook", dir);
+    lb_options o;
+    lb_options_init(&o);
+    o.capacity = 1u << 20;
+    o.chunk_size = 16u << 10;
+    o.filter = "net=debug";
+    setenv("LOGBOOK_FILTER", "db=off,net.http=error", 1);
+    lb_bundle *b;
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    unsetenv("LOGBOOK_FILTER");
+    CHECK(lb_bundle_filter_warning(b) == NULL);
+    lb_logger *net, *http, *db, *other;
+    CHECK(lb_logger_register(b, "net.tcp", &net) == 0 && lb_logger_min_level(net) == LB_LEVEL_DEBUG);
+    CHECK(lb_logger_register(b, "net.http", &http) == 0 && lb_logger_min_level(http) == LB_LEVEL_ERROR);
+    CHECK(lb_logger_register(b, "db", &db) == 0 && lb_logger_min_level(db) == LB_LEVEL_OFF);
+    CHECK(lb_logger_register(b, "x", &other) == 0 && lb_logger_min_level(other) == LB_LEVEL_TRACE);
+    char spec[128];
+    CHECK(lb_bundle_filter(b, spec, sizeof spec) == strlen("net=debug,db=off,net.http=error"));
+    CHECK(strcmp(spec, "net=debug,db=off,net.http=error") == 0);
+    CHECK(lb_bundle_filter(b, spec, 4) == strlen("net=debug,db=off,net.http=error") && strlen(spec) == 3);
+    lb_filter_error error;
+    CHECK(lb_bundle_set_filter(b, "net=debug,x=noisy", &error) == -EINVAL && error.offset == 12);
+    CHECK(lb_logger_min_level(db) == LB_LEVEL_OFF);  /* unchanged */
+    CHECK(lb_bundle_set_filter(b, "warn", &error) == 0);
+    CHECK(lb_logger_min_level(db) == LB_LEVEL_WARNING && lb_logger_min_level(http) == LB_LEVEL_WARNING);
+    CHECK(lb_bundle_set_filter_rule(b, "net*", LB_LEVEL_TRACE) == 0);
+    CHECK(lb_logger_min_level(http) == LB_LEVEL_TRACE && lb_logger_min_level(db) == LB_LEVEL_WARNING);
+    CHECK(lb_bundle_set_filter_rule(b, "net*", 9) == -EINVAL);
+    CHECK(lb_bundle_close(b) == 0);
+    /* A malformed LOGBOOK_FILTER leaves the bundle usable and says why. */
+    setenv("LOGBOOK_FILTER", "net=", 1);
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    unsetenv("LOGBOOK_FILTER");
+    CHECK(lb_bundle_filter_warning(b) && strstr(lb_bundle_filter_warning(b), "unknown level ''"));
+    CHECK(lb_bundle_close(b) == 0);
+    o.filter = "net=debug,";
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    CHECK(lb_bundle_close(b) == 0);
+    o.filter = "net=loud";
+    CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
+}
+
 int main(void) {
     /* The C test runs on the CLOCK_MONOTONIC fallback (the Swift tests cover the TSC): one
      * nanosecond per tick is also what makes extreme timestamps overflow naive arithmetic. */
@@ -166,6 +211,7 @@ int main(void) {
     test_threads_and_reader();
     test_arg_decoder_bounds();
     test_extreme_timestamps();
+    test_filters();
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

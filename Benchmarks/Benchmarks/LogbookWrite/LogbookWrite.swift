@@ -111,6 +111,25 @@ let benchmarks: @Sendable () -> Void = {
         withExtendedLifetime(bundle) {}
     }
 
+    Benchmark("Swift façade, LogCategory type logger") { benchmark in
+        let bundle = makeBundle("category")
+        LogBundle.bootstrap(bundle)
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations { BenchConnection.log(i) }
+        benchmark.stopMeasurement()
+        withExtendedLifetime(bundle) {}
+    }
+
+    Benchmark("Swift façade, LogCategory type filtered out") { benchmark in
+        let bundle = makeBundle("categoryoff")
+        LogBundle.bootstrap(bundle)
+        bundle.setLevel(nil, for: BenchConnection.logCategory)
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations { BenchConnection.log(i) }
+        benchmark.stopMeasurement()
+        withExtendedLifetime(bundle) {}
+    }
+
     Benchmark("C API from C, 2 threads (per record, aggregate)") { benchmark in
         let bundle = makeBundle("c2")
         let logger = try! bundle.logger("c2")
@@ -159,4 +178,11 @@ func runOnTwoThreads(_ body: @escaping () -> Void) {
         pthread_create(&threads[index], nil, jobMain, Unmanaged.passRetained(Job(body)).toOpaque())
     }
     for thread in threads { pthread_join(thread, nil) }
+}
+
+/// A type that logs under its category (LogCategory), as application code would.
+enum BenchConnection: LogCategory {
+    static func log(_ i: Int) {
+        logger.info("request \(i) took \(Double(i) * 0.25) ms ok=\(i & 1 == 1)")
+    }
 }

@@ -302,7 +302,7 @@ int lb_filter_open(lb_bundle *b, const lb_options *options) {
     if (rc == 0 && env) {
         lb_filter_error error;
         if (merge_spec(b, env, 0, &error) == -EINVAL) {
-            char line[400];
+            char line[sizeof error.message + 200];
             snprintf(line, sizeof line, "LOGBOOK_FILTER ignored: %s (at byte %u of \"%.120s\")",
                      error.message, error.offset, env);
             b->filter_warning = strdup(line);

@@ -1,0 +1,90 @@
+// A swift-log call through Logbook's backend (LogbookLogHandler) against swift-log's own
+// StreamLogHandler, with the Peers suite's message shape: "request \(id) took \(ms) ms ok=\(ok)".
+// swift-log renders the message to a String before any handler sees it, so the backend stores it
+// as one string argument; metadata is stored typed.
+import Benchmark
+import Logbook
+import LogbookLogging
+import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let scratch = "/tmp/logbook-swiftlog-\(getpid())"
+
+func removeBundle(_ path: String) {
+    for file in ["ring", "meta", "lock"] { unlink(path + "/" + file) }
+    rmdir(path)
+}
+
+let benchmarks: @Sendable () -> Void = {
+    mkdir(scratch, 0o700)
+    Benchmark.defaultConfiguration = .init(
+        metrics: [.wallClock, .instructions, .mallocCountTotal, .throughput],
+        timeUnits: .nanoseconds,
+        warmupIterations: 2,
+        scalingFactor: .kilo,
+        maxDuration: .seconds(3),
+        maxIterations: 100
+    )
+
+    func logbookLogger(_ name: String, filter: String = "") -> (LogBundle, Logging.Logger) {
+        let path = scratch + "/\(name).logbook"
+        removeBundle(path)
+        let bundle = try! LogBundle(
+            path: path, capacity: 64 << 20, chunkSize: 64 << 10, idleSealMilliseconds: 0,
+            filter: try! LogFilter(parsing: filter), applyEnvironmentFilter: false)
+        let logger = Logging.Logger(label: "bench") { LogbookLogHandler(label: $0, bundle: bundle) }
+        return (bundle, logger)
+    }
+
+    Benchmark("swift-log through Logbook") { benchmark in
+        let (bundle, logger) = logbookLogger("plain")
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            logger.info("request \(i) took \(Double(i) * 0.25) ms ok=\(i & 1 == 1)")
+        }
+        benchmark.stopMeasurement()
+        withExtendedLifetime(bundle) {}
+    }
+
+    Benchmark("swift-log through Logbook, 3 metadata values") { benchmark in
+        let (bundle, base) = logbookLogger("metadata")
+        var logger = base
+        logger[metadataKey: "service"] = "api"
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            logger.info(
+                "request done", metadata: ["request": .stringConvertible(i), "path": "/v1/items"])
+        }
+        benchmark.stopMeasurement()
+        withExtendedLifetime(bundle) {}
+    }
+
+    Benchmark("swift-log through Logbook, label filtered out", configuration: .init(scalingFactor: .mega)) {
+        benchmark in
+        let (bundle, logger) = logbookLogger("filtered", filter: "bench=warning")
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            logger.info("request \(i) took \(Double(i) * 0.25) ms ok=\(i & 1 == 1)")
+        }
+        benchmark.stopMeasurement()
+        withExtendedLifetime(bundle) {}
+    }
+
+    Benchmark("swift-log StreamLogHandler to a file") { benchmark in
+        // StreamLogHandler writes to stdout or stderr only: send stderr to a file meanwhile.
+        let file = open(scratch + "/stream.log", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let saved = dup(2)
+        dup2(file, 2)
+        let logger = Logging.Logger(label: "bench") { StreamLogHandler.standardError(label: $0) }
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            logger.info("request \(i) took \(Double(i) * 0.25) ms ok=\(i & 1 == 1)")
+        }
+        benchmark.stopMeasurement()
+        dup2(saved, 2)
+        close(saved)
+        close(file)
+    }
+}
