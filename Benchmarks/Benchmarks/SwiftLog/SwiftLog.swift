@@ -72,6 +72,25 @@ let benchmarks: @Sendable () -> Void = {
         withExtendedLifetime(bundle) {}
     }
 
+    Benchmark("swift-log through Logbook, constant message") { benchmark in
+        let (bundle, logger) = logbookLogger("constant")
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations { logger.info("request done") }
+        benchmark.stopMeasurement()
+        withExtendedLifetime(bundle) {}
+    }
+
+    Benchmark("swift-log StreamLogHandler, below its level", configuration: .init(scalingFactor: .mega)) {
+        benchmark in
+        var logger = Logging.Logger(label: "bench") { StreamLogHandler.standardError(label: $0) }
+        logger.logLevel = .warning
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            logger.info("request \(i) took \(Double(i) * 0.25) ms ok=\(i & 1 == 1)")
+        }
+        benchmark.stopMeasurement()
+    }
+
     Benchmark("swift-log StreamLogHandler to a file") { benchmark in
         // StreamLogHandler writes to stdout or stderr only: send stderr to a file meanwhile.
         let file = open(scratch + "/stream.log", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
