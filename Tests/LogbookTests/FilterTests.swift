@@ -174,3 +174,46 @@ final class CategoryTests: XCTestCase {
         detached.critical("goes nowhere \(1)")
     }
 }
+
+/// Filters and category loggers change while other threads log (run under ThreadSanitizer in CI).
+final class FilterConcurrencyTests: XCTestCase {
+    enum Worker: LogCategory {
+        static func work(_ i: Int) { logger.info("work \(i)") }
+    }
+
+    func testRulesAndBootstrapChangeWhileThreadsLog() throws {
+        let first = try LogCapture(capacity: 8 << 20)
+        let second = try LogCapture(capacity: 8 << 20)
+        LogBundle.bootstrap(first.bundle)
+        let native = try first.logger("native.hot")
+        let group = DispatchGroup()
+        let stop = ManagedAtomicFlag()
+        for _ in 0..<2 {
+            DispatchQueue.global().async(group: group) {
+                var i = 0
+                while !stop.isSet {
+                    native.debug("n \(i)")
+                    Worker.work(i)
+                    i += 1
+                }
+            }
+        }
+        for round in 0..<200 {
+            first.bundle.filter = try LogFilter(parsing: round % 2 == 0 ? "native=off,*=info" : "native=trace")
+            if round % 50 == 25 { LogBundle.bootstrap(round % 100 == 25 ? second.bundle : first.bundle) }
+        }
+        stop.set()
+        group.wait()
+        XCTAssertGreaterThan(try first.entries(logger: Worker.logCategory).count, 0)
+        XCTAssertEqual(LogReader.issueCount(first.path), 0)
+        XCTAssertEqual(LogReader.issueCount(second.path), 0)
+    }
+}
+
+/// A flag set by one thread and read by others.
+final class ManagedAtomicFlag: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
+}
