@@ -36,7 +36,7 @@ public struct Logger: @unchecked Sendable {
     }()
 
     /// The C logger behind this one, for C code in the same program (`LB_INFO(logger, ...)`).
-    public var cLogger: UnsafeMutablePointer<lb_logger> { control }
+    @inlinable public var cLogger: UnsafeMutablePointer<lb_logger> { control }
 
     /// The logger's name.
     public var name: String { String(cString: control.pointee.name) }

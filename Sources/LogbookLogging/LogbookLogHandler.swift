@@ -22,6 +22,8 @@ public struct LogbookLogHandler: LogHandler {
     public let label: String
     /// The label's logger in the bundle (shared by every handler of the label).
     public let logbookLogger: Logbook.Logger
+    /// `logbookLogger.cLogger`, kept to read the filter level without touching the logger's bundle.
+    private let control: UnsafeMutablePointer<lb_logger>
     private var ownLevel: Logging.Logger.Level
     public var metadata: Logging.Logger.Metadata
     public var metadataProvider: Logging.Logger.MetadataProvider?
@@ -35,6 +37,7 @@ public struct LogbookLogHandler: LogHandler {
     ) {
         self.label = label
         self.logbookLogger = (try? bundle.logger(label)) ?? Logbook.Logger.detached
+        self.control = logbookLogger.cLogger
         self.ownLevel = logLevel
         self.metadata = metadata
         self.metadataProvider = metadataProvider
@@ -57,7 +60,7 @@ public struct LogbookLogHandler: LogHandler {
     /// handler's own level, for this value only.
     public var logLevel: Logging.Logger.Level {
         get {
-            let filtered = lb_logger_min_level(logbookLogger.cLogger)
+            let filtered = lb_logger_min_level(control)
             return filtered <= ownLevel.logbookLevel ? ownLevel : Logging.Logger.Level(logbook: filtered)
         }
         set { ownLevel = newValue }
@@ -88,14 +91,15 @@ public struct LogbookLogHandler: LogHandler {
         level: Logging.Logger.Level, message: Logging.Logger.Message, error: (any Error)?,
         metadata explicit: Logging.Logger.Metadata?, source: String, file: String, function: String, line: UInt
     ) {
-        let control = logbookLogger.cLogger
         let rawLevel = level.logbookLevel
         guard lb_logger_enabled(control, rawLevel), let bundle = control.pointee.bundle else { return }
         let writer = lb_writer_get(bundle)!
         lb_record_begin(writer, control.pointee.id, rawLevel)
         message.description.writeLogArgument(to: writer)
-        let merged = effectiveMetadata(explicit)
-        if !merged.isEmpty { MetadataEncoder(writer: writer).putMetadata(merged) }
+        if !metadata.isEmpty || metadataProvider != nil || !(explicit?.isEmpty ?? true) {
+            let merged = effectiveMetadata(explicit)
+            if !merged.isEmpty { MetadataEncoder(writer: writer).putMetadata(merged) }
+        }
         if let error {
             lb_record_put_container(writer, UInt8(LB_ARG_ERROR.rawValue), 2)
             errorTypeName(error).writeLogArgument(to: writer)
@@ -126,19 +130,27 @@ public struct LogbookLogHandler: LogHandler {
     }
 
     private func siteKey(file: String, function: String, source: String) -> lb_site_text_key {
-        var file = file, function = function, source = source
-        return file.withUTF8 { fileBytes in
-            function.withUTF8 { functionBytes in
-                source.withUTF8 { sourceBytes in
-                    lb_site_text_key_make(
-                        UnsafeRawPointer(fileBytes.baseAddress)?.assumingMemoryBound(to: CChar.self), fileBytes.count,
-                        UnsafeRawPointer(functionBytes.baseAddress)?.assumingMemoryBound(to: CChar.self),
-                        functionBytes.count,
-                        UnsafeRawPointer(sourceBytes.baseAddress)?.assumingMemoryBound(to: CChar.self), sourceBytes.count)
+        // Borrow each string's bytes in place (literals and short strings are contiguous); copy
+        // only a string that is not.
+        withUTF8(file) { file in
+            withUTF8(function) { function in
+                withUTF8(source) { source in
+                    lb_site_text_key_make(file.baseAddress, file.count, function.baseAddress, function.count,
+                                          source.baseAddress, source.count)
                 }
             }
         }
     }
+}
+
+@inline(__always)
+private func withUTF8<R>(_ text: String, _ body: (UnsafeBufferPointer<CChar>) -> R) -> R {
+    let direct = text.utf8.withContiguousStorageIfAvailable { bytes in
+        bytes.withMemoryRebound(to: CChar.self) { body($0) }
+    }
+    if let direct { return direct }
+    var copy = text
+    return copy.withUTF8 { bytes in bytes.withMemoryRebound(to: CChar.self) { body($0) } }
 }
 
 /// The error's module-qualified type name, without the "(unknown context at $55e5...)." parts that
