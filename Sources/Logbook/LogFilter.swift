@@ -86,11 +86,23 @@ extension LogBundle {
     /// once, from any thread; loggers created later follow them too.
     public var filter: LogFilter {
         get {
-            let length = lb_bundle_filter(raw, nil, 0)
-            var buffer = [CChar](repeating: 0, count: length + 1)
-            _ = lb_bundle_filter(raw, &buffer, buffer.count)
-            let spec = String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
-            return (try? LogFilter(parsing: spec)) ?? LogFilter()
+            var rules: [LogFilter.Rule] = []
+            var index = 0
+            var level: UInt8 = 0
+            var buffer = [CChar](repeating: 0, count: 256)
+            while true {
+                var length = lb_bundle_filter_rule(raw, index, &buffer, buffer.count, &level)
+                if length < 0 { break }
+                if Int(length) >= buffer.count {  // a long name: read it again in full
+                    buffer = [CChar](repeating: 0, count: Int(length) + 1)
+                    length = lb_bundle_filter_rule(raw, index, &buffer, buffer.count, &level)
+                    if length < 0 { break }
+                }
+                let pattern = String(decoding: buffer.prefix(Int(length)).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                rules.append(LogFilter.Rule(pattern, LogLevel(rawValue: level)))
+                index += 1
+            }
+            return LogFilter(rules: rules)
         }
         set {
             let rules = newValue.rules.filter { !$0.pattern.isEmpty }

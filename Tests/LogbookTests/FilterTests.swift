@@ -57,8 +57,16 @@ final class FilterTests: XCTestCase {
         XCTAssertEqual(try level("net.http.client"), .notice)
         bundle.removeFilterRule(for: "net.http")
         XCTAssertEqual(try level("net.http"), .debug)
+        // A name no filter string can hold is still set, read back and applied exactly.
+        bundle.setLevel(.critical, for: "my logger, v2")
+        XCTAssertEqual(try level("my logger, v2"), .critical)
+        XCTAssertEqual(bundle.filter.rules.last, .init("my logger, v2", .critical))
+        let kept = bundle.filter
         bundle.filter = LogFilter()
         XCTAssertEqual(try level("db"), .trace, "no rules: everything is recorded")
+        bundle.filter = kept
+        XCTAssertEqual(try level("my logger, v2"), .critical)
+        XCTAssertEqual(bundle.filter, kept)
     }
 
     func testFilteredOutCallIsDroppedWithoutBuildingItsMessage() throws {

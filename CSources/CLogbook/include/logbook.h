@@ -291,6 +291,12 @@ int lb_bundle_set_filter_rules(lb_bundle *bundle, const char *const *patterns,
  * Returns the spec's length (without the NUL); call again with a larger buffer if it is >= size. */
 size_t lb_bundle_filter(lb_bundle *bundle, char *buffer, size_t size);
 
+/* Rule `index` (0-based, in the order set) exactly as stored, also when its pattern could not be
+ * written in a spec (a name with ',' or spaces): copies the pattern (NUL-terminated, cut to `size`)
+ * and the level. Returns the pattern's length, or -ENOENT past the last rule. */
+int lb_bundle_filter_rule(lb_bundle *bundle, size_t index, char *pattern, size_t size,
+                          uint8_t *level);
+
 /* The complaint about a malformed LOGBOOK_FILTER at open, or NULL when it was fine or unset. */
 const char *lb_bundle_filter_warning(lb_bundle *bundle);
 

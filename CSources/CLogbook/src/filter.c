@@ -293,6 +293,21 @@ size_t lb_bundle_filter(lb_bundle *b, char *buffer, size_t size) {
     return length;
 }
 
+int lb_bundle_filter_rule(lb_bundle *b, size_t index, char *pattern, size_t size,
+                          uint8_t *level) {
+    if (!b) return -EINVAL;
+    pthread_mutex_lock(&b->lock);
+    int rc = -ENOENT;
+    if (b->filter && index < b->filter->count) {
+        const lb_filter_rule_owned *r = &b->filter->rules[index];
+        if (size) snprintf(pattern, size, "%s", r->pattern);
+        if (level) *level = r->level;
+        rc = (int)(r->length > INT32_MAX ? INT32_MAX : r->length);
+    }
+    pthread_mutex_unlock(&b->lock);
+    return rc;
+}
+
 const char *lb_bundle_filter_warning(lb_bundle *b) { return b ? b->filter_warning : NULL; }
 
 int lb_filter_open(lb_bundle *b, const lb_options *options) {
