@@ -26,11 +26,22 @@ extension LogCategory {
     /// The logger of this type's category in ``LogBundle/shared``: found through a lock-free
     /// per-type cache, so a call costs a few nanoseconds more than a stored logger.
     @inlinable
-    public static var logger: Logger { CategoryLoggers.logger(for: Self.self) }
+    public static var logger: Logger {
+        // Lent, not copied: the entry lives for good, so no reference count changes per call.
+        _read {
+            unowned(unsafe) let entry = CategoryLoggers.entry(for: Self.self).takeUnretainedValue()
+            yield entry.logger
+        }
+    }
 
     /// The logger of this type's category (see ``LogCategory``).
     @inlinable
-    public var logger: Logger { Self.logger }
+    public var logger: Logger {
+        _read {
+            unowned(unsafe) let entry = CategoryLoggers.entry(for: Self.self).takeUnretainedValue()
+            yield entry.logger
+        }
+    }
 }
 
 extension LogBundle {
@@ -40,46 +51,30 @@ extension LogBundle {
 
     /// Makes `bundle` the process-wide ``shared`` bundle. Category loggers switch to it at once;
     /// call it early, as a program's first lines.
-    public static func bootstrap(_ bundle: LogBundle) {
-        CategoryLoggers.state.withLock { state in
-            state.bundle = bundle
-            state.retired.append(contentsOf: state.entries.values)
-            state.entries = [:]
-            state.generation += 1
-            CategoryLoggers.generation.store(state.generation, ordering: .releasing)
-        }
-    }
+    public static func bootstrap(_ bundle: LogBundle) { CategoryLoggers.bootstrap(bundle) }
 }
 
-/// The per-type cache behind ``LogCategory/logger``: a direct-mapped table of immutable entries,
-/// read with one atomic load; a miss (first use of a type, a colliding type or a new bootstrap)
-/// takes the lock and registers the category in the shared bundle.
+/// The per-type cache behind ``LogCategory/logger``: a direct-mapped table (in the C core, so
+/// that a lookup is one atomic load) of immutable entries that are never freed. A miss (first use
+/// of a type, a colliding type or a new bootstrap) takes the lock and registers the category in
+/// the shared bundle.
 public enum CategoryLoggers {
     @usableFromInline
     final class Entry: Sendable {
         @usableFromInline let type: ObjectIdentifier
-        @usableFromInline let generation: Int
+        @usableFromInline let generation: UInt64
         @usableFromInline let logger: Logger
 
-        init(type: ObjectIdentifier, generation: Int, logger: Logger) {
+        init(type: ObjectIdentifier, generation: UInt64, logger: Logger) {
             self.type = type
             self.generation = generation
             self.logger = logger
         }
     }
 
-    @usableFromInline
-    final class Slot: Sendable {
-        @usableFromInline let entry = Atomic<UInt>(0)  // an Entry, retained for good, or 0
-    }
-
-    @usableFromInline static let slotCount = 256
-    @usableFromInline static let slots: [Slot] = (0..<slotCount).map { _ in Slot() }
-    @usableFromInline static let generation = Atomic<Int>(0)
-
     struct State {
         var bundle: LogBundle?
-        var generation = 0
+        var generation: UInt64 = 1
         /// The entries of this generation, by type: colliding types share a slot, not entries.
         var entries: [ObjectIdentifier: Entry] = [:]
         /// Entries of earlier generations: a reader may still hold one it loaded, so none is freed.
@@ -87,35 +82,62 @@ public enum CategoryLoggers {
     }
     static let state = Mutex(State())
 
+    /// An entry for a logger of no bundle (before any bootstrap).
+    static let detachedEntry = Entry(type: ObjectIdentifier(Never.self), generation: 0, logger: .detached)
+
+    @inlinable
+    static func slotIndex(_ id: ObjectIdentifier) -> UInt32 {
+        UInt32(truncatingIfNeeded: (UInt64(UInt(bitPattern: id)) &* 0x9E37_79B9_7F4A_7C15) >> 56)
+    }
+
+    /// The logger of a category type.
     @inlinable
     public static func logger<T: LogCategory>(for type: T.Type) -> Logger {
+        entry(for: type).takeUnretainedValue().logger
+    }
+
+    /// The cache entry of a category type, unretained (entries are never freed).
+    @inlinable @inline(__always)
+    static func entry<T: LogCategory>(for type: T.Type) -> Unmanaged<Entry> {
         let id = ObjectIdentifier(type)
-        let bits = UInt64(UInt(bitPattern: id)) &* 0x9E37_79B9_7F4A_7C15
-        let slot = slots[Int(truncatingIfNeeded: bits >> 56) & (slotCount - 1)]
-        let raw = slot.entry.load(ordering: .acquiring)
-        if raw != 0 {
-            let entry = Unmanaged<Entry>.fromOpaque(UnsafeRawPointer(bitPattern: raw)!).takeUnretainedValue()
-            if entry.type == id && entry.generation == generation.load(ordering: .relaxed) {
-                return entry.logger
+        let index = slotIndex(id)
+        if let raw = lb_type_cache_load(index) {
+            let entry = Unmanaged<Entry>.fromOpaque(raw)
+            let matches = entry._withUnsafeGuaranteedRef {
+                $0.type == id && $0.generation == lb_type_cache_current_generation()
             }
+            if matches { return entry }
         }
-        return resolve(type, slot: slot)
+        return resolve(type, index: index)
     }
 
     @usableFromInline @inline(never)
-    static func resolve<T: LogCategory>(_ type: T.Type, slot: Slot) -> Logger {
+    static func resolve<T: LogCategory>(_ type: T.Type, index: UInt32) -> Unmanaged<Entry> {
         let category = T.logCategory
         return state.withLock { state in
             let id = ObjectIdentifier(type)
             var entry = state.entries[id]
             if entry == nil {
-                guard let bundle = state.bundle, let logger = try? bundle.logger(category) else { return .detached }
+                guard let bundle = state.bundle, let logger = try? bundle.logger(category) else {
+                    return Unmanaged.passUnretained(detachedEntry)
+                }
                 entry = Entry(type: id, generation: state.generation, logger: logger)
                 state.entries[id] = entry
             }
             // The table holds no reference: `entries` and `retired` keep every entry alive.
-            slot.entry.store(UInt(bitPattern: Unmanaged.passUnretained(entry!).toOpaque()), ordering: .releasing)
-            return entry!.logger
+            let unmanaged = Unmanaged.passUnretained(entry!)
+            lb_type_cache_store(index, unmanaged.toOpaque())
+            return unmanaged
+        }
+    }
+
+    static func bootstrap(_ bundle: LogBundle) {
+        state.withLock { state in
+            state.bundle = bundle
+            state.retired.append(contentsOf: state.entries.values)
+            state.entries = [:]
+            state.generation += 1
+            lb_type_cache_set_generation(state.generation)
         }
     }
 }

@@ -301,6 +301,31 @@ int lb_bundle_filter_rule(lb_bundle *bundle, size_t index, char *pattern, size_t
 const char *lb_bundle_filter_warning(lb_bundle *bundle);
 
 /* ---------------------------------------------------------------------------------------------
+ * The Swift façade's per-type logger cache (LogCategory): a process-wide direct-mapped table of
+ * pointers to immutable entries that the façade owns and never frees, and a generation that the
+ * façade bumps when the entries become stale. Here so that a lookup is one plain atomic load, with
+ * no lazy global initialisation or reference counting on the logging path.
+ */
+#define LB_TYPE_CACHE_SIZE 256u
+extern const void *_Atomic lb_type_cache[LB_TYPE_CACHE_SIZE];
+extern _Atomic uint64_t lb_type_cache_generation;
+
+static inline const void *lb_type_cache_load(uint32_t index) {
+    return atomic_load_explicit(&lb_type_cache[index & (LB_TYPE_CACHE_SIZE - 1)],
+                                memory_order_acquire);
+}
+static inline void lb_type_cache_store(uint32_t index, const void *entry) {
+    atomic_store_explicit(&lb_type_cache[index & (LB_TYPE_CACHE_SIZE - 1)], entry,
+                          memory_order_release);
+}
+static inline uint64_t lb_type_cache_current_generation(void) {
+    return atomic_load_explicit(&lb_type_cache_generation, memory_order_acquire);
+}
+static inline void lb_type_cache_set_generation(uint64_t generation) {
+    atomic_store_explicit(&lb_type_cache_generation, generation, memory_order_release);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Clock
  */
 extern bool lb_clock_is_tsc;   /* set once by the first lb_bundle_open; read-only afterwards */

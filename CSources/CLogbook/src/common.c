@@ -392,3 +392,7 @@ lb_frame_status lb_archive_frame_head(int fd, uint64_t offset, uint64_t file_siz
     if (offset + lb_archive_frame_span(*length) > file_size) return LB_FRAME_END;
     return LB_FRAME_OK;
 }
+
+/* The Swift façade's per-type logger cache (logbook.h). */
+const void *_Atomic lb_type_cache[LB_TYPE_CACHE_SIZE];
+_Atomic uint64_t lb_type_cache_generation;
