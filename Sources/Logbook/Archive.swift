@@ -108,7 +108,7 @@ public struct ArchiveStats: Sendable {
 final class ArchiveCallbacks: Sendable {
     let onFileRolled: (@Sendable (ArchivedFile) -> Void)?
     let clock: (@Sendable () -> Int64)?
-    private let streams = Mutex<[Int: AsyncStream<ArchivedFile>.Continuation]>([:])
+    private let streams = Locked<[Int: AsyncStream<ArchivedFile>.Continuation]>([:])
     private let nextStream = Atomic<Int>(0)
 
     init(_ options: ArchiveOptions) {

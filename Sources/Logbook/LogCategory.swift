@@ -1,5 +1,4 @@
 import CLogbook
-import Synchronization
 
 /// A type that logs under its own category: it declares the category once (or takes the default,
 /// its module-qualified name) and logs through `logger` without naming it again.
@@ -80,7 +79,7 @@ public enum CategoryLoggers {
         /// Entries of earlier generations: a reader may still hold one it loaded, so none is freed.
         var retired: [Entry] = []
     }
-    static let state = Mutex(State())
+    static let state = Locked(State())
 
     /// An entry for a logger of no bundle (before any bootstrap).
     static let detachedEntry = Entry(type: ObjectIdentifier(Never.self), generation: 0, logger: .detached)

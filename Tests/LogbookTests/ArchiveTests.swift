@@ -29,7 +29,7 @@ final class ArchiveTests: XCTestCase {
     /// order, decodes on its own, and the bundle reads every record once (archive + ring).
     func rollBySize(forcePwrite: Bool) throws {
         let path = makeTemporaryDirectory(self) + "/size.logbook"
-        let rolled = Mutex<[ArchivedFile]>([])
+        let rolled = Locked<[ArchivedFile]>([])
         let options = ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil, forcePwrite: forcePwrite,
                                      onFileRolled: { file in rolled.withLock { $0.append(file) } })
         let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
@@ -75,7 +75,7 @@ final class ArchiveTests: XCTestCase {
     func testRollsByAge() throws {
         let path = makeTemporaryDirectory(self) + "/age.logbook"
         let now = Atomic<Int64>(1_000_000_000_000)
-        let rolled = Mutex<[UInt64]>([])
+        let rolled = Locked<[UInt64]>([])
         let options = ArchiveOptions(rollInterval: .seconds(60), onFileRolled: { file in rolled.withLock { $0.append(file.number) } },
                                      clock: { now.load(ordering: .relaxed) })
         let bundle = try LogBundle(path: path, archive: options)

@@ -1,6 +1,5 @@
 import CLogbook
 import Foundation
-import Synchronization
 import XCTest
 @testable import Logbook
 
@@ -90,7 +89,7 @@ final class DiskFullTests: XCTestCase {
     /// stay intact, and once space is freed the next open archives what the ring kept.
     func testArchiveOnAFullDiskReportsItAndKeepsCompleteFiles() throws {
         let path = makeTemporaryDirectory(self) + "/archived.logbook"
-        let rolled = Mutex<[String]>([])
+        let rolled = Locked<[String]>([])
         let bundle = try LogBundle(
             path: path, capacity: 128 << 10, chunkSize: 4096, wrapPolicy: .lossless, losslessWaitMilliseconds: 0,
             archive: ArchiveOptions(directory: mountPoint + "/archive", maxFileSize: 128 << 10, maxFiles: nil, quota: nil,

@@ -196,12 +196,14 @@ final class FilterConcurrencyTests: XCTestCase {
         let native = try first.logger("native.hot")
         let group = DispatchGroup()
         let stop = ManagedAtomicFlag()
+        let progress = ProgressCounter()
         for _ in 0..<2 {
             DispatchQueue.global().async(group: group) {
                 var i = 0
                 while !stop.isSet {
                     native.debug("n \(i)")
                     Worker.work(i)
+                    progress.increment()
                     i += 1
                 }
             }
@@ -209,12 +211,31 @@ final class FilterConcurrencyTests: XCTestCase {
         for round in 0..<200 {
             first.bundle.filter = try LogFilter(parsing: round % 2 == 0 ? "native=off,*=info" : "native=trace")
             if round % 50 == 25 { LogBundle.bootstrap(round % 100 == 25 ? second.bundle : first.bundle) }
+            // Each round lets the workers finish at least one iteration begun after the change, so the
+            // changes really interleave with logging however the two cores are scheduled. (Each worker
+            // can have one iteration in flight from before, hence three.)
+            progress.wait(forAtLeast: progress.value + 3)
         }
         stop.set()
         group.wait()
         XCTAssertGreaterThan(try first.entries(logger: Worker.logCategory).count, 0)
+        XCTAssertGreaterThan(try second.entries(logger: Worker.logCategory).count, 0)
         XCTAssertEqual(LogReader.issueCount(first.path), 0)
         XCTAssertEqual(LogReader.issueCount(second.path), 0)
+    }
+}
+
+/// A count of iterations that another thread can wait on.
+final class ProgressCounter: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var count = 0
+    var value: Int { condition.withLock { count } }
+    func increment() {
+        condition.withLock { count += 1 }
+        condition.broadcast()
+    }
+    func wait(forAtLeast target: Int) {
+        condition.withLock { while count < target { condition.wait() } }
     }
 }
 
