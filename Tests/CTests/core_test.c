@@ -201,6 +201,43 @@ static void test_filters(void) {
     CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
 }
 
+/* Loggers are found by name through a hash index that grows with them: every name keeps its
+ * logger and id across growth, up to the 65535 the format's u16 ids allow. */
+static void test_many_loggers(void) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/loggers.logbook", dir);
+    lb_options o;
+    lb_options_init(&o);
+    o.capacity = 1u << 20;
+    o.chunk_size = 16u << 10;
+    o.filter = "svc.4321=off";
+    o.ignore_environment_filter = true;
+    lb_bundle *b;
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    enum { COUNT = 65535 };
+    lb_logger **loggers = calloc(COUNT, sizeof *loggers);
+    char name[32];
+    int registered = 1, ids_in_order = 1, found_again = 1;
+    for (uint32_t i = 0; i < COUNT; i++) {
+        snprintf(name, sizeof name, "svc.%u", i);
+        if (lb_logger_register(b, name, &loggers[i]) != 0) registered = 0;
+        else if (loggers[i]->id != i + 1 || strcmp(loggers[i]->name, name) != 0) ids_in_order = 0;
+    }
+    CHECK(registered && ids_in_order);
+    for (uint32_t i = 0; i < COUNT; i += 7) {
+        snprintf(name, sizeof name, "svc.%u", i);
+        lb_logger *again = NULL;
+        if (lb_logger_register(b, name, &again) != 0 || again != loggers[i]) found_again = 0;
+    }
+    CHECK(found_again);
+    CHECK(lb_logger_min_level(loggers[4321]) == LB_LEVEL_OFF && lb_logger_min_level(loggers[4320]) == LB_LEVEL_TRACE);
+    lb_logger *extra = NULL;
+    CHECK(lb_logger_register(b, "one.too.many", &extra) == -ENOSPC && extra == NULL);
+    CHECK(lb_logger_register(b, "svc.65534", &extra) == 0 && extra == loggers[65534]);
+    free(loggers);
+    CHECK(lb_bundle_close(b) == 0);
+}
+
 int main(void) {
     /* The C test runs on the CLOCK_MONOTONIC fallback (the Swift tests cover the TSC): one
      * nanosecond per tick is also what makes extreme timestamps overflow naive arithmetic. */
@@ -212,6 +249,7 @@ int main(void) {
     test_arg_decoder_bounds();
     test_extreme_timestamps();
     test_filters();
+    test_many_loggers();
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

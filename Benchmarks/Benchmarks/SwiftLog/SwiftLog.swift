@@ -80,6 +80,19 @@ let benchmarks: @Sendable () -> Void = {
         withExtendedLifetime(bundle) {}
     }
 
+    // Server frameworks make a Logger per request (Vapor: `Logger(label: "codes.vapor.request")`), so
+    // making one must not grow with the number of labels the program has used.
+    Benchmark("swift-log Logger(label:) with 1,000 labels in use") { benchmark in
+        let (bundle, _) = logbookLogger("labels")
+        for i in 0..<1_000 { _ = LogbookLogHandler(label: "lib.component\(i)", bundle: bundle) }
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations {
+            blackHole(Logging.Logger(label: "lib.component999") { LogbookLogHandler(label: $0, bundle: bundle) })
+        }
+        benchmark.stopMeasurement()
+        withExtendedLifetime(bundle) {}
+    }
+
     Benchmark("swift-log StreamLogHandler, below its level", configuration: .init(scalingFactor: .mega)) {
         benchmark in
         var logger = Logging.Logger(label: "bench") { StreamLogHandler.standardError(label: $0) }

@@ -93,25 +93,60 @@ static int meta_write_session(lb_bundle *b, uint64_t tick_anchor, int64_t wall_a
     return rc;
 }
 
+static uint64_t logger_name_hash(const char *name, size_t length) {
+    uint64_t h = 0xcbf29ce484222325u;                 /* FNV-1a */
+    for (size_t i = 0; i < length; i++) h = (h ^ (uint8_t)name[i]) * 0x100000001b3u;
+    return h ^ (h >> 32);
+}
+
+/* The slot of `name` in the logger index: its id's slot, or the empty slot where it belongs.
+ * Under `lock`. The index has twice as many slots as `loggers` can hold, so one is always empty. */
+static uint32_t logger_index_slot(const lb_bundle *b, const char *name, size_t length) {
+    uint32_t mask = 2 * b->logger_capacity - 1;
+    uint32_t slot = (uint32_t)logger_name_hash(name, length) & mask;
+    for (;;) {
+        uint16_t id = b->logger_index[slot];
+        if (id == 0 || strcmp(b->loggers[id - 1]->name, name) == 0) return slot;
+        slot = (slot + 1) & mask;
+    }
+}
+
+/* Doubles the room for loggers and rebuilds the index. Under `lock`. */
+static int loggers_grow(lb_bundle *b) {
+    uint32_t capacity = b->logger_capacity ? b->logger_capacity * 2 : 16;
+    lb_logger **loggers = realloc(b->loggers, capacity * sizeof *loggers);
+    if (!loggers) return -ENOMEM;
+    b->loggers = loggers;
+    uint16_t *index = calloc(2 * (size_t)capacity, sizeof *index);
+    if (!index) return -ENOMEM;
+    free(b->logger_index);
+    b->logger_index = index;
+    b->logger_capacity = capacity;
+    for (uint32_t i = 0; i < b->logger_count; i++) {
+        const char *name = b->loggers[i]->name;
+        b->logger_index[logger_index_slot(b, name, strlen(name))] = (uint16_t)(i + 1);
+    }
+    return 0;
+}
+
 int lb_logger_register(lb_bundle *b, const char *name, lb_logger **out) {
     if (!b || !name || !out) return -EINVAL;
     size_t name_length = strlen(name);
+    int rc = 0;
     pthread_mutex_lock(&b->lock);
-    for (uint32_t i = 0; i < b->logger_count; i++) {
-        if (strcmp(b->loggers[i]->name, name) == 0) {
-            *out = b->loggers[i];
-            pthread_mutex_unlock(&b->lock);
-            return 0;
+    uint32_t slot = 0;
+    if (b->logger_capacity) {
+        slot = logger_index_slot(b, name, name_length);
+        uint16_t id = b->logger_index[slot];
+        if (id) {
+            *out = b->loggers[id - 1];
+            goto done;
         }
     }
-    int rc = 0;
     if (b->logger_count >= 65535) { rc = -ENOSPC; goto done; }
     if (b->logger_count == b->logger_capacity) {
-        uint32_t cap = b->logger_capacity ? b->logger_capacity * 2 : 16;
-        lb_logger **p = realloc(b->loggers, cap * sizeof *p);
-        if (!p) { rc = -ENOMEM; goto done; }
-        b->loggers = p;
-        b->logger_capacity = cap;
+        if ((rc = loggers_grow(b))) goto done;
+        slot = logger_index_slot(b, name, name_length);
     }
     lb_logger *logger = calloc(1, sizeof *logger);
     char *copy = strdup(name);
@@ -129,6 +164,7 @@ int lb_logger_register(lb_bundle *b, const char *name, lb_logger **out) {
     free(body.bytes);
     if (rc) { free(copy); free(logger); goto done; }
     b->loggers[b->logger_count++] = logger;
+    b->logger_index[slot] = logger->id;
     *out = logger;
 done:
     pthread_mutex_unlock(&b->lock);
@@ -392,6 +428,7 @@ static void bundle_free(lb_bundle *b) {
         free(b->loggers[i]);
     }
     free(b->loggers);
+    free(b->logger_index);
     lb_filter_free(b);
     pthread_mutex_destroy(&b->lock);
     pthread_mutex_destroy(&b->sealer_lock);

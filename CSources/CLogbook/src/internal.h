@@ -147,6 +147,7 @@ struct lb_bundle {
     uint32_t next_site_id;
     lb_logger **loggers;           /* by id - 1 */
     uint32_t logger_count, logger_capacity;
+    uint16_t *logger_index;        /* open-addressed by name hash: id, 0 = empty; 2 x capacity slots */
     struct lb_filter_set *filter;  /* runtime filter rules (filter.c); under `lock` */
     char *filter_warning;          /* a malformed LOGBOOK_FILTER at open, or NULL */
     struct lb_writer *writers;     /* attached writers; under the registry lock */
