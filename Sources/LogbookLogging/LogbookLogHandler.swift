@@ -23,7 +23,8 @@ public struct LogbookLogHandler: LogHandler {
     /// The label's logger in the bundle (shared by every handler of the label).
     public let logbookLogger: Logbook.Logger
     /// `logbookLogger.cLogger`, kept to read the filter level without touching the logger's bundle.
-    private let control: UnsafeMutablePointer<lb_logger>
+    /// Safe to share: the C logger lives as long as its bundle and its level is an atomic.
+    nonisolated(unsafe) private let control: UnsafeMutablePointer<lb_logger>
     private var ownLevel: Logging.Logger.Level
     public var metadata: Logging.Logger.Metadata
     public var metadataProvider: Logging.Logger.MetadataProvider?

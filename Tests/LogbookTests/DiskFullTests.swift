@@ -40,7 +40,7 @@ final class DiskFullTests: XCTestCase {
         known(0)
         // Fill the rest of the disk.
         let filler = FileHandle(forWritingAtPath: mountPoint + "/filler") ?? {
-            FileManager.default.createFile(atPath: mountPoint + "/filler", contents: nil)
+            _ = FileManager.default.createFile(atPath: mountPoint + "/filler", contents: nil)
             return FileHandle(forWritingAtPath: mountPoint + "/filler")!
         }()
         let block = Data(repeating: 0, count: 4096)
