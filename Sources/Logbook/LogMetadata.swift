@@ -1,7 +1,8 @@
 import CLogbook
 
 /// A structured metadata value of a recorded entry (swift-log's `Logger.MetadataValue`, typed).
-public indirect enum LogMetadataValue: Equatable, Sendable, CustomStringConvertible {
+/// Not `indirect`: lists and maps already live in arrays, so a scalar value needs no box.
+public enum LogMetadataValue: Equatable, Sendable, CustomStringConvertible {
     /// A scalar or string, stored with its type.
     case value(LogValue)
     case list([LogMetadataValue])
@@ -28,12 +29,31 @@ public struct LogMetadata: Equatable, Sendable, RandomAccessCollection, CustomSt
     public struct Pair: Equatable, Sendable {
         public var key: String
         public var value: LogMetadataValue
+
+        public init(key: String, value: LogMetadataValue) {
+            self.key = key
+            self.value = value
+        }
     }
 
     public var pairs: [Pair]
 
     public init(_ pairs: [Pair] = []) {
-        self.pairs = pairs.sorted { $0.key < $1.key }
+        self.pairs = pairs
+        Self.sortByKey(&self.pairs)
+    }
+
+    /// A stable insertion sort in place: metadata has a handful of keys, often already in order,
+    /// and pairs with the same key keep their order (which the literal's "last one wins" needs).
+    static func sortByKey(_ pairs: inout [Pair]) {
+        guard pairs.count > 1 else { return }
+        for i in 1..<pairs.count {
+            var j = i
+            while j > 0 && pairs[j].key < pairs[j - 1].key {
+                pairs.swapAt(j, j - 1)
+                j -= 1
+            }
+        }
     }
 
     public var startIndex: Int { pairs.startIndex }
@@ -50,12 +70,170 @@ public struct LogMetadata: Equatable, Sendable, RandomAccessCollection, CustomSt
     }
 }
 
-/// An error attached to a recorded entry (swift-log's `error:`): its type and its description.
+/// An error attached to a recorded entry (`error:` of a log call): its type and its description.
 public struct LoggedError: Equatable, Sendable, CustomStringConvertible {
     /// The error's type, as `String(reflecting:)` names it, e.g. `MyApp.FetchError`.
     public var type: String
     /// `String(describing: error)`.
     public var description: String
+
+    public init(type: String, description: String) {
+        self.type = type
+        self.description = description
+    }
+
+    /// What a log call records of `error`. The type name drops the "(unknown context at $55e5…)."
+    /// parts Swift gives types declared inside functions, which differ from run to run.
+    public init(_ error: any Error) {
+        self.init(type: Self.typeName(Swift.type(of: error)), description: String(describing: error))
+    }
+
+    /// Type names by type: `String(reflecting:)` demangles, which takes microseconds.
+    private static let typeNames = Locked<[ObjectIdentifier: String]>([:])
+
+    static func typeName(_ type: any Error.Type) -> String {
+        let id = ObjectIdentifier(type)
+        if let name = typeNames.withLock({ $0[id] }) { return name }
+        var name = String(reflecting: type)
+        while let start = name.firstRange(of: "(unknown context at "),
+              let end = name[start.upperBound...].firstRange(of: ").") {
+            name.removeSubrange(start.lowerBound..<end.upperBound)
+        }
+        typeNames.withLock { $0[id] = name }
+        return name
+    }
+
+    /// Appends the error to the record being built: the last part of a record (logbook_format.h).
+    @_spi(LogbookBackend)
+    public func write(to writer: UnsafeMutablePointer<lb_writer>) {
+        lb_record_put_container(writer, UInt8(LB_ARG_ERROR.rawValue), 2)
+        type.writeLogArgument(to: writer)
+        description.writeLogArgument(to: writer)
+    }
+}
+
+// MARK: - Building metadata in a log call
+
+extension LogMetadata: ExpressibleByDictionaryLiteral {
+    /// `["path": "/v1/items", "status": 200, "tags": ["a", "b"]]`; a repeated key keeps its last value.
+    public init(dictionaryLiteral elements: (String, LogMetadataValue)...) {
+        var pairs = elements.map { Pair(key: $0.0, value: $0.1) }
+        Self.sortByKey(&pairs)
+        var kept = 0
+        for index in pairs.indices {
+            if index + 1 < pairs.count && pairs[index + 1].key == pairs[index].key { continue }
+            if kept != index { pairs.swapAt(kept, index) }
+            kept += 1
+        }
+        if kept < pairs.count { pairs.removeSubrange(kept...) }
+        self.pairs = pairs
+    }
+
+    /// Appends the pairs to the record being built, after the message's arguments.
+    @_spi(LogbookBackend)
+    public func write(to writer: UnsafeMutablePointer<lb_writer>) {
+        lb_record_put_container(writer, UInt8(LB_ARG_METADATA.rawValue), UInt32(truncatingIfNeeded: pairs.count))
+        for pair in pairs {
+            pair.key.writeLogArgument(to: writer)
+            pair.value.write(to: writer, depth: 2)
+        }
+    }
+}
+
+extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
+    ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
+{
+    public init(stringLiteral value: String) { self = .value(.string(value, isStatic: false)) }
+    public init(integerLiteral value: Int) { self.init(value) }
+    public init(floatLiteral value: Double) { self = .value(.double(value)) }
+    public init(booleanLiteral value: Bool) { self = .value(.bool(value)) }
+    public init(arrayLiteral elements: LogMetadataValue...) { self = .list(elements) }
+    public init(dictionaryLiteral elements: (String, LogMetadataValue)...) {
+        self = .map(LogMetadata(elements.map { LogMetadata.Pair(key: $0.0, value: $0.1) }))
+    }
+
+    /// A string.
+    public init(_ value: String) { self = .value(.string(value, isStatic: false)) }
+    /// A number stored with its width and signedness (`Int` as `int`, `UInt32` as `uint32`…).
+    public init<T: FixedWidthInteger>(_ value: T) {
+        let type: LogArgumentType
+        switch (T.isSigned, T.bitWidth) {
+        case (true, 8): type = .int8
+        case (true, 16): type = .int16
+        case (true, 32): type = .int32
+        case (true, _): type = T.self == Int.self ? .int : .int64
+        case (false, 8): type = .uint8
+        case (false, 16): type = .uint16
+        case (false, 32): type = .uint32
+        case (false, _): type = T.self == UInt.self ? .uint : .uint64
+        }
+        self = T.isSigned ? .value(.signed(Int64(truncatingIfNeeded: value), type))
+                          : .value(.unsigned(UInt64(truncatingIfNeeded: value), type))
+    }
+    public init(_ value: Double) { self = .value(.double(value)) }
+    public init(_ value: Float) { self = .value(.float(value)) }
+    public init(_ value: Bool) { self = .value(.bool(value)) }
+    /// Raw bytes (shown as hex).
+    public init(bytes: [UInt8]) { self = .value(.bytes(bytes)) }
+
+    /// `depth` counts the open containers including this value's own: past the format's limit
+    /// (`LB_ARG_MAX_DEPTH`) a list or map is stored as its text.
+    func write(to writer: UnsafeMutablePointer<lb_writer>, depth: Int) {
+        switch self {
+        case .value(let value):
+            value.write(to: writer)
+        case .list(let items) where depth <= Int(LB_ARG_MAX_DEPTH):
+            lb_record_put_container(writer, UInt8(LB_ARG_LIST.rawValue), UInt32(truncatingIfNeeded: items.count))
+            for item in items { item.write(to: writer, depth: depth + 1) }
+        case .map(let map) where depth <= Int(LB_ARG_MAX_DEPTH):
+            lb_record_put_container(writer, UInt8(LB_ARG_MAP.rawValue), UInt32(truncatingIfNeeded: map.count))
+            for pair in map.pairs {
+                pair.key.writeLogArgument(to: writer)
+                pair.value.write(to: writer, depth: depth + 1)
+            }
+        case .list, .map:
+            description.writeLogArgument(to: writer)
+        }
+    }
+}
+
+extension LogValue {
+    /// Appends the value with its type, as the reader decoded it (a static string stays static).
+    func write(to writer: UnsafeMutablePointer<lb_writer>) {
+        switch self {
+        case .bool(let value):
+            lb_record_put_bool(writer, value)
+        case .signed(let value, let type):
+            switch type {
+            case .int8: lb_record_put_i8(writer, Int8(truncatingIfNeeded: value))
+            case .int16: lb_record_put_i16(writer, Int16(truncatingIfNeeded: value))
+            case .int32: lb_record_put_i32(writer, Int32(truncatingIfNeeded: value))
+            case .int: lb_record_put_int(writer, value)
+            default: lb_record_put_i64(writer, value)
+            }
+        case .unsigned(let value, let type):
+            switch type {
+            case .uint8: lb_record_put_u8(writer, UInt8(truncatingIfNeeded: value))
+            case .uint16: lb_record_put_u16(writer, UInt16(truncatingIfNeeded: value))
+            case .uint32: lb_record_put_u32(writer, UInt32(truncatingIfNeeded: value))
+            case .uint: lb_record_put_uint(writer, value)
+            default: lb_record_put_u64(writer, value)
+            }
+        case .float(let value):
+            lb_record_put_f32(writer, value)
+        case .double(let value):
+            lb_record_put_f64(writer, value)
+        case .string(var text, let isStatic):
+            let tag = isStatic ? LogArgumentType.staticString : .string
+            text.withUTF8 { lb_record_put_data(writer, tag.rawValue, $0.baseAddress, $0.count) }
+        case .bytes(let bytes):
+            bytes.withUnsafeBufferPointer {
+                lb_record_put_data(writer, LogArgumentType.bytes.rawValue, $0.baseAddress, $0.count)
+            }
+        case .redacted(let type):
+            lb_record_put_redacted(writer, type.rawValue)
+        }
+    }
 }
 
 /// Decodes the part of a record's arguments after the message: its metadata and error. The C

@@ -135,6 +135,125 @@ public struct Logger: @unchecked Sendable {
         write(.critical, message, file: file, function: function, line: line, column: column)
     }
 
+    // MARK: With metadata or an error
+
+    /// Logs `message` with structured `metadata` and/or an `error`, stored typed after the message's
+    /// arguments (logbook_format.h: METADATA, ERROR) and shown by the reader, `logbook show` and
+    /// its JSON:
+    ///
+    /// ```swift
+    /// log.info("request done in \(ms) ms", metadata: ["path": "\(path)", "status": 200])
+    /// log.error("fetch failed", error: error)
+    /// ```
+    ///
+    /// A filtered-out call evaluates neither the message nor the metadata. Calls without either
+    /// argument take the plain overloads above, whose path is unchanged.
+    @inlinable
+    public func log(
+        _ level: LogLevel, _ message: @autoclosure () -> LogMessage,
+        metadata: @autoclosure () -> LogMetadata = [:], error: (any Error)? = nil,
+        file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, level.rawValue) else { return }
+        write(level, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable
+    public func trace(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.trace.rawValue) else { return }
+        write(.trace, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable
+    public func debug(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.debug.rawValue) else { return }
+        write(.debug, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable
+    public func info(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.info.rawValue) else { return }
+        write(.info, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable
+    public func notice(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.notice.rawValue) else { return }
+        write(.notice, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable
+    public func warning(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.warning.rawValue) else { return }
+        write(.warning, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable
+    public func error(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.error.rawValue) else { return }
+        write(.error, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable
+    public func critical(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.critical.rawValue) else { return }
+        write(.critical, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
+    }
+
+    /// The enabled path of a call with metadata or an error: the message's arguments, then the tail.
+    @usableFromInline
+    func write(
+        _ level: LogLevel, _ message: () -> LogMessage, metadata: () -> LogMetadata, error: (any Error)?,
+        file: StaticString, function: StaticString, line: UInt, column: UInt
+    ) {
+        let bundle = control.pointee.bundle!
+        let writer = lb_writer_get(bundle)!
+        lb_record_begin(writer, control.pointee.id, level.rawValue)
+        let site = lb_site_lookup(
+            bundle, file.utf8Start, nil, UInt32(truncatingIfNeeded: line), UInt32(truncatingIfNeeded: column))
+        func tail(_ writer: UnsafeMutablePointer<lb_writer>) {
+            let pairs = metadata()
+            if !pairs.isEmpty { pairs.write(to: writer) }
+            if let error { LoggedError(error).write(to: writer) }
+        }
+        if _fastPath(site != 0) {
+            _ = message()
+            tail(writer)
+            lb_record_commit(writer, site)
+        } else {
+            writeFirstAtSite(writer, message, tail: tail, file: file, function: function, line: line, column: column)
+        }
+    }
+
     /// The enabled path: begin a record in this thread's chunk, let the message's interpolation
     /// write the typed values straight into it, then commit it with its call site.
     @inlinable @inline(__always)
@@ -159,7 +278,8 @@ public struct Logger: @unchecked Sendable {
     /// built, register the site, then commit.
     @usableFromInline @inline(never)
     func writeFirstAtSite(
-        _ writer: UnsafeMutablePointer<lb_writer>, _ message: () -> LogMessage, file: StaticString,
+        _ writer: UnsafeMutablePointer<lb_writer>, _ message: () -> LogMessage,
+        tail: (UnsafeMutablePointer<lb_writer>) -> Void = { _ in }, file: StaticString,
         function: StaticString, line: UInt, column: UInt
     ) {
         let capture = SiteCapture()
@@ -167,6 +287,7 @@ public struct Logger: @unchecked Sendable {
         writer.pointee.capture = Unmanaged.passUnretained(capture).toOpaque()
         _ = message()
         writer.pointee.capture = previous
+        tail(writer)
         let text = { (string: StaticString) in string.withUTF8Buffer { String(decoding: $0, as: UTF8.self) } }
         let site = registerSite(
             control.pointee.bundle, keyFile: UnsafeRawPointer(file.utf8Start), keyExtra: nil,

@@ -101,11 +101,7 @@ public struct LogbookLogHandler: LogHandler {
             let merged = effectiveMetadata(explicit)
             if !merged.isEmpty { MetadataEncoder(writer: writer).putMetadata(merged) }
         }
-        if let error {
-            lb_record_put_container(writer, UInt8(LB_ARG_ERROR.rawValue), 2)
-            errorTypeName(error).writeLogArgument(to: writer)
-            String(describing: error).writeLogArgument(to: writer)
-        }
+        if let error { LoggedError(error).write(to: writer) }
         let line32 = UInt32(truncatingIfNeeded: line)
         let key = siteKey(file: file, function: function, source: source)
         var site = lb_site_lookup(bundle, key.key_file, key.key_extra, line32, 0)
@@ -152,16 +148,6 @@ private func withUTF8<R>(_ text: String, _ body: (UnsafeBufferPointer<CChar>) ->
     if let direct { return direct }
     var copy = text
     return copy.withUTF8 { bytes in bytes.withMemoryRebound(to: CChar.self) { body($0) } }
-}
-
-/// The error's module-qualified type name, without the "(unknown context at $55e5...)." parts that
-/// Swift gives types declared inside functions (addresses differ per run).
-func errorTypeName(_ error: any Error) -> String {
-    var name = String(reflecting: type(of: error))
-    while let start = name.firstRange(of: "(unknown context at "), let end = name[start.upperBound...].firstRange(of: ").") {
-        name.removeSubrange(start.lowerBound..<end.upperBound)
-    }
-    return name
 }
 
 /// Writes swift-log metadata as typed key/value arguments (logbook_format.h: METADATA, LIST, MAP).

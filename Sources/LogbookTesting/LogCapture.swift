@@ -81,7 +81,8 @@ public final class LogCapture: @unchecked Sendable {
     /// (listing what was captured) when none or several match.
     /// - Parameters:
     ///   - message: the whole rendered message; `containing`: a part of it.
-    ///   - metadata: keys whose values render as the given text (`"status": "200"`).
+    ///   - metadata: keys whose values render as the given text (`"status": "200"`), from native
+    ///     calls (`metadata:`) and swift-log alike.
     @discardableResult
     public func expect(
         _ level: LogLevel? = nil, logger: String? = nil, message: String? = nil, containing: String? = nil,

@@ -87,6 +87,34 @@ let benchmarks: @Sendable () -> Void = {
         withExtendedLifetime(bundle) {}
     }
 
+    // The same message as "3 scalars" with two metadata values (an Int and a 16-byte String),
+    // and with an error: the tail a call with `metadata:` or `error:` adds.
+    Benchmark("Swift façade, 3 scalars + 2 metadata values") { benchmark in
+        let bundle = makeBundle("swiftmeta")
+        let log = try! bundle.logger("swift")
+        let path = "/api/v1/users/42"
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            log.info("request \(i) took \(Double(i) * 0.25) ms ok=\(i & 1 == 1)", metadata: ["status": 200, "path": "\(path)"])
+        }
+        benchmark.stopMeasurement()
+        withExtendedLifetime(bundle) {}
+    }
+
+    Benchmark("Swift façade, 3 scalars + error") { benchmark in
+        struct Timeout: Error, CustomStringConvertible {
+            var description: String { "timed out" }
+        }
+        let bundle = makeBundle("swifterror")
+        let log = try! bundle.logger("swift")
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            log.info("request \(i) took \(Double(i) * 0.25) ms ok=\(i & 1 == 1)", error: Timeout())
+        }
+        benchmark.stopMeasurement()
+        withExtendedLifetime(bundle) {}
+    }
+
     Benchmark("Swift façade, private argument") { benchmark in
         let bundle = makeBundle("swiftpriv")
         let log = try! bundle.logger("swift")

@@ -1,0 +1,127 @@
+import Foundation
+import XCTest
+@testable import Logbook
+import LogbookTesting
+
+/// Metadata and errors from the native API (`log.info("…", metadata: [...], error: e)`).
+final class NativeMetadataTests: XCTestCase {
+    struct FetchError: Error, CustomStringConvertible {
+        var code: Int
+        var description: String { "fetch failed with \(code)" }
+    }
+
+    func testCallRecordsTypedMetadataAndError() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("net.http")
+        let item = "items"
+        let line = #line + 1
+        log.warning("request \(42) failed", metadata: [
+            "status": 503, "latency": 1.25, "cached": false, "path": "/v1/\(item)", "tags": ["a", 2],
+            "peer": ["host": "10.0.0.1", "port": .init(UInt16(8080))], "id": .init(UInt64.max),
+        ], error: FetchError(code: 503))
+
+        let entry = try capture.expect(.warning, logger: "net.http", message: "request 42 failed")
+        XCTAssertEqual(entry.arguments, [.signed(42, .int)])
+        XCTAssertEqual(entry.metadata["status"], .value(.signed(503, .int)))
+        XCTAssertEqual(entry.metadata["latency"], .value(.double(1.25)))
+        XCTAssertEqual(entry.metadata["cached"], .value(.bool(false)))
+        XCTAssertEqual(entry.metadata["path"]?.string, "/v1/items")
+        XCTAssertEqual(entry.metadata["tags"], .list([.value(.string("a", isStatic: false)), .value(.signed(2, .int))]))
+        XCTAssertEqual(entry.metadata["peer"], .map(["host": "10.0.0.1", "port": .value(.unsigned(8080, .uint16))]))
+        XCTAssertEqual(entry.metadata["id"], .value(.unsigned(UInt64.max, .uint64)))
+        XCTAssertEqual(entry.error, LoggedError(type: "LogbookTests.NativeMetadataTests.FetchError", description: "fetch failed with 503"))
+        XCTAssertEqual(entry.error, LoggedError(FetchError(code: 503)))
+        XCTAssertEqual(entry.line, UInt32(line))
+        XCTAssertTrue(
+            entry.textLine().hasSuffix(
+                "warning  net.http: request 42 failed cached=false id=18446744073709551615 latency=1.25 "
+                    + "path=/v1/items peer={host=10.0.0.1, port=8080} status=503 tags=[a, 2] "
+                    + "error=LogbookTests.NativeMetadataTests.FetchError: fetch failed with 503"), entry.textLine())
+        let json = try JSONSerialization.jsonObject(with: Data(entry.jsonLine().utf8)) as! [String: Any]
+        let metadata = try XCTUnwrap(json["metadata"] as? [String: Any])
+        XCTAssertEqual(metadata["status"] as? Int, 503)
+        XCTAssertEqual((metadata["peer"] as? [String: Any])?["port"] as? Int, 8080)
+        XCTAssertEqual((json["error"] as? [String: Any])?["type"] as? String, "LogbookTests.NativeMetadataTests.FetchError")
+        try capture.expect(metadata: ["status": "503", "peer": "{host=10.0.0.1, port=8080}"])
+    }
+
+    /// The first call at a site registers it (the slow path) and later ones take the fast path:
+    /// both write the message's arguments and then the tail.
+    func testFirstAndLaterCallsAtASiteRecordTheSame() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("jobs")
+        for i in 0..<3 {
+            log.info("job \(i) done", metadata: ["attempt": .init(i + 1)])
+            log.error("job \(i) failed", error: FetchError(code: i))
+        }
+        let entries = try capture.entries(logger: "jobs")
+        XCTAssertEqual(entries.map(\.message), ["job 0 done", "job 0 failed", "job 1 done", "job 1 failed", "job 2 done", "job 2 failed"])
+        XCTAssertEqual(entries.compactMap { $0.metadata["attempt"]?.description }, ["1", "2", "3"])
+        XCTAssertEqual(entries.compactMap { $0.error?.description }, ["fetch failed with 0", "fetch failed with 1", "fetch failed with 2"])
+        XCTAssertEqual(Set(entries.map(\.line)).count, 2, "two call sites")
+    }
+
+    func testFilteredCallEvaluatesNeitherMessageNorMetadata() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("quiet")
+        log.minimumLevel = .warning
+        var evaluated = 0
+        func counted(_ value: Int) -> Int {
+            evaluated += 1
+            return value
+        }
+        log.info("value \(counted(1))", metadata: ["value": .init(counted(2))])
+        log.log(.debug, "value \(counted(3))", metadata: ["value": .init(counted(4))], error: FetchError(code: 1))
+        XCTAssertEqual(evaluated, 0)
+        log.warning("value \(counted(5))", metadata: ["value": .init(counted(6))])
+        XCTAssertEqual(evaluated, 2)
+        try capture.expect(.warning, message: "value 5", metadata: ["value": "6"])
+        XCTAssertEqual(capture.bundle.counters.dropped, 0)
+    }
+
+    /// Every kind of value the reader decodes is written back with the same type, so a decoded
+    /// entry's metadata can be logged again unchanged.
+    func testEveryValueKindRoundTrips() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("kinds")
+        let metadata: LogMetadata = [
+            "bool": .value(.bool(true)), "i8": .init(Int8(-8)), "i16": .init(Int16(-16)), "i32": .init(Int32(-32)),
+            "i64": .init(Int64.min), "int": .init(-1), "u8": .init(UInt8(8)), "u16": .init(UInt16(16)),
+            "u32": .init(UInt32(32)), "u64": .init(UInt64(64)), "uint": .init(UInt(7)), "float": .init(Float(0.5)),
+            "double": .init(-2.5), "string": "text", "static": .value(.string("constant", isStatic: true)),
+            "bytes": .init(bytes: [0xde, 0xad]), "redacted": .value(.redacted(.string)), "empty list": [], "empty map": [:],
+        ]
+        log.notice("all kinds", metadata: metadata)
+        let first = try capture.expect(message: "all kinds")
+        XCTAssertEqual(first.metadata, metadata)
+        log.notice("again", metadata: first.metadata)
+        XCTAssertEqual(try capture.expect(message: "again").metadata, metadata)
+    }
+
+    func testRepeatedKeyKeepsTheLastValueAndDeepNestingIsStoredAsText() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("shapes")
+        var deep: LogMetadataValue = "bottom"
+        for _ in 0..<10 { deep = [deep] }
+        log.info("shapes", metadata: ["key": 1, "key": 2, "deep": deep])
+        let entry = try capture.expect(message: "shapes")
+        XCTAssertEqual(entry.metadata.map(\.key), ["deep", "key"])
+        XCTAssertEqual(entry.metadata["key"], .value(.signed(2, .int)))
+        // METADATA and seven lists are containers; the eighth list down is stored as its text.
+        var value = try XCTUnwrap(entry.metadata["deep"])
+        for _ in 0..<7 {
+            guard case .list(let items) = value, items.count == 1 else { return XCTFail("\(value)") }
+            value = items[0]
+        }
+        XCTAssertEqual(value.string, "[[[bottom]]]")
+        XCTAssertEqual(LogReader.issueCount(capture.path), 0)
+    }
+
+    func testCategoryLoggerTakesMetadata() throws {
+        enum Billing: LogCategory {}
+        let capture = try LogCapture()
+        LogBundle.bootstrap(capture.bundle)
+        Billing.logger.notice("charged", metadata: ["cents": 1999])
+        try capture.expect(.notice, logger: Billing.logCategory, message: "charged", metadata: ["cents": "1999"])
+    }
+}
