@@ -104,7 +104,7 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.stopMeasurement()
     }
 
-    Benchmark("swift-log StreamLogHandler to a file") { benchmark in
+    Benchmark("swift-log StreamLogHandler to a file (SwiftLog suite)") { benchmark in
         // StreamLogHandler writes to stdout or stderr only: send stderr to a file meanwhile.
         let file = open(scratch + "/stream.log", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         let saved = dup(2)
