@@ -6,6 +6,10 @@ import Musl
 #endif
 
 /// One recorded log entry, decoded.
+///
+/// What belongs to the call site (file, function, line, column, template, source) is one object
+/// shared by every entry of the site, and an attached error lives in a box: a reader holds
+/// millions of entries, and their size is most of what reading them costs.
 public struct LogEntry: Sendable {
     /// Nanoseconds since 1970-01-01T00:00:00Z.
     public var wallNanoseconds: Int64
@@ -13,26 +17,103 @@ public struct LogEntry: Sendable {
     public var rawLevel: UInt8
     /// The logger's name, or `nil` when its meta entry was lost.
     public var logger: String?
-    public var file: String?
-    public var line: UInt32
-    public var column: UInt32
-    public var function: String?
-    /// The call site's constant text with `{}` for each argument, or `nil` when the site is unknown.
-    public var template: String?
     public var arguments: [LogValue]
-    /// Structured metadata (from swift-log, or any writer that records it), sorted by key.
+    /// Structured metadata (from a `metadata:` argument, swift-log, or C), sorted by key.
     public var metadata: LogMetadata = LogMetadata()
-    /// An error attached to the call (swift-log's `error:`).
-    public var error: LoggedError?
-    /// The module or subsystem the call came from (swift-log's `source`; the module of `#fileID`
-    /// for Logbook's own loggers), or `nil` when the site does not say.
-    public var source: String?
     public var threadID: UInt32
     public var processID: UInt32
     public var chunkSequence: UInt64
     public var chunkOffset: UInt32
+    /// The call site, or `nil` when its meta entry was lost.
+    var site: Site?
+    private var errorBox: ErrorBox?
+
+    /// The strings of a call site, made once per site by the reader.
+    final class Site: Sendable {
+        let file: String?
+        let function: String?
+        let template: String?
+        let source: String?
+        let line: UInt32
+        let column: UInt32
+        /// The template split at its placeholders.
+        let segments: TemplateSegments?
+
+        init(file: String?, function: String?, template: String?, source: String?, line: UInt32, column: UInt32) {
+            self.file = file
+            self.function = function
+            self.template = template
+            self.source = source
+            self.line = line
+            self.column = column
+            segments = template.map(TemplateSegments.init)
+        }
+
+        func with(file: String?? = nil, function: String?? = nil, template: String?? = nil, source: String?? = nil,
+                  line: UInt32? = nil, column: UInt32? = nil) -> Site {
+            Site(file: file ?? self.file, function: function ?? self.function, template: template ?? self.template,
+                 source: source ?? self.source, line: line ?? self.line, column: column ?? self.column)
+        }
+
+        static let unknown = Site(file: nil, function: nil, template: nil, source: nil, line: 0, column: 0)
+    }
+
+    private final class ErrorBox: Sendable {
+        let error: LoggedError
+        init(_ error: LoggedError) { self.error = error }
+    }
+
+    init(wallNanoseconds: Int64, rawLevel: UInt8, logger: String?, site: Site?, arguments: [LogValue],
+         metadata: LogMetadata, error: LoggedError?, threadID: UInt32, processID: UInt32,
+         chunkSequence: UInt64, chunkOffset: UInt32) {
+        self.wallNanoseconds = wallNanoseconds
+        self.level = LogLevel(rawValue: rawLevel)
+        self.rawLevel = rawLevel
+        self.logger = logger
+        self.site = site
+        self.arguments = arguments
+        self.metadata = metadata
+        self.errorBox = error.map(ErrorBox.init)
+        self.threadID = threadID
+        self.processID = processID
+        self.chunkSequence = chunkSequence
+        self.chunkOffset = chunkOffset
+    }
+
+    public var file: String? {
+        get { site?.file }
+        set { site = (site ?? .unknown).with(file: .some(newValue)) }
+    }
+    public var line: UInt32 {
+        get { site?.line ?? 0 }
+        set { site = (site ?? .unknown).with(line: newValue) }
+    }
+    public var column: UInt32 {
+        get { site?.column ?? 0 }
+        set { site = (site ?? .unknown).with(column: newValue) }
+    }
+    public var function: String? {
+        get { site?.function }
+        set { site = (site ?? .unknown).with(function: .some(newValue)) }
+    }
+    /// The call site's constant text with `{}` for each argument, or `nil` when the site is unknown.
+    public var template: String? {
+        get { site?.template }
+        set { site = (site ?? .unknown).with(template: .some(newValue)) }
+    }
+    /// The module or subsystem the call came from (swift-log's `source`; the module of `#fileID`
+    /// for Logbook's own loggers), or `nil` when the site does not say.
+    public var source: String? {
+        get { site?.source }
+        set { site = (site ?? .unknown).with(source: .some(newValue)) }
+    }
+    /// An error attached to the call (`error:` of a log call).
+    public var error: LoggedError? {
+        get { errorBox?.error }
+        set { errorBox = newValue.map(ErrorBox.init) }
+    }
     /// The template split at its placeholders, shared by every entry of the site.
-    var segments: TemplateSegments?
+    var segments: TemplateSegments? { site?.segments }
 
     /// The message with its arguments filled in (no escaping: see ``escapingControlCharacters(_:)``).
     public var message: String {
@@ -178,37 +259,26 @@ public final class LogReader {
         }
     }
 
-    /// Strings of a call site, made once per site rather than once per entry.
-    private struct SiteStrings {
-        var file: String
-        var function: String
-        var template: String
-        var segments: TemplateSegments
-        var source: String?
-        var line: UInt32
-        var column: UInt32
-    }
-
-    private var siteCache: [UInt64: SiteStrings] = [:]
+    private var siteCache: [UInt64: LogEntry.Site] = [:]
     private var loggerCache: [UInt64: String] = [:]
 
-    private var lastSite: (key: UInt64, strings: SiteStrings)?
+    private var lastSite: (key: UInt64, site: LogEntry.Site)?
 
-    private func site(_ session: UInt32, _ id: UInt32) -> SiteStrings? {
+    /// The strings of a call site, made once per site rather than once per entry.
+    private func site(_ session: UInt32, _ id: UInt32) -> LogEntry.Site? {
         let key = UInt64(session) << 32 | UInt64(id)
-        if let lastSite, lastSite.key == key { return lastSite.strings }
+        if let lastSite, lastSite.key == key { return lastSite.site }
         if let cached = siteCache[key] {
             lastSite = (key, cached)
             return cached
         }
-        guard let site = lb_reader_site(raw, session, id)?.pointee else { return nil }
-        let template = String(cString: site.template_text)
-        let strings = SiteStrings(
-            file: String(cString: site.file), function: String(cString: site.function), template: template,
-            segments: TemplateSegments(template), source: site.source.pointee == 0 ? nil : String(cString: site.source),
-            line: site.line, column: site.column)
-        siteCache[key] = strings
-        return strings
+        guard let info = lb_reader_site(raw, session, id)?.pointee else { return nil }
+        let site = LogEntry.Site(
+            file: String(cString: info.file), function: String(cString: info.function),
+            template: String(cString: info.template_text),
+            source: info.source.pointee == 0 ? nil : String(cString: info.source), line: info.line, column: info.column)
+        siteCache[key] = site
+        return site
     }
 
     private func loggerName(_ session: UInt32, _ id: UInt16) -> String? {
@@ -242,25 +312,10 @@ public final class LogReader {
             }
             offset = tail.offset
         }
-        var entry = LogEntry(
-            wallNanoseconds: e.wall_ns,
-            level: LogLevel(rawValue: e.level),
-            rawLevel: e.level,
-            logger: loggerName(e.session, e.logger_id),
-            file: site?.file,
-            line: site?.line ?? 0,
-            column: site?.column ?? 0,
-            function: site?.function,
-            template: site?.template,
-            arguments: arguments,
-            threadID: e.thread_id,
-            processID: e.pid,
-            chunkSequence: e.chunk_sequence,
-            chunkOffset: e.chunk_offset,
-            segments: site?.segments)
-        entry.metadata = metadata
-        entry.error = error
-        entry.source = site?.source
+        let entry = LogEntry(
+            wallNanoseconds: e.wall_ns, rawLevel: e.level, logger: loggerName(e.session, e.logger_id), site: site,
+            arguments: arguments, metadata: metadata, error: error, threadID: e.thread_id, processID: e.pid,
+            chunkSequence: e.chunk_sequence, chunkOffset: e.chunk_offset)
         return entry
     }
 
