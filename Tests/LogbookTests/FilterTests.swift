@@ -214,7 +214,11 @@ final class FilterConcurrencyTests: XCTestCase {
             // Each round lets the workers finish at least one iteration begun after the change, so the
             // changes really interleave with logging however the two cores are scheduled. (Each worker
             // can have one iteration in flight from before, hence three.)
-            progress.wait(forAtLeast: progress.value + 3)
+            guard progress.wait(forAtLeast: progress.value + 3) else {
+                stop.set()
+                group.wait()
+                return XCTFail("the workers made no progress for 60 s (round \(round))")
+            }
         }
         stop.set()
         group.wait()
@@ -234,8 +238,14 @@ final class ProgressCounter: @unchecked Sendable {
         condition.withLock { count += 1 }
         condition.broadcast()
     }
-    func wait(forAtLeast target: Int) {
-        condition.withLock { while count < target { condition.wait() } }
+    /// Waits until the count reaches `target`; false after `seconds` without it (a stuck worker
+    /// fails the test instead of hanging CI).
+    func wait(forAtLeast target: Int, seconds: Double = 60) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: seconds)
+        return condition.withLock {
+            while count < target { if !condition.wait(until: deadline) { return count >= target } }
+            return true
+        }
     }
 }
 

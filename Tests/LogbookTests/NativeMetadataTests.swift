@@ -117,6 +117,32 @@ final class NativeMetadataTests: XCTestCase {
         XCTAssertEqual(LogReader.issueCount(capture.path), 0)
     }
 
+    /// An entry's site strings are shared by every entry of the site: setting one entry's must not
+    /// change the others'.
+    func testEntrySettersChangeOnlyThatEntry() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("edit")
+        for i in 0..<2 { log.info("same site \(i)", error: FetchError(code: i)) }
+        var entries = try capture.entries(logger: "edit")
+        let original = entries[1]
+        entries[0].file = "Other.swift"
+        entries[0].source = nil
+        entries[0].line = 7
+        entries[0].template = "edited {}"
+        entries[0].error = nil
+        XCTAssertEqual(entries[0].file, "Other.swift")
+        XCTAssertNil(entries[0].source)
+        XCTAssertEqual(entries[0].line, 7)
+        XCTAssertEqual(entries[0].message, "edited 0")
+        XCTAssertNil(entries[0].error)
+        XCTAssertEqual(entries[0].function, original.function)
+        XCTAssertEqual(entries[1].file, "LogbookTests/NativeMetadataTests.swift")
+        XCTAssertEqual(entries[1].source, "LogbookTests")
+        XCTAssertEqual(entries[1].line, original.line)
+        XCTAssertEqual(entries[1].message, "same site 1")
+        XCTAssertEqual(entries[1].error?.description, "fetch failed with 1")
+    }
+
     func testCategoryLoggerTakesMetadata() throws {
         enum Billing: LogCategory {}
         let capture = try LogCapture()

@@ -65,7 +65,7 @@
  *   The message's arguments come first, one per "{}" of the site's template. After them a record
  *   may carry, once each and in this order:
  *
- *     METADATA n   n key/value pairs: the record's structured metadata (swift-log's)
+ *     METADATA n   n key/value pairs: the record's structured metadata (metadata:, swift-log's)
  *     ERROR 2      two strings: the type of an attached error, then its description
  *
  *   A pair is a key (string or static string) followed by one value. A value is a scalar, string,
