@@ -12,27 +12,19 @@
 typedef struct child_thread {
     lb_logger *logger;
     int report_fd;
-    uint32_t index;
+    uint32_t index, chunk_size;
     uint64_t sequence;
 } child_thread;
 
 static void *child_main(void *arg) {
     child_thread *t = arg;
-    char text[40];
+    char *scratch = malloc(LB_TEST_SHAPE_TEXT_MAX);
+    if (!scratch) _exit(8);
     for (;;) {
         uint64_t seq = t->sequence++;
-        /* A string whose length varies exercises record spill across chunk ends. */
-        int n = (int)(seq % 23);
-        for (int i = 0; i < n; i++) text[i] = (char)('a' + (seq + (uint64_t)i) % 26);
-        text[n] = 0;
-        lb_writer *w = lb_writer_get(t->logger->bundle);
-        lb_record_begin(w, t->logger->id, LB_LEVEL_INFO);
-        lb_record_put_u32(w, t->index);
-        lb_record_put_u64(w, seq);
-        lb_record_put_string(w, text, (size_t)n);
-        uint32_t site = lb_site_lookup(t->logger->bundle, "crash", "child", 1, 1);
-        if (!site) site = lb_site_register_c(t->logger->bundle, "crash", 1, "child", "thread {} seq {} text {}");
-        if (lb_record_commit(w, site) != 0) continue;
+        /* Shaped records vary in size (strings, metadata, chunk-sized and fragmented records), so
+         * records move between chunks and chunks fill at every offset. */
+        if (lb_test_log_shaped(t->logger, t->index, seq, t->chunk_size, scratch) != 0) continue;
         uint8_t report[16];
         uint32_t zero = 0;
         memcpy(report, &t->index, 4);
@@ -71,11 +63,11 @@ static pid_t spawn_child(const char *bundle_path, int report_fd, int threads,
     child_thread *t = calloc((size_t)threads, sizeof *t);
     if (!t) _exit(6);
     for (int i = 1; i < threads; i++) {
-        t[i] = (child_thread){logger, report_fd, (uint32_t)i, first_sequence};
+        t[i] = (child_thread){logger, report_fd, (uint32_t)i, chunk_size, first_sequence};
         pthread_t thread;
         if (pthread_create(&thread, NULL, child_main, &t[i]) != 0) _exit(7);
     }
-    t[0] = (child_thread){logger, report_fd, 0, first_sequence};
+    t[0] = (child_thread){logger, report_fd, 0, chunk_size, first_sequence};
     child_main(&t[0]);
     _exit(0);
 }

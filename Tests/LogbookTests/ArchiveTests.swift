@@ -236,11 +236,12 @@ final class ArchiveTests: XCTestCase {
         let reader = try LogReader(path: path + "/archive")
         var found = Set<UInt64>()
         var duplicates = 0
+        var foreign = 0
         try reader.scan { entry in
-            guard case .unsigned(let thread, _)? = entry.arguments.first,
-                  case .unsigned(let sequence, _)? = entry.arguments.dropFirst().first else { return }
-            if !found.insert(thread << 48 | sequence).inserted { duplicates += 1 }
+            guard let (thread, sequence) = ShapedRecord.identify(entry, chunkSize: 4096) else { foreign += 1; return }
+            if !found.insert(UInt64(thread) << 48 | sequence).inserted { duplicates += 1 }
         }
+        XCTAssertEqual(foreign, 0, "records altered or mixed with another record's bytes")
         XCTAssertEqual(reader.issues.filter { $0.kind != .torn }.map(\.description), [])
         XCTAssertEqual(duplicates, 0)
         let missing = reported.subtracting(found)

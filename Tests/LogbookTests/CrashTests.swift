@@ -42,12 +42,11 @@ final class CrashTests: XCTestCase {
             XCTAssertTrue(issues.allSatisfy { !$0.isFailure }, "cycle \(cycle): \(issues.prefix(3))")
             var present = Set<UInt64>()
             for entry in entries {
-                guard entry.arguments.count == 3, case .unsigned(let thread, .uint32) = entry.arguments[0],
-                    case .unsigned(let sequence, .uint64) = entry.arguments[1],
-                    case .string(let text, _) = entry.arguments[2], text.utf8.count == Int(sequence % 23)
-                else { return XCTFail("cycle \(cycle): invalid record \(entry.arguments)") }
-                XCTAssertTrue(present.insert(thread << 48 | sequence).inserted, "duplicate \(thread)/\(sequence)")
-                XCTAssertEqual(entry.template, "thread {} seq {} text {}")
+                guard let (thread, sequence) = ShapedRecord.identify(entry, chunkSize: 16 << 10) else {
+                    return XCTFail("cycle \(cycle): invalid record \(entry.arguments.prefix(2))")
+                }
+                XCTAssertTrue(present.insert(UInt64(thread) << 48 | sequence).inserted, "duplicate \(thread)/\(sequence)")
+                XCTAssertEqual(entry.template, ShapedRecord.template)
             }
             let thisCycle = reported.filter { ($0 & 0xFFFF_FFFF_FFFF) >= first }
             let missing = thisCycle.subtracting(present)

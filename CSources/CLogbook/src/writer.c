@@ -366,17 +366,25 @@ uint8_t *lb_record_reserve_slow(lb_writer *w, size_t size) {
     uint32_t chunk_size = b ? b->chunk_size : 0;
     pthread_mutex_unlock(&c->lock);
     if (w->mode == LB_WRITER_DIRECT && b && total + 8 <= chunk_size - LB_CHUNK_HEADER_SIZE) {
-        /* Move the record begun here to a fresh chunk; the old slot keeps its zero header. */
-        uint8_t *old = w->record;
+        /* Move the record begun here to a fresh chunk; the old slot keeps its zero header. The
+         * bytes built so far are copied out BEFORE the claim: claiming seals the old chunk, and
+         * from then on the archiver may persist it and another writer reuse it (or, under the
+         * overwrite policy, reuse it at once) while this thread still waits for its new chunk. */
+        int rc = staging_grow(c, partial);
+        if (rc) {
+            writer_discard(w, LB_DROP_NO_CHUNK);
+            return scratch_reserve(w, size);
+        }
+        memcpy(c->staging, w->record, partial);
         pthread_mutex_lock(&c->lock);
-        int rc = c->bundle ? writer_claim(w, c->bundle) : -EBADF;
+        rc = c->bundle ? writer_claim(w, c->bundle) : -EBADF;
         pthread_mutex_unlock(&c->lock);
         if (rc) {
-            w->record = old;  /* the chunk is gone; nothing of it is referenced again */
+            /* The old chunk is sealed and gone: nothing of it is referenced again. */
             writer_discard(w, claim_drop_reason(rc));
             return scratch_reserve(w, size);
         }
-        memcpy(w->cur, old, partial);
+        memcpy(w->cur, c->staging, partial);
         w->record = w->cur;
         w->cur = w->record + partial + size;
         return w->record + partial;
@@ -455,7 +463,10 @@ static int commit_staged(lb_writer *w, uint32_t site) {
         goto done;
     }
     size_t capacity = b->chunk_size - LB_CHUNK_HEADER_SIZE;  /* record bytes in an empty chunk */
-    int fragmented = length + 8 > capacity;
+    /* A record up to `capacity` bytes is whole in a fresh chunk: one that ends at the chunk's end
+     * needs no zeroed header slot after it. (Deciding with `length + 8` here wrote a record of
+     * capacity-7...capacity bytes as a FIRST fragment with no LAST: the reader never finished it.) */
+    int fragmented = length > capacity;
     if (fragmented) atomic_fetch_add_explicit(&b->ring->large_records, 1, memory_order_relaxed);
     uint8_t kind = fragmented ? LB_RECORD_FIRST : LB_RECORD_FULL;
     size_t done_bytes = 0;
@@ -469,7 +480,7 @@ static int commit_staged(lb_writer *w, uint32_t site) {
         }
         size_t room = capacity - 8;  /* record header of the piece */
         size_t piece = body_length - done_bytes;
-        if (piece > room) piece = room;
+        if (piece > room) piece = room;  /* a FIRST or MIDDLE fills its chunk to the end */
         if (fragmented && done_bytes > 0)
             kind = done_bytes + piece == body_length ? LB_RECORD_LAST : LB_RECORD_MIDDLE;
         chunk_append(w, body + done_bytes, piece, kind);

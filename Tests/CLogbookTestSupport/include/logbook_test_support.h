@@ -1,13 +1,66 @@
 /* Test support: code that must run in a forked child, where only async-signal-safe-ish C (no Swift
- * runtime) is safe, and helpers for damaging files. */
+ * runtime) is safe; the shaped records of the integrity tests; helpers for damaging files. */
 #ifndef LOGBOOK_TEST_SUPPORT_H
 #define LOGBOOK_TEST_SUPPORT_H
 #include <stdint.h>
 #include <sys/types.h>
 
-/* Forks a child that opens `bundle_path` and logs from `threads` threads forever. After each
- * committed record it writes {uint32 thread index, uint32 0, uint64 sequence} to `report_fd`.
- * Sequences continue from `first_sequence`. Returns the child's pid, or -errno. */
+#include "logbook.h"
+
+/* ---- shaped records (shaped_records.c) ----
+ * Record `seq` of test thread `thread` is "thread {} seq {} text {}" with a u32, a u64 and a
+ * string whose length and bytes follow from the pair; one in eight also carries metadata
+ * {"k": i64, "t": string}. Lengths vary: most under 40 bytes, some up to 3 KB, about 1% nearly a
+ * chunk and 0.5% longer than a chunk (written as fragments). */
+#define LB_TEST_SHAPE_TEMPLATE "thread {} seq {} text {}"
+#define LB_TEST_SHAPE_TEXT_MAX (900u << 10)
+
+typedef struct lb_test_shape {
+    uint32_t text_length;
+    uint32_t metadata;             /* 1: carries the metadata pairs */
+    uint32_t metadata_text_length;
+    int64_t metadata_number;
+} lb_test_shape;
+
+void lb_test_record_shape(uint32_t thread, uint64_t seq, uint32_t chunk_size, lb_test_shape *out);
+/* Writes the first `length` text bytes of record (thread, seq) into `buffer`; returns length. */
+size_t lb_test_shape_text(uint32_t thread, uint64_t seq, uint32_t length, char *buffer);
+/* Logs record (thread, seq) through `logger`; `scratch` holds LB_TEST_SHAPE_TEXT_MAX bytes.
+ * Returns lb_record_commit's result: 0, or -errno when the record was dropped (and counted). */
+int lb_test_log_shaped(lb_logger *logger, uint32_t thread, uint64_t seq, uint32_t chunk_size,
+                       char *scratch);
+/* 1 when the entry is exactly some record (thread, seq) as lb_test_log_shaped writes it (sets
+ * both), 0 when any byte of it differs. */
+int lb_test_check_shaped(const lb_entry *entry, uint32_t chunk_size, uint32_t *thread,
+                         uint64_t *seq);
+
+/* Logs records 0..per_thread-1 from `threads` threads at once (thread indices 0..threads-1).
+ * `dropped` (threads * per_thread bytes, may be NULL) gets 1 for each record whose commit failed.
+ * Returns the number of failed commits, or -errno when a thread could not start. */
+long lb_test_log_shaped_threads(lb_logger *logger, uint32_t threads, uint64_t per_thread,
+                                uint32_t chunk_size, uint8_t *dropped);
+
+/* Reads `path` (a bundle, archive directory or file) with a fresh reader and checks it against
+ * what the threads wrote: every entry must be a shaped record, none twice, and none of those
+ * `dropped` marks. Counts the records of 0..per_thread-1 per thread that are absent. */
+typedef struct lb_test_check {
+    long entries;        /* entries read */
+    long foreign;        /* entries that are not exactly a shaped record (altered, mixed) */
+    long duplicates;     /* shaped records read more than once */
+    long dropped_found;  /* records whose commit failed, found anyway */
+    long missing;        /* records committed (not dropped) that were not read */
+    long issues, failures;
+    long scan_result;    /* lb_reader_scan's result */
+} lb_test_check;
+
+int lb_test_check_shaped_bundle(const char *path, uint32_t chunk_size, uint32_t threads,
+                                uint64_t per_thread, const uint8_t *dropped, lb_test_check *out);
+
+/* ---- forked children ---- */
+
+/* Forks a child that opens `bundle_path` and logs shaped records from `threads` threads forever.
+ * After each committed record it writes {uint32 thread index, uint32 0, uint64 sequence} to
+ * `report_fd`. Sequences continue from `first_sequence`. Returns the child's pid, or -errno. */
 pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int threads,
                                   uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity);
 
