@@ -56,6 +56,8 @@ public struct ArchivedFile: Sendable, Equatable {
     public var number: UInt64
     public var bytes: UInt64
     public var chunks: UInt64
+    /// Records in its chunks.
+    public var records: UInt64
     /// The lowest and highest chunk sequence it holds.
     public var sequences: ClosedRange<UInt64>?
     public var createdNanoseconds: Int64
@@ -65,6 +67,7 @@ public struct ArchivedFile: Sendable, Equatable {
         number = f.number
         bytes = f.bytes
         chunks = f.chunks
+        records = f.records
         sequences = f.first_sequence == 0 ? nil : f.first_sequence...max(f.first_sequence, f.last_sequence)
         createdNanoseconds = f.created_wall_ns
     }

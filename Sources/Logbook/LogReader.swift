@@ -132,29 +132,83 @@ public struct LogEntry: Sendable {
 /// A problem the reader found in a bundle.
 public struct LogIssue: Sendable, CustomStringConvertible {
     public enum Kind: UInt32, Sendable {
+        /// Bytes that should be valid are not.
         case corrupt = 1       // LB_ISSUE_CORRUPT
+        /// A file is shorter than it should be.
         case truncated = 2     // LB_ISSUE_TRUNCATED
+        /// An incomplete write at a crash (a meta tail, a large record cut short).
         case torn = 3          // LB_ISSUE_TORN
+        /// A record names a call site that no meta entry defines.
         case unknownSite = 4   // LB_ISSUE_UNKNOWN_SITE
+        /// A file, chunks or records that the bundle says it holds are not there.
+        case missing = 5       // LB_ISSUE_MISSING
+        /// Records the overwrite policy destroyed before they were archived or read.
+        case overwritten = 6   // LB_ISSUE_OVERWRITTEN
     }
     public var kind: Kind
-    /// "ring" or "meta".
+    /// "ring", "meta", "archive" or the name of an archive file.
     public var file: String
     public var offset: UInt64
     public var length: UInt64
     public var reason: String
+    /// The records this issue accounts for (unreadable, lost or overwritten); 0 when it cannot say.
+    public var records: UInt64
 
-    /// Corruption, truncation and unknown sites fail `logbook verify`; a torn write at a crash does not.
-    public var isFailure: Bool { kind != .torn }
+    /// Whether `logbook verify` fails on it: everything but a torn write at a crash and records
+    /// the overwrite policy destroyed (both expected and counted).
+    public var isFailure: Bool { kind != .torn && kind != .overwritten }
 
-    public var description: String {
-        let name = switch kind {
+    public var kindName: String {
+        switch kind {
         case .corrupt: "corrupt"
         case .truncated: "truncated"
         case .torn: "torn"
         case .unknownSite: "unknown-site"
+        case .missing: "missing"
+        case .overwritten: "overwritten"
         }
-        return "\(name) \(file) offset \(offset) length \(length): \(reason)"
+    }
+
+    public var description: String {
+        var text = "\(kindName) \(file) offset \(offset) length \(length)"
+        if records > 0 { text += " records \(records)" }
+        return text + ": \(reason)"
+    }
+}
+
+/// What ``LogReader/verify()`` found once every entry was read.
+public struct VerifySummary: Sendable, Equatable {
+    /// Entries read.
+    public var recordsFound: UInt64
+    /// What the bundle's counters say it holds now: records written, less those overwritten and
+    /// those in archive files retention deleted. `nil` when that could not be checked (see
+    /// ``accounted``).
+    public var recordsExpected: UInt64?
+    /// Records the issues account for (damaged, cut short).
+    public var recordsUnreadable: UInt64
+    /// Records expected but neither found nor accounted for by an issue.
+    public var recordsLost: UInt64
+    /// Records the overwrite policy destroyed before they were archived.
+    public var recordsOverwritten: UInt64
+    /// Records in archive files that retention deleted.
+    public var recordsRetired: UInt64
+    /// Records never stored: dropped when they were logged, counted by reason.
+    public var recordsDropped: UInt64
+    /// Whether the counts were checked: the ring header is intact and no writer runs.
+    public var accounted: Bool
+    /// A writer holds the bundle: counts move while it runs, so only files and bytes were checked.
+    public var writerAlive: Bool
+
+    init(_ v: lb_verify_summary) {
+        recordsFound = v.records_found
+        recordsExpected = v.accounted != 0 ? v.records_expected : nil
+        recordsUnreadable = v.records_unreadable
+        recordsLost = v.records_lost
+        recordsOverwritten = v.records_overwritten
+        recordsRetired = v.records_retired
+        recordsDropped = v.records_dropped
+        accounted = v.accounted != 0
+        writerAlive = v.writer_alive != 0
     }
 }
 
@@ -328,9 +382,25 @@ public final class LogReader {
             }
             return LogIssue(
                 kind: kind, file: String(cString: issue.file), offset: issue.offset, length: issue.length,
-                reason: String(cString: issue.reason))
+                reason: String(cString: issue.reason), records: issue.records)
         }
     }
+
+    /// Checks what needs the whole bundle, once every entry has been read (call it after the
+    /// last ``scan(_:)`` or ``readAll()``), and adds an issue for each thing missing: archive
+    /// files (their numbers have no gaps), chunks of a lossless bundle, and records (what was
+    /// read, plus what the issues account for, must match what the bundle counted).
+    /// Call it once per reader.
+    public func verify() throws(LogbookError) -> VerifySummary {
+        var summary = lb_verify_summary()
+        try check(lb_reader_verify(raw, &summary), "lb_reader_verify", path: path)
+        return VerifySummary(summary)
+    }
+
+    /// Records of an overwrite ring destroyed before this reader could read them, since its first
+    /// scan: a follower that a fast writer lapped. Exact once the writer stops; while it runs it
+    /// may lag by the chunks reused during the last scan, never run ahead.
+    public var overwrittenRecords: UInt64 { lb_reader_overwritten(raw) }
 
     /// Geometry, writer state, chunk states and counters; sessions known from the last scan.
     public func info() throws(LogbookError) -> BundleInfo {

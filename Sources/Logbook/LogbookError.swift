@@ -28,6 +28,8 @@ public struct LogbookError: Error, CustomStringConvertible, Equatable, Sendable 
         switch errno {
         case EWOULDBLOCK where operation == "lb_bundle_open":
             reason = "another process is writing to this bundle"
+        case EPROTO where operation == "lb_reader_open":
+            reason = "neither a Logbook bundle nor an archive directory or file"
         case EPROTO:
             reason = "not a Logbook bundle of format version \(LB_FORMAT_VERSION), or damaged"
         default:

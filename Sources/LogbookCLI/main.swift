@@ -51,9 +51,13 @@ struct Output {
 let bundleArgumentHelp: ArgumentHelp =
     "A .logbook bundle (its archive files included), an archive directory, or one archive file."
 
-func fail(_ message: String) -> Never {
+func warn(_ message: String) {
     let text = Array("logbook: \(message)\n".utf8)
     _ = text.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+func fail(_ message: String) -> Never {
+    warn(message)
     exit(1)
 }
 
@@ -134,14 +138,42 @@ struct Show: ParsableCommand {
             if let pattern, (try? pattern.firstMatch(in: entry.message)) == nil { return }
             output.entry(entry, as: json ? .json : .text(includeSource: source))
         }
+        var overwrittenSaid: UInt64 = 0
+        /// A follower lapped by the writer says how many records it never saw: a line on stderr,
+        /// and with --json a notice object in the stream, where the gap is.
+        func sayOverwritten() {
+            let total = reader.overwrittenRecords
+            guard total > overwrittenSaid else { return }
+            let new = total - overwrittenSaid
+            overwrittenSaid = total
+            if json {
+                output.line("{\"notice\":\"overwritten\",\"records\":\(new),\"total\":\(total)}")
+            }
+            output.flush()
+            warn("\(new) records were overwritten before they could be read (\(total) since following began)")
+        }
         do {
             try reader.scan(emit)
             output.flush()
-            guard follow else { return }
+            guard follow else {
+                // What could not be shown is said on stderr, so that a listing is never silently
+                // partial; `logbook verify` lists it.
+                let summary = try? reader.verify()
+                let failures = reader.issues.filter(\.isFailure)
+                if !failures.isEmpty {
+                    let records = failures.reduce(UInt64(0)) { $0 + $1.records }
+                    let lost = records > 0 ? " (\(records) records unreadable or missing)" : ""
+                    warn("\(failures.count) problems in \(bundle)\(lost); run `logbook verify \(bundle)`")
+                } else if let lost = summary?.recordsLost, lost > 0 {
+                    warn("\(lost) records are missing; run `logbook verify \(bundle)`")
+                }
+                return
+            }
             signal(SIGPIPE, SIG_IGN)
             while true {
                 usleep(UInt32(max(0.01, interval) * 1_000_000))
                 try reader.scan(emit)
+                sayOverwritten()
                 output.flush()
             }
         } catch {
@@ -164,6 +196,7 @@ struct Verify: ParsableCommand {
         var count = 0
         var unreadable: LogbookError?
         do { try reader.scan { _ in count += 1 } } catch let error as LogbookError { unreadable = error }
+        let summary = unreadable == nil ? try? reader.verify() : nil
         let issues = reader.issues
         for issue in issues { print(issue) }
         let failures = issues.filter(\.isFailure).count
@@ -172,6 +205,17 @@ struct Verify: ParsableCommand {
             throw ExitCode(1)
         }
         print("\(count) entries, \(issues.count) issues, \(failures) failures")
+        if let summary {
+            if let expected = summary.recordsExpected {
+                var line = "records: \(summary.recordsFound) read of \(expected) the bundle holds"
+                if summary.recordsUnreadable > 0 { line += ", \(summary.recordsUnreadable) unreadable" }
+                if summary.recordsLost > 0 { line += ", \(summary.recordsLost) missing" }
+                line += "; \(summary.recordsOverwritten) overwritten, \(summary.recordsRetired) in archive files retention deleted, \(summary.recordsDropped) dropped when logged"
+                print(line)
+            } else if summary.writerAlive {
+                print("records: a writer is running; records are counted once it stops")
+            }
+        }
         if failures > 0 { throw ExitCode(1) }
     }
 }

@@ -95,7 +95,8 @@ final class ArchiveTests: XCTestCase {
         try bundle.syncArchive()
         XCTAssertEqual(rolled.withLock { $0 }, [1], "the new file counts its age from its own start")
         try bundle.close()
-        XCTAssertEqual(try archiveNames(path + "/archive"), ["archive-0000000001.lba", "archive-0000000002.lba.writing"])
+        XCTAssertEqual(rolled.withLock { $0 }, [1, 2], "a clean close completes the file being written")
+        XCTAssertEqual(try archiveNames(path + "/archive"), ["archive-0000000001.lba", "archive-0000000002.lba"])
         XCTAssertEqual(try readBundle(path).entries.map(\.message), ["first hour", "second hour"])
     }
 
@@ -176,22 +177,34 @@ final class ArchiveTests: XCTestCase {
         XCTAssertTrue(seen.allSatisfy { $0.allSatisfy { $0 } })
     }
 
-    /// Reopening continues the file being written, recognises what it holds, and archives the
-    /// rest: no record twice, none lost, no issue.
-    func testReopenContinuesWithoutDuplicates() throws {
+    /// A clean close completes the file being written (END frame, fsync, rename, onFileRolled),
+    /// so that an uploader gets every record of a process that ended cleanly; reopening starts a
+    /// new file and reconciles the ring with the files: no record twice, none lost, no issue.
+    func testCleanCloseCompletesTheFileAndReopenAddsNoDuplicates() throws {
         let path = makeTemporaryDirectory(self) + "/reopen.logbook"
+        let rolled = Locked<[ArchivedFile]>([])
         for session in 0..<3 {
             let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
-                                       losslessWaitMilliseconds: 30_000, archive: ArchiveOptions())
+                                       losslessWaitMilliseconds: 30_000,
+                                       archive: ArchiveOptions(onFileRolled: { file in rolled.withLock { $0.append(file) } }))
             let log = try bundle.logger("reopen")
             for i in 0..<3000 { log.info("session \(session) record \(i)") }
             try bundle.close()
+            XCTAssertEqual(rolled.withLock { $0.count }, session + 1, "close announces the file it completed")
         }
-        XCTAssertEqual(try archiveNames(path + "/archive"), ["archive-0000000001.lba.writing"])
-        let (entries, issues) = try readBundle(path + "/archive")
-        XCTAssertEqual(issues.map(\.description), [])
+        XCTAssertEqual(try archiveNames(path + "/archive"),
+                       ["archive-0000000001.lba", "archive-0000000002.lba", "archive-0000000003.lba"])
+        XCTAssertEqual(rolled.withLock { $0.map(\.records) }, [3000, 3000, 3000])
+        let reader = try LogReader(path: path + "/archive")
+        let entries = try reader.readAll()
+        XCTAssertEqual(reader.issues.map(\.description), [])
         XCTAssertEqual(entries.count, 9000)
-        XCTAssertEqual(try readBundle(path).entries.count, 9000)
+        let bundleReader = try LogReader(path: path)
+        XCTAssertEqual(try bundleReader.readAll().count, 9000)
+        let summary = try bundleReader.verify()
+        XCTAssertEqual(bundleReader.issues.map(\.description), [])
+        XCTAssertEqual(summary.recordsExpected, 9000)
+        XCTAssertEqual(summary.recordsLost, 0)
     }
 
     /// A custom directory is linked from the bundle, so readers of the bundle find it.

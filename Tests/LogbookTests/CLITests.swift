@@ -160,7 +160,7 @@ final class CLITests: XCTestCase {
         let info = try runProgram(logbook, ["info", path])
         XCTAssertEqual(info.status, 0, info.output)
         XCTAssertTrue(info.output.contains("archive lag:     0 chunks (0 bytes)"), info.output)
-        XCTAssertTrue(info.output.contains("archive files:   1 complete, 1 being written"), info.output)
+        XCTAssertTrue(info.output.contains("archive files:   2 complete, 0 being written"), info.output)
         let archiveInfo = try runProgram(logbook, ["info", path + "/archive"])
         XCTAssertTrue(archiveInfo.output.contains("entries:         2"), archiveInfo.output)
         let verify = try runProgram(logbook, ["verify", path + "/archive"])

@@ -680,21 +680,57 @@ int lb_arg_next(const uint8_t *args, uint32_t args_length, uint32_t *offset, lb_
 
 enum lb_issue_kind {
     LB_ISSUE_CORRUPT = 1,       /* bytes that should be valid are not: verify fails */
-    LB_ISSUE_TRUNCATED = 2,     /* a file is shorter than its header says: verify fails */
+    LB_ISSUE_TRUNCATED = 2,     /* a file is shorter than it should be: verify fails */
     LB_ISSUE_TORN = 3,          /* an incomplete write at a crash (meta tail, lone fragment) */
     LB_ISSUE_UNKNOWN_SITE = 4,  /* a record names a site that no meta entry defines */
+    LB_ISSUE_MISSING = 5,       /* a file, chunks or records the bundle says it holds are not
+                                   there: verify fails */
+    LB_ISSUE_OVERWRITTEN = 6,   /* records the overwrite policy destroyed before they were
+                                   archived or read (counted; verify does not fail) */
 };
 
 typedef struct lb_issue {
     uint32_t kind;              /* lb_issue_kind */
-    const char *file;           /* "ring" or "meta" */
+    const char *file;           /* "ring", "meta", "archive" or an archive file's name */
     uint64_t offset;            /* byte offset in that file */
     uint64_t length;            /* bytes skipped */
-    const char *reason;         /* a static description */
+    const char *reason;         /* what is wrong; valid until lb_reader_close */
+    uint64_t records;           /* records this issue accounts for (unreadable, lost or
+                                   overwritten); 0 when it cannot say */
 } lb_issue;
 
 size_t lb_reader_issue_count(const lb_reader *reader);
 int lb_reader_issue(const lb_reader *reader, size_t index, lb_issue *out);
+
+/* What verify found, after every entry was read. */
+typedef struct lb_verify_summary {
+    uint64_t records_found;      /* entries read, by every scan of this reader */
+    uint64_t records_expected;   /* what the ring header's counters say the bundle holds: records
+                                    written, less those overwritten and those in archive files
+                                    retention deleted (0 when not accounted) */
+    uint64_t records_unreadable; /* records the issues account for (damaged, cut short) */
+    uint64_t records_lost;       /* expected, neither found nor accounted for by an issue */
+    uint64_t records_overwritten;/* by the overwrite policy, before they were archived */
+    uint64_t records_retired;    /* in archive files retention deleted */
+    uint64_t records_dropped;    /* never stored: dropped when logged, counted by reason */
+    uint32_t accounted;          /* 1 when the counts were checked: a bundle whose ring header is
+                                    intact and whose writer has stopped */
+    uint32_t writer_alive;       /* a writer holds the bundle: counts move, so only files and
+                                    bytes were checked */
+} lb_verify_summary;
+
+/* Call once, after lb_reader_scan has read everything: checks what needs the whole bundle and
+ * adds an issue for each thing missing. Archive file numbers must have no gaps (from the first
+ * one retention kept to the newest one made; for an archive directory alone, between the lowest
+ * and highest present); a lossless bundle must hold every chunk ever claimed (in the ring or an
+ * archive file) but for those retention deleted; and the records read, plus those the issues
+ * account for, must match what the ring header counts. Returns 0, or -EALREADY on a second call. */
+int lb_reader_verify(lb_reader *reader, lb_verify_summary *out);
+
+/* Records of an overwrite ring that were destroyed before this reader could read them, since its
+ * first scan (a follower that a fast writer lapped). Exact once the writer stops; while it runs it
+ * may lag by the chunks reused during the last scan, never run ahead. */
+uint64_t lb_reader_overwritten(const lb_reader *reader);
 
 typedef struct lb_ring_info {
     uint32_t format_version;
@@ -718,6 +754,12 @@ typedef struct lb_ring_info {
     uint64_t chunks_lost_unarchived;    /* overwrite policy: sealed chunks reused unarchived */
     uint32_t archive_last_error;        /* errno, 0 when the last attempt succeeded */
     uint32_t archive_backend;           /* lb_archive_backend, 0 when none ran */
+    uint64_t records_overwritten;       /* overwrite policy: records of unarchived chunks reused */
+    uint64_t claims_abandoned;          /* chunk claims a crash cut short (they held nothing) */
+    uint64_t chunks_discarded;          /* chunks with a damaged header cleared at reopen */
+    uint64_t archive_first_number;      /* oldest archive file retention keeps (0: none deleted) */
+    uint64_t archive_next_number;       /* number the next archive file gets (0: none made) */
+    uint64_t archive_retired_records;   /* records in archive files retention deleted */
 } lb_ring_info;
 
 /* Reads the ring header, chunk states and counters (also of a live bundle). -ENOTSUP when the

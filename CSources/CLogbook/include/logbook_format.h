@@ -22,7 +22,10 @@
  *
  *   A chunk is owned by one writing thread at a time. Chunk sequence numbers come from one global
  *   counter (the only shared atomic step); sequence s lives in slot s % N unless that slot was busy,
- *   in which case the claimer takes the next sequence. A chunk:
+ *   in which case the claimer takes the next sequence (so sequences have gaps). Each successful
+ *   claim also takes the next CLAIM NUMBER (0, 1, 2, ... without gaps, for the ring's whole life):
+ *   every chunk ever claimed is accounted for, which is how `verify` finds chunks that are gone.
+ *   A chunk:
  *
  *   0                64                                                     chunk_size
  *   +----------------+-----------+-----------+-----+-----------+------------+
@@ -51,8 +54,9 @@
  *     bits 56..63  LB_RECORD_CHECK
  *
  *   A record longer than a chunk is written as fragments (FIRST, MIDDLE..., LAST) at the start of
- *   consecutive chunks of the same writer; each continuation chunk names the chunk before it in
- *   prev_sequence. The fragments' bodies (the bytes after each 8-byte header) concatenated form the
+ *   consecutive chunks of the same writer; each continuation chunk names the chunk before it by
+ *   prev_delta (its sequence minus the previous one's). A FIRST or MIDDLE fragment fills its chunk
+ *   to the end. The fragments' bodies (the bytes after each 8-byte header) concatenated form the
  *   logical record from its timestamp on.
  *
  * argument encoding (after the fixed 24 bytes; no padding between arguments)
@@ -103,16 +107,21 @@
  *   symlink NAME.logbook/archive) holds numbered files:
  *
  *     archive-0000000007.lba.writing   the file being appended to (at most one)
- *     archive-0000000007.lba           a complete file: fsynced, renamed, never written again
+ *     archive-0000000007.lba           a complete file: ends with an END frame, fsynced, renamed,
+ *                                      never written again
  *     archive-0000000007.lba.unsynced  complete, but its fsync failed: it may miss data
  *
- *   +--------------------------+-------+-------+-- ... --+
- *   | lb_archive_file_header   | frame | frame |         |
- *   | (64 bytes)               |       |       |         |
- *   +--------------------------+-------+-------+-- ... --+
+ *   Numbers have no gaps: the ring header records the oldest number retention kept
+ *   (archive_first_number) and the next number to be created (archive_next_number), so a reader
+ *   knows every file that must exist.
  *
- *   frame: u32 body length, u16 kind (lb_archive_frame_kind), u16 check (low 16 bits of the
- *   CRC-32C of the first 6 bytes), then the body, then zeros up to a multiple of 8.
+ *   +--------------------------+-------+-------+-- ... --+-----------+
+ *   | lb_archive_file_header   | frame | frame |         | END frame |
+ *   | (64 bytes)               |       |       |         | (80 bytes)|
+ *   +--------------------------+-------+-------+-- ... --+-----------+
+ *
+ *   frame: lb_archive_frame_head (16 bytes: u32 body length, u16 kind, u16 0, u32 CRC-32C of the
+ *   body, u32 CRC-32C of the 12 bytes before), then the body, then zeros up to a multiple of 8.
  *
  *     META   meta entries exactly as in the meta file (12-byte head + body each): every entry of
  *            each session whose chunks the file holds, written before the first such chunk, so
@@ -120,10 +129,14 @@
  *     CHUNK  a chunk image: the chunk's first `committed` bytes (header and records) as they were
  *            in the ring while the archiver held it: `state` reads ARCHIVING (readers accept any
  *            state from ACTIVE on and otherwise ignore it); the body length is the image length.
+ *            Its body CRC is computed by the archiver thread, never on a logging thread.
+ *     END    lb_archive_end: what the file holds (chunk and record counts, sequence and claim
+ *            ranges, its own offset). Written last, when the file is completed: a complete file
+ *            without it, or whose frames disagree with it, was cut short or damaged.
  *
  *   A chunk sequence appears at most once among the files of a directory, but may also still be
- *   in the ring: readers take each sequence once. A crash can leave an incomplete last frame in
- *   the .writing file; the next archiver cuts it off.
+ *   in the ring: readers take each sequence once. A crash can leave an incomplete last frame (or a
+ *   zeroed tail) in the .writing file; the next archiver cuts it off. It never cuts anything else.
  */
 #ifndef LOGBOOK_FORMAT_H
 #define LOGBOOK_FORMAT_H
@@ -131,7 +144,7 @@
 #include <stdint.h>
 #include <stdatomic.h>
 
-#define LB_FORMAT_VERSION 1u
+#define LB_FORMAT_VERSION 2u
 
 #define LB_RING_MAGIC "LBRING01"
 #define LB_RING_HEADER_SIZE 4096u
@@ -240,14 +253,19 @@ typedef struct lb_ring_header {
     _Atomic uint32_t writer_pid;    /* pid of the current or last writer */
     _Atomic uint32_t session_count; /* sessions ever opened for writing */
     uint8_t pad1[48];
-    /* cache line 2 — counters, added to when a chunk is sealed or a record dropped */
+    /* cache line 2 — counters, added to when a chunk is claimed or sealed or a record dropped */
     _Atomic uint64_t records;       /* records in sealed chunks */
     _Atomic uint64_t bytes;         /* record bytes in sealed chunks */
-    _Atomic uint64_t chunks_claimed;
-    _Atomic uint64_t chunks_reused; /* claims that overwrote a sealed chunk */
+    _Atomic uint64_t chunks_claimed;/* the next claim number: chunks ever claimed */
+    _Atomic uint64_t chunks_reused; /* claims that overwrote a sealed or archived chunk */
     _Atomic uint64_t large_records; /* records written as fragments */
     _Atomic uint64_t drops[LB_DROP_REASON_COUNT];
-    uint8_t pad2[256 - 128 - 8 * (5 + LB_DROP_REASON_COUNT)];
+    _Atomic uint64_t records_overwritten; /* records of sealed, unarchived chunks reused
+                                             (overwrite policy): gone from the bundle for good */
+    _Atomic uint64_t claims_abandoned; /* claims a crash cut short before their header was
+                                          complete (recovery): their numbers hold no chunk */
+    _Atomic uint64_t chunks_discarded; /* chunks with a damaged header that recovery cleared */
+    uint8_t pad2[256 - 128 - 8 * (8 + LB_DROP_REASON_COUNT)];
     /* cache line 4 — archiver status, written by the archiver thread (0 when none ever ran) */
     _Atomic uint64_t archived_chunks;   /* chunks persisted into archive files, ever */
     _Atomic uint64_t archived_bytes;    /* chunk bytes persisted, ever */
@@ -255,7 +273,14 @@ typedef struct lb_ring_header {
     _Atomic uint32_t archive_last_error;/* errno of the last failure; 0 after the next success */
     _Atomic uint32_t archive_backend;   /* lb_archive_backend of the last archiver */
     _Atomic uint64_t chunks_lost_unarchived; /* overwrite: sealed chunks reused before archiving */
-    uint8_t pad3[LB_RING_HEADER_SIZE - 256 - 40];
+    _Atomic uint64_t archive_first_number;   /* oldest archive file retention keeps (files below
+                                                it were deleted on purpose); 0: none deleted */
+    _Atomic uint64_t archive_next_number;    /* number of the next archive file: every number
+                                                from the first up to this one exists */
+    _Atomic uint64_t archive_retired_claim;  /* 1 + the highest claim number of a chunk in a file
+                                                retention deleted: lower claims may be gone */
+    _Atomic uint64_t archive_retired_records;/* records in the files retention deleted */
+    uint8_t pad3[LB_RING_HEADER_SIZE - 256 - 72];
 } lb_ring_header;
 
 /* The first 64 bytes of every chunk. `state`, `committed` and `record_count` change while the
@@ -264,26 +289,55 @@ typedef struct lb_ring_header {
 typedef struct lb_chunk_header {
     uint32_t magic;                /* LB_CHUNK_MAGIC */
     _Atomic uint32_t state;        /* lb_chunk_state */
-    uint64_t sequence;             /* global chunk sequence, >= 1 */
-    uint64_t prev_sequence;        /* this writer's previous chunk in this session, 0 if none */
+    uint64_t sequence;             /* global chunk sequence, >= 1; sequence % chunk_count = slot */
+    uint64_t claim;                /* claim number: 0, 1, 2, ... one per chunk ever claimed */
     uint64_t tick_anchor;          /* clock ticks at claim */
     uint64_t wall_anchor_ns;       /* CLOCK_REALTIME at claim */
+    uint32_t prev_delta;           /* sequence - this writer's previous chunk's sequence; 0: none */
     uint32_t thread_id;            /* gettid() of the writer */
     uint32_t session;              /* session (meta SESSION entry) of the writer */
+    uint32_t header_crc;           /* CRC-32C of magic and bytes 8..51 (see lb_chunk_crc) */
     _Atomic uint32_t committed;    /* end offset of the last committed record, from chunk start */
-    _Atomic uint32_t record_count; /* records committed in this chunk */
-    uint32_t header_crc;           /* CRC-32C of magic, sequence .. session (see lb_chunk_crc) */
-    uint32_t reserved;
+    _Atomic uint32_t record_count; /* records committed in this chunk (FULL and LAST records) */
 } lb_chunk_header;
+
+/* The sequence of the chunk that the same writer filled before this one (0: none). */
+static inline uint64_t lb_chunk_prev_sequence(const lb_chunk_header *h) {
+    return h->prev_delta && h->prev_delta < h->sequence ? h->sequence - h->prev_delta : 0;
+}
 
 #define LB_ARCHIVE_MAGIC "LBARCH01"
 #define LB_ARCHIVE_HEADER_SIZE 64u
-#define LB_ARCHIVE_FRAME_HEAD_SIZE 8u
+#define LB_ARCHIVE_FRAME_HEAD_SIZE 16u
 
 enum lb_archive_frame_kind {
     LB_ARCHIVE_FRAME_META = 1,
     LB_ARCHIVE_FRAME_CHUNK = 2,
+    LB_ARCHIVE_FRAME_END = 3,
 };
+
+/* The head of every frame of an archive file. */
+typedef struct lb_archive_frame_head {
+    uint32_t length;               /* body bytes (the frame takes 16 + length rounded up to 8) */
+    uint16_t kind;                 /* lb_archive_frame_kind */
+    uint16_t reserved;             /* 0 */
+    uint32_t body_crc;             /* CRC-32C of the body */
+    uint32_t head_crc;             /* CRC-32C of the 12 bytes before this field */
+} lb_archive_frame_head;
+
+/* The body of the END frame, the last frame of a complete archive file. */
+typedef struct lb_archive_end {
+    uint64_t file_number;          /* as in the file header */
+    uint64_t chunks;               /* CHUNK frames in the file */
+    uint64_t records;              /* the record_count of those chunks, summed */
+    uint64_t first_sequence;       /* lowest and highest chunk sequence (0 when no chunk) */
+    uint64_t last_sequence;
+    uint64_t first_claim;          /* lowest and highest claim number (0 when no chunk) */
+    uint64_t last_claim;
+    uint64_t end_offset;           /* file offset of the END frame itself */
+} lb_archive_end;
+
+#define LB_ARCHIVE_END_FRAME_SIZE (LB_ARCHIVE_FRAME_HEAD_SIZE + sizeof(lb_archive_end))
 
 typedef struct lb_archive_file_header {
     char magic[8];                 /* LB_ARCHIVE_MAGIC */
@@ -311,7 +365,12 @@ _Static_assert(sizeof(lb_archive_file_header) == LB_ARCHIVE_HEADER_SIZE, "archiv
 _Static_assert(__builtin_offsetof(lb_ring_header, next_sequence) == 64, "claim line");
 _Static_assert(__builtin_offsetof(lb_ring_header, records) == 128, "counter line");
 _Static_assert(__builtin_offsetof(lb_ring_header, archived_chunks) == 256, "archiver line");
-_Static_assert(__builtin_offsetof(lb_chunk_header, committed) == 48, "chunk header layout");
+_Static_assert(__builtin_offsetof(lb_chunk_header, header_crc) == 52, "chunk header layout");
+_Static_assert(__builtin_offsetof(lb_chunk_header, committed) == 56, "chunk header layout");
+_Static_assert(__builtin_offsetof(lb_ring_header, records_overwritten) == 216, "counter line");
+_Static_assert(__builtin_offsetof(lb_ring_header, archive_retired_records) == 320, "archiver line");
+_Static_assert(sizeof(lb_archive_frame_head) == LB_ARCHIVE_FRAME_HEAD_SIZE, "frame head");
+_Static_assert(sizeof(lb_archive_end) == 64, "END frame body");
 
 #define LB_RECORD_HEADER(length, tag, kind) \
     ((uint64_t)(uint32_t)(length) | ((uint64_t)(uint16_t)(tag) << 32) | \

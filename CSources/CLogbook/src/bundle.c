@@ -237,7 +237,13 @@ uint32_t lb_site_register_c(lb_bundle *b, const char *file, uint32_t line, const
 /* ---- chunks ---- */
 
 /* One attempt over two laps of the ring. A slot still owned by another writer, being archived,
- * or (under lossless) not yet archived is passed over: its sequence number is simply never used. */
+ * or (under lossless) not yet archived is passed over: its sequence number is simply never used.
+ *
+ * The order of the stores matters for a crash (SIGKILL stops a thread between any two of them;
+ * the compiler must not reorder them either, hence the signal fences): the records of a reused
+ * chunk are counted before a byte of it is destroyed, the old header is invalidated before the
+ * claim number is taken, and the chunk becomes ACTIVE only once its new header is complete.
+ * Recovery (recover_chunks) reads what a claim cut short left behind in that light. */
 static int claim_once(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
                       lb_chunk_header **out) {
     lb_ring_header *ring = b->ring;
@@ -251,11 +257,22 @@ static int claim_once(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
         if (!atomic_compare_exchange_strong(&h->state, &state, LB_CHUNK_CLAIMING)) continue;
         if (state == LB_CHUNK_SEALED || state == LB_CHUNK_ARCHIVED)
             atomic_fetch_add_explicit(&ring->chunks_reused, 1, memory_order_relaxed);
-        if (state == LB_CHUNK_SEALED && b->archiving)
-            atomic_fetch_add_explicit(&ring->chunks_lost_unarchived, 1, memory_order_relaxed);
+        if (state == LB_CHUNK_SEALED) {
+            /* Overwrite policy: these records have no archived copy; they are gone for good. */
+            atomic_fetch_add_explicit(&ring->records_overwritten,
+                                      atomic_load_explicit(&h->record_count, memory_order_relaxed),
+                                      memory_order_relaxed);
+            if (b->archiving)
+                atomic_fetch_add_explicit(&ring->chunks_lost_unarchived, 1, memory_order_relaxed);
+        }
         h->magic = 0;
+        atomic_signal_fence(memory_order_seq_cst);
+        uint64_t claim = atomic_fetch_add_explicit(&ring->chunks_claimed, 1, memory_order_relaxed);
         h->sequence = seq;
-        h->prev_sequence = prev_sequence < seq ? prev_sequence : 0;
+        h->claim = claim;
+        h->prev_delta = prev_sequence && prev_sequence < seq && seq - prev_sequence <= UINT32_MAX
+                            ? (uint32_t)(seq - prev_sequence)
+                            : 0;
         /* Bracket the wall clock reading with two tick readings to pair them tightly. */
         uint64_t before = lb_clock_ticks();
         h->wall_anchor_ns = (uint64_t)lb_wall_now_ns();
@@ -264,12 +281,11 @@ static int claim_once(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
         h->session = b->session;
         atomic_store_explicit(&h->committed, LB_CHUNK_HEADER_SIZE, memory_order_relaxed);
         atomic_store_explicit(&h->record_count, 0, memory_order_relaxed);
-        h->reserved = 0;
         memset((uint8_t *)h + LB_CHUNK_HEADER_SIZE, 0, 8);  /* the first header slot */
+        atomic_signal_fence(memory_order_seq_cst);
         h->magic = LB_CHUNK_MAGIC;
         h->header_crc = lb_chunk_crc(h);
         atomic_store_explicit(&h->state, LB_CHUNK_ACTIVE, memory_order_release);
-        atomic_fetch_add_explicit(&ring->chunks_claimed, 1, memory_order_relaxed);
         *out = h;
         return 0;
     }
@@ -283,11 +299,17 @@ static uint64_t monotonic_ms(void) {
 }
 
 /* Returns -ENOBUFS when a lossless ring has no archived chunk (after waiting up to
- * lossless_wait_ms for the archiver), -ENOSPC when every chunk is owned by a writer. */
+ * lossless_wait_ms for the archiver), -ENOSPC when every chunk is owned by a writer.
+ *
+ * A wait that ends without the archiver freeing a chunk (a full or stalled archive disk) marks the
+ * ring stalled: later claims fail at once, without waiting, until the archiver frees a chunk
+ * again. A stall then costs the logging threads one wait, not one wait per record. */
 int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
                    lb_chunk_header **out) {
     int rc = claim_once(b, prev_sequence, thread_id, out);
     if (rc != -ENOBUFS || !b->archiving || b->lossless_wait_ms == 0) return rc;
+    uint32_t stalled = atomic_load_explicit(&b->lossless_stalled, memory_order_relaxed);
+    if (stalled && stalled - 1 == atomic_load(&b->archived_generation)) return rc;
     /* Wait for the archiver. Announce the wait, then read the generation, then retry: a release
      * that happens after the retry changes the generation, so the futex wait returns at once. */
     uint64_t deadline = monotonic_ms() + b->lossless_wait_ms;
@@ -301,7 +323,10 @@ int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
         rc = claim_once(b, prev_sequence, thread_id, out);
         if (rc != -ENOBUFS || atomic_load(&b->closed)) break;
         uint64_t now = monotonic_ms();
-        if (now >= deadline) break;
+        if (now >= deadline) {
+            atomic_store_explicit(&b->lossless_stalled, generation + 1, memory_order_relaxed);
+            break;
+        }
         lb_futex_wait(&b->archived_generation, generation, (uint32_t)(deadline - now));
     }
     atomic_fetch_sub(&b->writers_waiting, 1);
@@ -311,10 +336,13 @@ int lb_chunk_claim(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
 void lb_chunk_seal(lb_bundle *b, lb_chunk_header *h) {
     uint32_t records = atomic_load_explicit(&h->record_count, memory_order_relaxed);
     uint32_t committed = atomic_load_explicit(&h->committed, memory_order_relaxed);
+    /* Sealed first, counted after: a crash in between leaves the counters short by this chunk
+     * (verify then never reports records missing that are there); the other order would make
+     * recovery seal and count the chunk a second time. */
+    atomic_store_explicit(&h->state, LB_CHUNK_SEALED, memory_order_release);
     atomic_fetch_add_explicit(&b->ring->records, records, memory_order_relaxed);
     atomic_fetch_add_explicit(&b->ring->bytes, committed - LB_CHUNK_HEADER_SIZE,
                               memory_order_relaxed);
-    atomic_store_explicit(&h->state, LB_CHUNK_SEALED, memory_order_release);
     if (b->archiving) {
         /* Wake a sleeping archiver once a batch of chunks is waiting (a wake costs a syscall on
          * the logging thread), or at once when a lossless writer waits; stragglers are picked up
@@ -355,7 +383,8 @@ void lb_bundle_chunks_released(lb_bundle *b) {
 }
 
 void lb_bundle_count_drop(lb_bundle *b, unsigned reason) {
-    if (b && b->ring && reason < LB_DROP_REASON_COUNT)
+    /* A forked child never writes to the parent's ring, not even a counter. */
+    if (b && b->ring && !b->forked && reason < LB_DROP_REASON_COUNT)
         atomic_fetch_add_explicit(&b->ring->drops[reason], 1, memory_order_relaxed);
 }
 
@@ -376,9 +405,31 @@ static void recover_chunks(lb_bundle *b) {
         lb_chunk_header *h = lb_chunk_at(b, slot);
         int check = lb_chunk_header_check(h, slot, b->chunk_count);
         uint32_t state = atomic_load(&h->state);
-        if (check == 2 || (check < 0 && state != LB_CHUNK_FREE)) {
-            /* A claim cut short or a damaged header: the slot holds nothing readable. */
+        if (check == 2) {
+            /* A claim cut short. With a complete header (a new empty one, or the old occupant
+             * not yet touched) the chunk is kept as sealed, its records as its walk finds them;
+             * the archiver's reconciliation finds out whether it is archived already. Otherwise
+             * the claim's number may be taken and holds nothing: counted, so that verify can
+             * tell a missing claim number from lost records. */
+            if (h->magic == LB_CHUNK_MAGIC && h->header_crc == lb_chunk_crc(h) && h->sequence &&
+                h->sequence % b->chunk_count == slot) {
+                recovery_count count = {0, LB_CHUNK_HEADER_SIZE};
+                lb_walk_end end;
+                lb_chunk_walk((const uint8_t *)h, b->chunk_size, LB_CHUNK_HEADER_SIZE,
+                              recovery_visit, &count, &end);
+                atomic_store(&h->committed, count.end);
+                atomic_store(&h->record_count, count.records);
+                atomic_store(&h->state, LB_CHUNK_SEALED);
+            } else {
+                memset(h, 0, LB_CHUNK_HEADER_SIZE);
+                atomic_fetch_add(&b->ring->claims_abandoned, 1);
+            }
+            continue;
+        }
+        if (check < 0 && state != LB_CHUNK_FREE) {
+            /* A damaged header: the slot holds nothing readable. What it held is lost; counted. */
             memset(h, 0, LB_CHUNK_HEADER_SIZE);
+            atomic_fetch_add(&b->ring->chunks_discarded, 1);
             continue;
         }
         if (check == 0 && state == LB_CHUNK_ARCHIVING) {

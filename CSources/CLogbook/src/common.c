@@ -8,8 +8,11 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-/* ---- CRC-32C, table driven (headers and meta entries only: never on the record hot path) ---- */
+/* ---- CRC-32C (Castagnoli): headers, meta entries and archived frames; never on the record hot
+ * path. The SSE4.2 crc32 instruction where the CPU has it (about 8 bytes per 3 cycles; the
+ * archiver checksums every chunk it persists), a table otherwise. ---- */
 static uint32_t crc_table[256];
+static int crc_hardware;
 static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
 
 static void crc_init(void) {
@@ -18,12 +21,40 @@ static void crc_init(void) {
         for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
         crc_table[i] = c;
     }
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    crc_hardware = __builtin_cpu_supports("sse4.2");
+#endif
 }
+
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+__attribute__((target("sse4.2"))) static uint32_t crc32c_sse42(uint32_t crc, const uint8_t *p,
+                                                              size_t length) {
+    uint64_t c = crc;
+    while (length && ((uintptr_t)p & 7u)) {
+        c = _mm_crc32_u8((uint32_t)c, *p++);
+        length--;
+    }
+    while (length >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        length -= 8;
+    }
+    while (length--) c = _mm_crc32_u8((uint32_t)c, *p++);
+    return (uint32_t)c;
+}
+#endif
 
 uint32_t lb_crc32c(uint32_t crc, const void *data, size_t length) {
     pthread_once(&crc_once, crc_init);
     const uint8_t *p = data;
     crc = ~crc;
+#if defined(__x86_64__)
+    if (crc_hardware) return ~crc32c_sse42(crc, p, length);
+#endif
     while (length--) crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
     return ~crc;
 }
@@ -35,7 +66,7 @@ uint32_t lb_ring_header_crc(const lb_ring_header *header) {
 uint32_t lb_chunk_crc(const lb_chunk_header *chunk) {
     uint32_t crc = lb_crc32c(0, &chunk->magic, 4);
     return lb_crc32c(crc, &chunk->sequence,
-                     __builtin_offsetof(lb_chunk_header, committed) -
+                     __builtin_offsetof(lb_chunk_header, header_crc) -
                          __builtin_offsetof(lb_chunk_header, sequence));
 }
 
@@ -163,7 +194,7 @@ int lb_chunk_header_check(const lb_chunk_header *h, uint32_t slot, uint32_t chun
     if (state < LB_CHUNK_ACTIVE || state > LB_CHUNK_ARCHIVING) return -1;
     if (h->header_crc != lb_chunk_crc(h)) return -1;
     if (h->sequence == 0 || h->sequence % chunk_count != slot) return -1;
-    if (h->prev_sequence >= h->sequence) return -1;
+    if (h->prev_delta >= h->sequence) return -1;
     return 0;
 }
 
@@ -352,11 +383,13 @@ void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, lb_a
              (unsigned long long)(number % 10000000000ull), suffixes[kind <= 3 ? kind : 0]);
 }
 
-uint16_t lb_archive_frame_check(uint32_t length, uint16_t kind) {
-    uint8_t head[6];
-    memcpy(head, &length, 4);
-    memcpy(head + 4, &kind, 2);
-    return (uint16_t)lb_crc32c(0, head, sizeof head);
+void lb_archive_frame_head_make(lb_archive_frame_head *head, uint32_t length, uint16_t kind,
+                                uint32_t body_crc) {
+    head->length = length;
+    head->kind = kind;
+    head->reserved = 0;
+    head->body_crc = body_crc;
+    head->head_crc = lb_crc32c(0, head, __builtin_offsetof(lb_archive_frame_head, head_crc));
 }
 
 uint32_t lb_archive_header_crc(const lb_archive_file_header *h) {
@@ -375,22 +408,61 @@ const char *lb_archive_header_problem(const lb_archive_file_header *h, uint64_t 
     return NULL;
 }
 
-lb_frame_status lb_archive_frame_head(int fd, uint64_t offset, uint64_t file_size,
-                                      uint32_t chunk_size, uint32_t *length, uint16_t *kind) {
-    uint8_t head[LB_ARCHIVE_FRAME_HEAD_SIZE];
-    if (offset + sizeof head > file_size) return LB_FRAME_END;
-    if (lb_pread_full(fd, head, sizeof head, offset) != (ssize_t)sizeof head) return LB_FRAME_END;
-    uint16_t check;
-    memcpy(length, head, 4);
-    memcpy(kind, head + 4, 2);
-    memcpy(&check, head + 6, 2);
-    if (check != lb_archive_frame_check(*length, *kind)) return LB_FRAME_INVALID;
-    if (*kind == LB_ARCHIVE_FRAME_CHUNK &&
-        (*length < LB_CHUNK_HEADER_SIZE || *length > chunk_size || (*length & 7u)))
-        return LB_FRAME_INVALID;
-    if (*length > LB_ARCHIVE_FRAME_MAX) return LB_FRAME_INVALID;
-    if (offset + lb_archive_frame_span(*length) > file_size) return LB_FRAME_END;
+/* Whether 16 bytes are a plausible frame head: its CRC matches and its length is possible. */
+static int frame_head_valid(const lb_archive_frame_head *h, uint32_t chunk_size) {
+    if (h->head_crc != lb_crc32c(0, h, __builtin_offsetof(lb_archive_frame_head, head_crc)))
+        return 0;
+    if (h->length > LB_ARCHIVE_FRAME_MAX || h->kind == 0) return 0;
+    if (h->kind == LB_ARCHIVE_FRAME_CHUNK &&
+        (h->length < LB_CHUNK_HEADER_SIZE || h->length > chunk_size || (h->length & 7u)))
+        return 0;
+    if (h->kind == LB_ARCHIVE_FRAME_END && h->length != sizeof(lb_archive_end)) return 0;
+    return 1;
+}
+
+lb_frame_status lb_archive_frame_read(int fd, uint64_t offset, uint64_t file_size,
+                                      uint32_t chunk_size, lb_archive_frame_head *out) {
+    if (offset + LB_ARCHIVE_FRAME_HEAD_SIZE > file_size) return LB_FRAME_END;
+    if (lb_pread_full(fd, out, sizeof *out, offset) != (ssize_t)sizeof *out) return LB_FRAME_END;
+    if (!frame_head_valid(out, chunk_size)) return LB_FRAME_INVALID;
+    if (offset + lb_archive_frame_span(out->length) > file_size) return LB_FRAME_END;
     return LB_FRAME_OK;
+}
+
+uint64_t lb_archive_frame_resync(int fd, uint64_t from, uint64_t file_size, uint32_t chunk_size) {
+    enum { BLOCK = 64 * 1024 };
+    uint8_t *block = malloc(BLOCK + LB_ARCHIVE_FRAME_HEAD_SIZE);
+    if (!block) return file_size;
+    uint64_t at = (from + 8u) & ~(uint64_t)7u;
+    while (at + LB_ARCHIVE_FRAME_HEAD_SIZE <= file_size) {
+        ssize_t n = lb_pread_full(fd, block, BLOCK + LB_ARCHIVE_FRAME_HEAD_SIZE, at);
+        if (n < (ssize_t)LB_ARCHIVE_FRAME_HEAD_SIZE) break;
+        for (size_t i = 0; i + LB_ARCHIVE_FRAME_HEAD_SIZE <= (size_t)n && i < BLOCK; i += 8) {
+            lb_archive_frame_head h;
+            memcpy(&h, block + i, sizeof h);
+            if (frame_head_valid(&h, chunk_size) &&
+                at + i + lb_archive_frame_span(h.length) <= file_size) {
+                free(block);
+                return at + i;
+            }
+        }
+        at += BLOCK;
+    }
+    free(block);
+    return file_size;
+}
+
+int lb_file_range_is_zero(int fd, uint64_t from, uint64_t to) {
+    uint8_t block[4096];
+    while (from < to) {
+        size_t want = to - from < sizeof block ? (size_t)(to - from) : sizeof block;
+        ssize_t n = lb_pread_full(fd, block, want, from);
+        if (n <= 0) return n == 0;  /* the file ended: nothing more to look at */
+        for (ssize_t i = 0; i < n; i++)
+            if (block[i]) return 0;
+        from += (uint64_t)n;
+    }
+    return 1;
 }
 
 /* The Swift façade's per-type logger cache (logbook.h). */

@@ -11,7 +11,7 @@
 #define LB_LIKELY(x) __builtin_expect(!!(x), 1)
 #define LB_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
-/* ---- CRC-32C (Castagnoli), used for headers and meta entries ---- */
+/* ---- CRC-32C (Castagnoli): headers, meta entries, archived frames ---- */
 uint32_t lb_crc32c(uint32_t crc, const void *data, size_t length);
 uint32_t lb_ring_header_crc(const lb_ring_header *header);
 uint32_t lb_chunk_crc(const lb_chunk_header *chunk);
@@ -104,10 +104,12 @@ typedef enum lb_archive_name_kind {
 
 lb_archive_name_kind lb_archive_name_parse(const char *name, uint64_t *number);
 void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, lb_archive_name_kind kind);
-uint16_t lb_archive_frame_check(uint32_t length, uint16_t kind);
 uint32_t lb_archive_header_crc(const lb_archive_file_header *header);
 /* Checks a file header (read from a file of file_size bytes): NULL when valid, else why not. */
 const char *lb_archive_header_problem(const lb_archive_file_header *header, uint64_t file_size);
+/* Fills a frame head: length, kind, the body's CRC-32C and the head's own CRC. */
+void lb_archive_frame_head_make(lb_archive_frame_head *head, uint32_t length, uint16_t kind,
+                                uint32_t body_crc);
 
 typedef enum lb_frame_status {
     LB_FRAME_OK = 0,
@@ -116,12 +118,19 @@ typedef enum lb_frame_status {
 } lb_frame_status;
 
 /* Reads the frame head at `offset` of a file of `file_size` bytes. On LB_FRAME_OK the body is at
- * offset + 8 and the next frame at offset + lb_archive_frame_span(length). */
-lb_frame_status lb_archive_frame_head(int fd, uint64_t offset, uint64_t file_size,
-                                      uint32_t chunk_size, uint32_t *length, uint16_t *kind);
+ * offset + 16 and the next frame at offset + lb_archive_frame_span(length). The body's CRC is the
+ * caller's to check (it reads the body anyway). */
+lb_frame_status lb_archive_frame_read(int fd, uint64_t offset, uint64_t file_size,
+                                      uint32_t chunk_size, lb_archive_frame_head *out);
 static inline uint64_t lb_archive_frame_span(uint32_t length) {
     return LB_ARCHIVE_FRAME_HEAD_SIZE + (((uint64_t)length + 7u) & ~(uint64_t)7u);
 }
+/* After damage at `from`: the offset of the next valid frame head (8-aligned, whole frame inside
+ * the file), or file_size when there is none. A head has its own CRC-32C, so a false match needs
+ * 32 bits of luck. */
+uint64_t lb_archive_frame_resync(int fd, uint64_t from, uint64_t file_size, uint32_t chunk_size);
+/* 1 when every byte of [from, to) is zero (or past the end of the file), 0 otherwise. */
+int lb_file_range_is_zero(int fd, uint64_t from, uint64_t to);
 
 /* ---- the bundle (writer side) ---- */
 typedef struct lb_site_entry {
@@ -165,6 +174,8 @@ struct lb_bundle {
     uint32_t archiver_wake_batch;          /* sealed chunks that wake a sleeping archiver */
     _Atomic uint32_t archived_generation;  /* futex: bumped when chunks become reusable */
     _Atomic uint32_t writers_waiting;      /* lossless writers wait on archived_generation */
+    _Atomic uint32_t lossless_stalled;     /* archived_generation + 1 when a wait timed out at it;
+                                              claims fail at once until the generation moves */
     /* idle sealer */
     uint32_t idle_seal_ms;
     pthread_t sealer;

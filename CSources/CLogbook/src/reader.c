@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -45,8 +47,13 @@ typedef struct slot_progress {
 typedef struct seen_chunk {
     uint64_t sequence;
     uint32_t offset;     /* where its walk stopped */
-    uint16_t broken;     /* a corrupt record was reported: do not walk it again */
-    uint16_t archived;   /* an archive file holds it (a second one would be a duplicate) */
+    uint32_t records;    /* records (FULL and LAST) its walks found so far */
+    uint8_t broken;      /* a corrupt record was reported: do not walk it again */
+    uint8_t archived;    /* an archive file holds it (a second one would be a duplicate) */
+    uint8_t gone;        /* its ring slot was reused while no archive file held it */
+    uint8_t active;      /* last read from the ring while ACTIVE (its records are not yet in
+                            the ring header's count) */
+    uint8_t claim_noted; /* its claim number is in r->claims */
 } seen_chunk;
 
 /* An archive file being read (see logbook_format.h). */
@@ -57,8 +64,15 @@ typedef struct archive_file {
     int fd;
     int kind;            /* lb_archive_name_kind */
     int header_ok, done;
+    int in_directory;    /* found by listing a directory (a symlink there is never followed) */
     uint32_t chunk_size, chunk_count;
+    uint64_t ring_created_wall_ns;
     uint64_t offset;     /* the next frame to read */
+    /* what its frames held, for the END frame's account */
+    uint64_t chunk_frames, chunk_records;
+    int end_found;       /* an END frame was read (the last frame) */
+    int damaged;         /* a frame head failed its check (frames after it were searched for) */
+    lb_archive_end end;
 } archive_file;
 
 typedef struct pending_record {
@@ -85,6 +99,23 @@ struct lb_reader {
     int ring_mode;          /* reading a bundle (ring and meta), not only archive files */
     int ring_fd, meta_fd, lock_fd;
     int header_ok, meta_ok, truncation_reported;
+    int ring_broken;        /* the ring header is damaged (reported once); chunks are read with
+                               the geometry of an archive file of this bundle when one says it */
+    int geometry_known;     /* r->header's chunk_size and chunk_count can be used */
+    int open_reported;      /* missing ring or meta file reported */
+    int ring_open_error, meta_open_error;  /* -errno when `ring` or `meta` could not be opened */
+    /* accounting (lb_reader_verify) */
+    uint64_t *claims;       /* claim numbers of every chunk found (ring or archive; repeats) */
+    size_t claim_count, claim_capacity;
+    uint64_t active_records;/* records walked in ring chunks still ACTIVE */
+    int archive_dir_missing;
+    /* records overwritten before this reader could read them (lb_reader_overwritten) */
+    int overwritten_baseline_set;
+    uint64_t overwritten_baseline, overwritten_now, gone_read;
+    uint64_t emitted;       /* entries made by every scan so far (discarded ones included) */
+    int verified;           /* lb_reader_verify ran (its issues are added once) */
+    char **owned;           /* strings that issues point to */
+    size_t owned_count, owned_capacity;
     lb_ring_header header;
     uint64_t meta_offset;
     uint64_t meta_torn_reported;
@@ -197,11 +228,38 @@ static int large_grow(void **array, size_t *capacity, size_t need, size_t elemen
     return 0;
 }
 
-static void add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
-                      uint64_t length, const char *reason) {
+static lb_issue *add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
+                           uint64_t length, const char *reason) {
     if (grow((void **)&r->issues, &r->issue_capacity, r->issue_count + 1, sizeof(lb_issue)))
-        return;
-    r->issues[r->issue_count++] = (lb_issue){kind, file, offset, length, reason};
+        return NULL;
+    lb_issue *issue = &r->issues[r->issue_count++];
+    *issue = (lb_issue){kind, file, offset, length, reason, 0};
+    return issue;
+}
+
+/* A string the reader keeps until it is closed (issue reasons and file names with numbers). */
+static const char *keep_string(lb_reader *r, char *s) {
+    if (!s) return NULL;
+    if (grow((void **)&r->owned, &r->owned_capacity, r->owned_count + 1, sizeof(char *))) {
+        free(s);
+        return NULL;
+    }
+    r->owned[r->owned_count++] = s;
+    return s;
+}
+
+__attribute__((format(printf, 7, 8)))
+static lb_issue *add_issuef(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
+                            uint64_t length, uint64_t records, const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    char *text = NULL;
+    int n = vasprintf(&text, format, args);
+    va_end(args);
+    const char *reason = n >= 0 ? keep_string(r, text) : NULL;
+    lb_issue *issue = add_issue(r, kind, file, offset, length, reason ? reason : format);
+    if (issue) issue->records = records;
+    return issue;
 }
 
 static inline uint8_t *arena_copy(lb_reader *r, const uint8_t *bytes, size_t length) {
@@ -539,12 +597,14 @@ static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t f
                  uint32_t offset,
                  const uint8_t *logical, size_t length, uint32_t thread_id, uint64_t sequence,
                  int fragmented) {
-    if (length < LB_RECORD_FIXED_SIZE - 8) return;
-    uint32_t args_length = (uint32_t)(length - (LB_RECORD_FIXED_SIZE - 8));
+    uint32_t args_length = length >= LB_RECORD_FIXED_SIZE - 8
+                               ? (uint32_t)(length - (LB_RECORD_FIXED_SIZE - 8))
+                               : 0;
     const uint8_t *args = logical + (LB_RECORD_FIXED_SIZE - 8);
-    if (!args_valid(args, args_length)) {
-        add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
-                  "record arguments do not decode");
+    if (length < LB_RECORD_FIXED_SIZE - 8 || !args_valid(args, args_length)) {
+        lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
+                                    "record arguments do not decode");
+        if (issue) issue->records = 1;
         return;
     }
     if (LB_UNLIKELY(r->entry_count == r->entry_capacity) &&
@@ -576,6 +636,7 @@ static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t f
         }
     }
     r->entry_count++;
+    r->emitted++;
 }
 
 typedef struct walk_context {
@@ -586,6 +647,8 @@ typedef struct walk_context {
     uint64_t chunk_file_offset;
     uint32_t chunk_size;
     int corrupt;
+    lb_issue *corrupt_issue;     /* the issue reporting where the walk broke off, if any */
+    uint32_t records;            /* FULL and LAST records walked (the header's record_count) */
 } walk_context;
 
 static pending_record *find_pending(lb_reader *r, uint64_t last_sequence) {
@@ -607,6 +670,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
     const uint8_t *body = rec->bytes + 8;
     size_t body_length = rec->length - 8;
     uint32_t end = rec->offset + ((rec->length + 7u) & ~7u);
+    if (rec->kind == LB_RECORD_FULL || rec->kind == LB_RECORD_LAST) w->records++;
     switch (rec->kind) {
     case LB_RECORD_FULL:
         emit(r, &w->map, w->file, file_offset, rec->offset, body, body_length, h->thread_id,
@@ -614,8 +678,8 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         return 0;
     case LB_RECORD_FIRST: {
         if (end + 8 <= w->chunk_size) {
-            add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
-                      "first fragment does not end its chunk");
+            w->corrupt_issue = add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
+                                         "first fragment does not end its chunk");
             w->corrupt = 1;
             return 1;
         }
@@ -633,20 +697,25 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
     default: {
         if (rec->offset != LB_CHUNK_HEADER_SIZE ||
             (rec->kind == LB_RECORD_MIDDLE && end + 8 <= w->chunk_size)) {
-            add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
-                      "fragment is out of place in its chunk");
+            if (rec->kind == LB_RECORD_LAST) w->records--;  /* not walked past: counted below */
+            w->corrupt_issue = add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
+                                         "fragment is out of place in its chunk");
             w->corrupt = 1;
             return 1;
         }
-        pending_record *p = h->prev_sequence ? find_pending(r, h->prev_sequence) : NULL;
+        uint64_t prev = lb_chunk_prev_sequence(h);
+        pending_record *p = prev ? find_pending(r, prev) : NULL;
         if (!p) {
-            add_issue(r, LB_ISSUE_TORN, w->file, file_offset, rec->length,
-                      "fragment whose beginning was overwritten or lost");
+            /* Its chunk counts the record, which cannot be shown: accounted for here. */
+            lb_issue *issue = add_issue(r, LB_ISSUE_TORN, w->file, file_offset, rec->length,
+                                        "fragment whose beginning was overwritten or lost");
+            if (issue && rec->kind == LB_RECORD_LAST) issue->records = 1;
             return 0;
         }
         if (p->length + body_length > LB_RECORD_MAX_SIZE) {
-            add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
-                      "fragmented record exceeds the record size limit");
+            lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
+                                        "fragmented record exceeds the record size limit");
+            if (issue && rec->kind == LB_RECORD_LAST) issue->records = 1;
             drop_pending(r, p);
             return 0;
         }
@@ -668,10 +737,57 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
 }
 
 /* ---- open / scan ---- */
+
+/* A file of a bundle, opened for reading: never through a symlink, never blocking (a FIFO planted
+ * as `ring` must not hang a reader), and only a regular file. -ENOENT when absent, -ELOOP for a
+ * symlink, -EINVAL for anything but a regular file. */
+static int open_bundle_file(int dir_fd, const char *name) {
+    int fd;
+    do fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return -errno;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -EINVAL;
+    }
+    return fd;
+}
+
+static int directory_has_archive_files(int dir_fd) {
+    int fd = dup(dir_fd);
+    if (fd < 0) return 0;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return 0;
+    }
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) found = lb_archive_name_parse(e->d_name, NULL) != 0;
+    closedir(d);
+    return found;
+}
+
+static int entry_exists(int dir_fd, const char *name) {
+    struct stat st;
+    return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static const char *bundle_file_problem(int rc) {
+    switch (rc) {
+    case -ENOENT: return "is missing";
+    case -ELOOP: return "is a symbolic link: not followed";
+    case -EINVAL: return "is not a regular file (a FIFO, device or directory): not read";
+    default: return "cannot be opened";
+    }
+}
+
 int lb_reader_open(const char *path, lb_reader **out) {
     if (!path || !out) return -EINVAL;
     struct stat st;
     if (stat(path, &st) != 0) return -errno;
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return -EINVAL;
     lb_reader *r = calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
     r->ring_fd = r->meta_fd = r->lock_fd = -1;
@@ -685,25 +801,41 @@ int lb_reader_open(const char *path, lb_reader **out) {
         int kind = lb_archive_name_parse(name, &number);
         if (grow((void **)&r->archives, &r->archive_capacity, 1, sizeof *r->archives)) rc = -ENOMEM;
         else {
-            r->archives[0] = (archive_file){number, strdup(path), NULL, -1,
-                                            kind ? (int)kind : LB_ARCHIVE_NAME_COMPLETE, 0, 0, 0, 0, 0};
+            memset(&r->archives[0], 0, sizeof r->archives[0]);
+            r->archives[0].number = number;
+            r->archives[0].name = strdup(path);
+            r->archives[0].fd = -1;
+            r->archives[0].kind = kind ? kind : LB_ARCHIVE_NAME_COMPLETE;
             r->archive_count = 1;
             if (!r->archives[0].name) rc = -ENOMEM;
         }
     } else if (!rc) {
-        r->ring_fd = lb_open_in(path, "ring", O_RDONLY);
-        if (r->ring_fd == -ENOENT) {
-            r->archive_dir = strdup(path);  /* an archive directory without its bundle */
-        } else if (r->ring_fd < 0) {
-            rc = r->ring_fd;
-        } else {
-            r->ring_mode = 1;
-            r->meta_fd = lb_open_in(path, "meta", O_RDONLY);
-            r->lock_fd = lb_open_in(path, "lock", O_RDONLY);
-            if (r->meta_fd < 0) rc = r->meta_fd;
-            r->archive_dir = lb_path_join(path, "archive");
+        int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir < 0) rc = -errno;
+        if (!rc) {
+            int ring = open_bundle_file(dir, "ring");
+            if (ring >= 0 || ring != -ENOENT || entry_exists(dir, "meta") ||
+                entry_exists(dir, "lock") || entry_exists(dir, "archive")) {
+                /* A bundle, also when its ring is gone: that is reported, not taken for an
+                 * archive directory that holds nothing. */
+                r->ring_mode = 1;
+                r->ring_fd = ring >= 0 ? ring : -1;
+                r->ring_open_error = ring >= 0 ? 0 : ring;
+                int meta = open_bundle_file(dir, "meta");
+                r->meta_fd = meta >= 0 ? meta : -1;
+                r->meta_open_error = meta >= 0 ? 0 : meta;
+                int lock = open_bundle_file(dir, "lock");
+                r->lock_fd = lock >= 0 ? lock : -1;
+                r->archive_dir = lb_path_join(path, "archive");
+                if (!r->archive_dir) rc = -ENOMEM;
+            } else if (directory_has_archive_files(dir)) {
+                r->archive_dir = strdup(path);  /* an archive directory without its bundle */
+                if (!r->archive_dir) rc = -ENOMEM;
+            } else {
+                rc = -EPROTO;  /* neither a bundle nor an archive directory: nothing to read */
+            }
+            close(dir);
         }
-        if (!rc && !r->archive_dir) rc = -ENOMEM;
     }
     if (rc) {
         lb_reader_close(r);
@@ -766,6 +898,9 @@ void lb_reader_close(lb_reader *r) {
     }
     free(r->archives);
     free(r->archive_dir);
+    for (size_t i = 0; i < r->owned_count; i++) free(r->owned[i]);
+    free(r->owned);
+    free(r->claims);
     free(r->path);
     free(r);
 }
@@ -793,21 +928,48 @@ static seen_chunk *seen_find(lb_reader *r, uint64_t sequence) {
     return s->sequence == sequence ? s : NULL;
 }
 
-static void seen_set(lb_reader *r, uint64_t sequence, uint32_t offset, uint32_t broken) {
+/* The entry of `sequence`, made (nothing read yet) when there is none. NULL without memory (the
+ * chunk may then be read again: duplicates, never a crash). The pointer is valid until the next
+ * call. */
+static seen_chunk *seen_add(lb_reader *r, uint64_t sequence) {
+    seen_chunk *s = seen_find(r, sequence);
+    if (s) return s;
     if ((r->seen_count + 1) * 2 > r->seen_capacity) {
         size_t capacity = r->seen_capacity ? r->seen_capacity * 2 : 1024;
         seen_chunk *table = calloc(capacity, sizeof *table);
-        if (!table) return;  /* the chunk may be read again: duplicates, never a crash */
+        if (!table) return NULL;
         for (size_t i = 0; i < r->seen_capacity; i++)
             if (r->seen[i].sequence) *seen_slot(table, capacity, r->seen[i].sequence) = r->seen[i];
         free(r->seen);
         r->seen = table;
         r->seen_capacity = capacity;
     }
-    seen_chunk *s = seen_slot(r->seen, r->seen_capacity, sequence);
-    if (!s->sequence) r->seen_count++;
-    uint16_t archived = s->sequence ? s->archived : 0;
-    *s = (seen_chunk){sequence, offset, (uint16_t)broken, archived};
+    s = seen_slot(r->seen, r->seen_capacity, sequence);
+    *s = (seen_chunk){.sequence = sequence, .offset = LB_CHUNK_HEADER_SIZE};
+    r->seen_count++;
+    return s;
+}
+
+static void note_claim(lb_reader *r, uint64_t claim) {
+    if (grow((void **)&r->claims, &r->claim_capacity, r->claim_count + 1, sizeof *r->claims) == 0)
+        r->claims[r->claim_count++] = claim;
+}
+
+static int valid_geometry(uint32_t chunk_size, uint32_t chunk_count) {
+    return chunk_size >= LB_CHUNK_SIZE_MIN && chunk_size <= LB_CHUNK_SIZE_MAX &&
+           !(chunk_size & (chunk_size - 1)) && chunk_count >= 2 && chunk_count <= LB_CHUNK_COUNT_MAX;
+}
+
+/* Sets the geometry the ring's chunks are read with (its header's, or an archive file's when the
+ * header is damaged). */
+static int use_geometry(lb_reader *r, uint32_t chunk_size, uint32_t chunk_count) {
+    r->header.chunk_size = chunk_size;
+    r->header.chunk_count = chunk_count;
+    free(r->progress);
+    r->progress = calloc(chunk_count, sizeof *r->progress);
+    if (!r->progress || chunk_buffer(r, chunk_size)) return -ENOMEM;
+    r->geometry_known = 1;
+    return 0;
 }
 
 static int read_header(lb_reader *r) {
@@ -819,18 +981,17 @@ static int read_header(lb_reader *r) {
     else if (memcmp(h.magic, LB_RING_MAGIC, 8) != 0) why = "ring file has no Logbook magic";
     else if (h.format_version != LB_FORMAT_VERSION) why = "ring file has an unknown format version";
     else if (h.header_crc != lb_ring_header_crc(&h)) why = "ring header fails its checksum";
-    else if (h.header_size != LB_RING_HEADER_SIZE || h.chunk_size < LB_CHUNK_SIZE_MIN ||
-             h.chunk_size > LB_CHUNK_SIZE_MAX || (h.chunk_size & (h.chunk_size - 1)) ||
-             h.chunk_count < 2 || h.chunk_count > LB_CHUNK_COUNT_MAX)
+    else if (h.header_size != LB_RING_HEADER_SIZE || !valid_geometry(h.chunk_size, h.chunk_count))
         why = "ring header has an impossible geometry";
     if (why) {
+        /* The archive files are read anyway: a damaged ring header hides only the ring. */
         add_issue(r, (size_t)n < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT, "ring", 0,
                   sizeof h, why);
         return -EPROTO;
     }
     r->header = h;
-    r->progress = calloc(h.chunk_count, sizeof *r->progress);
-    if (!r->progress || chunk_buffer(r, h.chunk_size)) return -ENOMEM;
+    int rc = use_geometry(r, h.chunk_size, h.chunk_count);
+    if (rc) return rc;
     r->header_ok = 1;
     return 0;
 }
@@ -842,6 +1003,7 @@ typedef struct chunk_ref {
     uint64_t offset;   /* archive: file offset of the chunk image */
     uint32_t length;   /* archive: bytes of the image */
     uint32_t records;  /* the chunk's record_count: sizes the entry array */
+    uint32_t body_crc; /* archive: the frame's CRC-32C of the image */
 } chunk_ref;
 
 typedef struct ref_list {
@@ -854,19 +1016,24 @@ static void push_ref(ref_list *list, chunk_ref ref) {
         list->refs[list->count++] = ref;
 }
 
-/* Oldest first, so that the fragments of a large record arrive in order; an archived copy before
- * the ring's copy of the same chunk. */
+/* Oldest first, so that the fragments of a large record arrive in order; archived copies (in file
+ * order) before the ring's copy of the same chunk. */
 static int compare_refs(const void *a, const void *b) {
     const chunk_ref *x = a, *y = b;
     if (x->sequence != y->sequence) return x->sequence < y->sequence ? -1 : 1;
-    return (x->source < 0) - (y->source < 0);
+    if ((x->source < 0) != (y->source < 0)) return (x->source < 0) - (y->source < 0);
+    return (x->source > y->source) - (x->source < y->source);
 }
 
 /* ---- archive files ---- */
 static void list_archive_directory(lb_reader *r) {
     if (!r->archive_dir) return;
     DIR *d = opendir(r->archive_dir);
-    if (!d) return;  /* no archive (yet) */
+    if (!d) {
+        r->archive_dir_missing = errno == ENOENT;
+        return;
+    }
+    r->archive_dir_missing = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         uint64_t number;
@@ -894,7 +1061,8 @@ static void list_archive_directory(lb_reader *r) {
             r->archives[at] = r->archives[at - 1];
             at--;
         }
-        r->archives[at] = (archive_file){number, name, NULL, -1, kind, 0, 0, 0, 0, 0};
+        r->archives[at] = (archive_file){.number = number, .name = name, .fd = -1, .kind = kind,
+                                         .in_directory = 1};
     }
     closedir(d);
 }
@@ -909,26 +1077,66 @@ static const char *archive_label(lb_reader *r, archive_file *f) {
     return f->label ? f->label : "archive";
 }
 
-static void archive_meta_frame(lb_reader *r, archive_file *f, uint32_t length) {
+static void archive_meta_frame(lb_reader *r, archive_file *f, const lb_archive_frame_head *head) {
+    uint32_t length = head->length;
     uint8_t *body = malloc(length ? length : 1);
     if (!body) return;
     if (lb_pread_full(f->fd, body, length, f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE) != (ssize_t)length ||
+        lb_crc32c(0, body, length) != head->body_crc ||
         lb_meta_parse_entries(body, length, meta_visit, r) != 0)
         add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), f->offset, length,
-                  "meta entries in an archive frame do not parse");
+                  "meta entries in an archive frame do not parse or fail their checksum");
     free(body);
 }
 
-/* Reads the new frames of archive file `index`: meta entries at once, chunks as refs. */
+/* A complete file's frames against its END frame: a file cut short or missing chunks says so. */
+static void check_end_frame(lb_reader *r, archive_file *f, uint64_t size) {
+    const char *label = archive_label(r, f);
+    if (!f->end_found) {
+        add_issuef(r, LB_ISSUE_TRUNCATED, label, f->offset, size > f->offset ? size - f->offset : 0,
+                   0, "complete archive file has no END frame: it was cut short (%llu chunks read)",
+                   (unsigned long long)f->chunk_frames);
+        return;
+    }
+    if (f->end.chunks != f->chunk_frames || f->end.records != f->chunk_records) {
+        uint64_t lost = f->end.records > f->chunk_records ? f->end.records - f->chunk_records : 0;
+        add_issuef(r, LB_ISSUE_MISSING, label, f->end.end_offset, 0, lost,
+                   "the END frame counts %llu chunks with %llu records; %llu chunks with %llu "
+                   "records were read",
+                   (unsigned long long)f->end.chunks, (unsigned long long)f->end.records,
+                   (unsigned long long)f->chunk_frames, (unsigned long long)f->chunk_records);
+    }
+}
+
+/* Reads the new frames of archive file `index`: meta entries at once, chunks as refs. Damage
+ * (a frame head that fails its check) is reported and stepped over: the next valid head is
+ * searched for, so one damaged frame hides only itself. */
 static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
     archive_file *f = &r->archives[index];
     if (f->done) return;
-    if (f->fd < 0 && (f->fd = open(f->name, O_RDONLY | O_CLOEXEC)) < 0) {
-        f->fd = -1;
-        return;  /* renamed or deleted since the listing: the next scan sees it */
+    if (f->fd < 0) {
+        /* Inside a directory, a symlink is never followed; no file is opened in a way that can
+         * block (a FIFO). */
+        int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (f->in_directory ? O_NOFOLLOW : 0);
+        f->fd = open(f->name, flags);
+        if (f->fd < 0) {
+            int err = errno;
+            f->fd = -1;
+            if (err == ENOENT) return;  /* renamed or deleted since the listing: next scan */
+            add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0, 0,
+                       "archive file cannot be opened: %s", strerror(err));
+            f->done = 1;
+            return;
+        }
     }
     struct stat st;
     if (fstat(f->fd, &st) != 0) return;
+    if (!S_ISREG(st.st_mode)) {
+        add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0,
+                  "archive file is not a regular file (a FIFO, device or directory): not read");
+        f->done = 1;
+        return;
+    }
     uint64_t size = (uint64_t)st.st_size;
     if (!f->header_ok) {
         lb_archive_file_header h;
@@ -945,95 +1153,170 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         if (chunk_buffer(r, h.chunk_size)) return;
         f->chunk_size = h.chunk_size;
         f->chunk_count = h.chunk_count;
+        f->ring_created_wall_ns = h.ring_created_wall_ns;
         f->offset = sizeof h;
         f->header_ok = 1;
     }
+    const char *label = archive_label(r, f);
     for (;;) {
-        uint32_t length;
-        uint16_t kind;
-        lb_frame_status status =
-            lb_archive_frame_head(f->fd, f->offset, size, f->chunk_size, &length, &kind);
+        lb_archive_frame_head head;
+        lb_frame_status status = lb_archive_frame_read(f->fd, f->offset, size, f->chunk_size, &head);
         if (status == LB_FRAME_END) {
-            if (f->kind != LB_ARCHIVE_NAME_WRITING) {
-                if (f->offset < size)
-                    add_issue(r, LB_ISSUE_TORN, archive_label(r, f), f->offset, size - f->offset,
-                              "incomplete frame at the end of an archive file");
-                f->done = 1;
-            }
-            return;
-        }
-        if (status == LB_FRAME_INVALID) {
-            add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), f->offset, size - f->offset,
-                      "archive frame head is not valid; the rest of the file is unreadable");
+            if (f->kind == LB_ARCHIVE_NAME_WRITING) return;  /* more may come */
+            if (f->offset < size)
+                add_issue(r, LB_ISSUE_TRUNCATED, label, f->offset, size - f->offset,
+                          "incomplete frame at the end of a complete archive file");
+            check_end_frame(r, f, size);
             f->done = 1;
             return;
         }
-        if (kind == LB_ARCHIVE_FRAME_META) {
-            archive_meta_frame(r, f, length);
-        } else if (kind == LB_ARCHIVE_FRAME_CHUNK) {
+        if (status == LB_FRAME_INVALID) {
+            uint64_t next = lb_archive_frame_resync(f->fd, f->offset, size, f->chunk_size);
+            add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, next - f->offset,
+                      "archive frame head is not valid; skipped to the next valid frame");
+            f->damaged = 1;
+            f->end_found = 0;
+            f->offset = next;
+            continue;
+        }
+        if (f->end_found) {
+            add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, 0,
+                      "a frame follows the END frame of an archive file");
+            f->end_found = 0;
+        }
+        uint64_t body = f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE;
+        if (head.kind == LB_ARCHIVE_FRAME_META) {
+            archive_meta_frame(r, f, &head);
+        } else if (head.kind == LB_ARCHIVE_FRAME_CHUNK) {
             lb_chunk_header h;
-            uint64_t body = f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE;
             if (lb_pread_full(f->fd, &h, sizeof h, body) != (ssize_t)sizeof h) return;
             if (lb_chunk_header_check(&h, (uint32_t)(h.sequence % f->chunk_count), f->chunk_count) != 0) {
-                add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), body, length,
+                add_issue(r, LB_ISSUE_CORRUPT, label, body, head.length,
                           "archived chunk header is not valid");
             } else {
                 note_anchor(r, &h);
-                seen_chunk *seen = seen_find(r, h.sequence);
-                if (!seen) {
-                    seen_set(r, h.sequence, LB_CHUNK_HEADER_SIZE, 0);
-                    seen = seen_find(r, h.sequence);
-                }
-                if (seen && seen->archived)
-                    add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), body, length,
-                              "chunk archived twice (its records are shown once)");
-                else if (seen)
+                f->chunk_frames++;
+                f->chunk_records += atomic_load(&h.record_count);
+                seen_chunk *seen = seen_add(r, h.sequence);
+                if (seen) {
                     seen->archived = 1;
-                if (!seen || (!seen->broken && seen->offset < length))
-                    push_ref(refs, (chunk_ref){h.sequence, (int32_t)index, 0, body, length,
-                                               atomic_load(&h.record_count)});
+                    if (!seen->claim_noted) note_claim(r, h.claim);
+                    seen->claim_noted = 1;
+                }
+                if (!seen || (!seen->broken && seen->offset < head.length))
+                    push_ref(refs, (chunk_ref){h.sequence, (int32_t)index, 0, body, head.length,
+                                               atomic_load(&h.record_count), head.body_crc});
+            }
+        } else if (head.kind == LB_ARCHIVE_FRAME_END) {
+            lb_archive_end end;
+            if (lb_pread_full(f->fd, &end, sizeof end, body) == (ssize_t)sizeof end &&
+                lb_crc32c(0, &end, sizeof end) == head.body_crc) {
+                f->end = end;
+                f->end_found = 1;
+            } else {
+                add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, head.length,
+                          "END frame fails its checksum");
             }
         }
         /* Other kinds: a later format's frames, skipped. */
-        f->offset += lb_archive_frame_span(length);
+        f->offset += lb_archive_frame_span(head.length);
     }
 }
 
-/* Walks a chunk copied into r->chunk (image_length bytes) from where earlier scans stopped. */
+/* Walks a chunk copied into r->chunk (image_length bytes) from where earlier scans stopped. Once
+ * the chunk is complete (sealed in the ring, or an archived image) its walk must reach its
+ * `committed` end and find its `record_count` records: what it does not find is reported with
+ * the number of records lost. */
 static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size, const char *file,
-                       uint64_t file_offset, size_t *entry_mark, size_t *issue_mark,
-                       size_t *pending_mark, uint32_t *stop, int *corrupt) {
+                       uint64_t file_offset, int complete, size_t *entry_mark, size_t *issue_mark,
+                       size_t *pending_mark, uint32_t *stop, int *corrupt, uint32_t *records) {
     const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
     seen_chunk *seen = seen_find(r, h->sequence);
     uint32_t start = seen ? seen->offset : LB_CHUNK_HEADER_SIZE;
+    uint32_t before = seen ? seen->records : 0;
     *entry_mark = r->entry_count;
     *issue_mark = r->issue_count;
     *pending_mark = r->pending_count;
-    walk_context w = {r, h, make_time_map(r, h, h->session), file, file_offset, chunk_size, 0};
+    walk_context w = {r, h, make_time_map(r, h, h->session), file, file_offset, chunk_size, 0,
+                      NULL, 0};
     lb_walk_end end;
     *stop = lb_chunk_walk(r->chunk, image_length, start, walk_visit, &w, &end);
     if (end == LB_WALK_END_INVALID && !w.corrupt) {
-        add_issue(r, LB_ISSUE_CORRUPT, file, file_offset + *stop, image_length - *stop,
-                  "record header is not valid for its chunk");
+        w.corrupt_issue = add_issue(r, LB_ISSUE_CORRUPT, file, file_offset + *stop,
+                                    image_length - *stop, "record header is not valid for its chunk");
         w.corrupt = 1;
     }
     *corrupt = w.corrupt;
+    *records = before + w.records;
+    uint32_t count = atomic_load(&h->record_count);
+    uint32_t committed = atomic_load(&h->committed);
+    /* An active chunk's count is stored after each record, and is copied before the records
+     * after it: a walk never finds fewer records than it, unless bytes are damaged. */
+    if (*records < count && (complete || !w.corrupt)) {
+        uint32_t lost = count - *records;
+        if (w.corrupt_issue) {
+            w.corrupt_issue->records += lost;
+        } else {
+            add_issuef(r, LB_ISSUE_CORRUPT, file, file_offset + *stop,
+                       committed > *stop ? committed - *stop : 0, lost,
+                       "chunk %llu: its records end at offset %u of %u committed bytes; %u of "
+                       "its %u records are unreadable",
+                       (unsigned long long)h->sequence, *stop, committed, lost, count);
+            *corrupt = 1;
+        }
+    } else if (complete && !w.corrupt && *stop != committed) {
+        add_issuef(r, LB_ISSUE_CORRUPT, file, file_offset + *stop, 0, 0,
+                   "chunk %llu: its records end at offset %u, its header says %u",
+                   (unsigned long long)h->sequence, *stop, committed);
+        *corrupt = 1;
+    }
 }
 
-static void read_archived_chunk(lb_reader *r, const chunk_ref *ref) {
+/* The copy buffer holds an archived chunk image: its CRC must match the frame's. */
+static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_copy_follows,
+                                int *walked) {
     archive_file *f = &r->archives[ref->source];
+    *walked = 0;
     seen_chunk *seen = seen_find(r, ref->sequence);
     if (seen && (seen->broken || seen->offset >= ref->length)) return;  /* the ring had it */
     if (f->fd < 0 || lb_pread_full(f->fd, r->chunk, ref->length, ref->offset) != (ssize_t)ref->length)
         return;
     const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
     if (h->sequence != ref->sequence) return;
+    if (lb_crc32c(0, r->chunk, ref->length) != ref->body_crc) {
+        if (intact_copy_follows) {
+            add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length, 0,
+                       "chunk %llu fails its checksum; its records are read from another copy",
+                       (unsigned long long)ref->sequence);
+            return;
+        }
+        add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length, 0,
+                   "chunk %llu fails its checksum: its %u records are shown but may be altered",
+                   (unsigned long long)ref->sequence, atomic_load(&h->record_count));
+    }
     size_t entries, issues, pending;
-    uint32_t stop;
+    uint32_t stop, records;
     int corrupt;
-    walk_chunk(r, ref->length, f->chunk_size, archive_label(r, f), ref->offset, &entries, &issues,
-               &pending, &stop, &corrupt);
-    seen_set(r, ref->sequence, stop, (uint32_t)corrupt);
+    walk_chunk(r, ref->length, f->chunk_size, archive_label(r, f), ref->offset, 1, &entries,
+               &issues, &pending, &stop, &corrupt, &records);
+    seen = seen_add(r, ref->sequence);
+    if (seen) {
+        seen->offset = stop;
+        seen->records = records;
+        seen->broken = (uint8_t)corrupt;
+        seen->archived = 1;
+        seen->active = 0;
+    }
+    *walked = 1;
+}
+
+/* A chunk this reader read (some of) left the ring: unless an archive file holds it, the records
+ * it had read of it are not among those the overwrite policy destroyed unread. */
+static void chunk_left_ring(lb_reader *r, uint64_t sequence) {
+    seen_chunk *seen = seen_find(r, sequence);
+    if (!seen || seen->archived || seen->gone) return;
+    seen->gone = 1;
+    r->gone_read += seen->records;
 }
 
 /* ---- the ring ---- */
@@ -1062,16 +1345,23 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
         if (check == -1) {
             if (p->sequence != UINT64_MAX) {
                 add_issue(r, LB_ISSUE_CORRUPT, "ring", at, size, "chunk header is not valid");
+                if (p->sequence) chunk_left_ring(r, p->sequence);
                 p->sequence = UINT64_MAX;  /* reported; look again only when it changes */
             }
             continue;
         }
         if (check != 0) continue;
+        if (p->sequence && p->sequence != UINT64_MAX && p->sequence != h.sequence)
+            chunk_left_ring(r, p->sequence);
         p->sequence = h.sequence;
         note_anchor(r, &h);
-        seen_chunk *seen = seen_find(r, h.sequence);
+        seen_chunk *seen = seen_add(r, h.sequence);
+        if (seen && !seen->claim_noted) {
+            note_claim(r, h.claim);
+            seen->claim_noted = 1;
+        }
         if (seen && (seen->broken || atomic_load(&h.committed) <= seen->offset)) continue;
-        push_ref(refs, (chunk_ref){h.sequence, -1, slot, 0, 0, atomic_load(&h.record_count)});
+        push_ref(refs, (chunk_ref){h.sequence, -1, slot, 0, 0, atomic_load(&h.record_count), 0});
     }
     return 0;
 }
@@ -1086,10 +1376,13 @@ static void read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
     if (lb_chunk_header_check(h, ref->slot, count) != 0 || h->sequence != ref->sequence)
         return;  /* changed between the two reads: next scan */
+    uint32_t state = atomic_load(&h->state);
+    int complete = state >= LB_CHUNK_SEALED;
     size_t entry_mark, issue_mark, pending_mark;
-    uint32_t stop;
+    uint32_t stop, records;
     int corrupt;
-    walk_chunk(r, size, size, "ring", at, &entry_mark, &issue_mark, &pending_mark, &stop, &corrupt);
+    walk_chunk(r, size, size, "ring", at, complete, &entry_mark, &issue_mark, &pending_mark, &stop,
+               &corrupt, &records);
     /* The chunk may have been reclaimed while we copied it: then nothing of it counts. */
     lb_chunk_header again;
     if (lb_pread_full(r->ring_fd, &again, sizeof again, at) != (ssize_t)sizeof again ||
@@ -1099,7 +1392,13 @@ static void read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
         while (r->pending_count > pending_mark) drop_pending(r, &r->pending[r->pending_count - 1]);
         return;
     }
-    seen_set(r, ref->sequence, stop, (uint32_t)corrupt);
+    seen = seen_add(r, ref->sequence);
+    if (seen) {
+        seen->offset = stop;
+        seen->records = records;
+        seen->broken = (uint8_t)corrupt;
+        seen->active = !complete;
+    }
 }
 
 /* Time order: sessions one after another, within a session by clock ticks (the order the writers
@@ -1171,25 +1470,75 @@ static int writer_alive(lb_reader *r) {
     return fl.l_type != F_UNLCK;
 }
 
+/* The ring header is damaged: read the ring's chunks with the geometry an archive file of this
+ * bundle gives, when the ring file has exactly that size (every chunk header is checked anyway). */
+static void adopt_archive_geometry(lb_reader *r) {
+    struct stat st;
+    if (fstat(r->ring_fd, &st) != 0) return;
+    for (size_t i = 0; i < r->archive_count; i++) {
+        const archive_file *f = &r->archives[i];
+        if (!f->header_ok || !valid_geometry(f->chunk_size, f->chunk_count)) continue;
+        if ((uint64_t)st.st_size != LB_RING_HEADER_SIZE + (uint64_t)f->chunk_size * f->chunk_count)
+            continue;
+        if (use_geometry(r, f->chunk_size, f->chunk_count) == 0)
+            add_issue(r, LB_ISSUE_CORRUPT, "ring", 0, LB_RING_HEADER_SIZE,
+                      "ring header is damaged; its chunks are read with the geometry of the "
+                      "archive files");
+        return;
+    }
+}
+
 long lb_reader_scan(lb_reader *r) {
     if (!r) return -EINVAL;
     if (r->ring_mode) {
-        if (!r->header_ok) {
-            int rc = read_header(r);
-            if (rc) return rc;
+        if (!r->open_reported) {
+            r->open_reported = 1;
+            if (r->ring_open_error)
+                add_issuef(r, r->ring_open_error == -ENOENT ? LB_ISSUE_MISSING : LB_ISSUE_CORRUPT,
+                           "ring", 0, 0, 0,
+                           "the ring file %s: the records it held (those not archived) are lost",
+                           bundle_file_problem(r->ring_open_error));
+            if (r->meta_open_error)
+                add_issuef(r, r->meta_open_error == -ENOENT ? LB_ISSUE_MISSING : LB_ISSUE_CORRUPT,
+                           "meta", 0, 0, 0,
+                           "the meta file %s: records cannot be matched with their call sites "
+                           "and loggers", bundle_file_problem(r->meta_open_error));
         }
-        read_meta(r);
+        if (r->ring_fd >= 0 && !r->header_ok && !r->ring_broken) {
+            int rc = read_header(r);
+            if (rc == -EPROTO) r->ring_broken = 1;
+            else if (rc) return rc;
+        }
+        if (r->header_ok) {
+            /* Read before the chunks: see lb_reader_overwritten. */
+            lb_ring_header h;
+            if (lb_pread_full(r->ring_fd, &h, sizeof h, 0) == (ssize_t)sizeof h) {
+                r->overwritten_now = atomic_load(&h.records_overwritten);
+                if (!r->overwritten_baseline_set) {
+                    r->overwritten_baseline = r->overwritten_now;
+                    r->overwritten_baseline_set = 1;
+                }
+            }
+        }
+        if (r->meta_fd >= 0) read_meta(r);
     }
     /* Archive files first: their meta frames define what chunks refer to. */
     ref_list refs = {0};
     list_archive_directory(r);
     for (size_t i = 0; i < r->archive_count; i++) collect_archive(r, i, &refs);
-    if (r->ring_mode) {
-        int rc = collect_ring(r, &refs);
-        if (rc) {
-            free(refs.refs);
-            return rc;
+    if (r->ring_mode && r->ring_fd >= 0) {
+        if (r->ring_broken && !r->geometry_known) adopt_archive_geometry(r);
+        if (r->geometry_known) {
+            int rc = collect_ring(r, &refs);
+            if (rc) {
+                free(refs.refs);
+                return rc;
+            }
         }
+    }
+    if (r->ring_mode && r->ring_broken && !r->geometry_known && r->archive_count == 0) {
+        free(refs.refs);
+        return -EPROTO;  /* nothing at all can be read */
     }
     if (refs.count) qsort(refs.refs, refs.count, sizeof *refs.refs, compare_refs);
 
@@ -1206,9 +1555,29 @@ long lb_reader_scan(lb_reader *r) {
         return -ENOMEM;
     }
     size_t first_new = r->entry_count;
+    uint64_t read_from_archive = 0;  /* the sequence whose archived copy was read last */
     for (size_t i = 0; i < refs.count; i++) {
-        if (refs.refs[i].source < 0) read_ring_chunk(r, &refs.refs[i]);
-        else read_archived_chunk(r, &refs.refs[i]);
+        const chunk_ref *ref = &refs.refs[i];
+        if (ref->source < 0) {
+            read_ring_chunk(r, ref);
+            continue;
+        }
+        if (read_from_archive == ref->sequence) {
+            /* Another archived copy of a chunk already read: a good second copy means the chunk
+             * was archived twice; a damaged one is damage. Its records are shown once. */
+            archive_file *f = &r->archives[ref->source];
+            int intact = f->fd >= 0 &&
+                         lb_pread_full(f->fd, r->chunk, ref->length, ref->offset) == (ssize_t)ref->length &&
+                         lb_crc32c(0, r->chunk, ref->length) == ref->body_crc;
+            add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length,
+                      intact ? "chunk archived twice (its records are shown once)"
+                             : "chunk fails its checksum; its records were read from another copy");
+            continue;
+        }
+        int follows = i + 1 < refs.count && refs.refs[i + 1].sequence == ref->sequence;
+        int walked;
+        read_archived_chunk(r, ref, follows, &walked);
+        if (walked) read_from_archive = ref->sequence;
     }
     free(refs.refs);
     for (size_t i = 0; i < r->archive_count; i++) {
@@ -1234,6 +1603,164 @@ long lb_reader_scan(lb_reader *r) {
         return -ENOMEM;
     if (order_entries(r->entries, r->order, first_new, r->entry_count)) return -ENOMEM;
     return (long)added;
+}
+
+uint64_t lb_reader_overwritten(const lb_reader *r) {
+    if (!r || !r->overwritten_baseline_set) return 0;
+    uint64_t destroyed = r->overwritten_now - r->overwritten_baseline;
+    return destroyed > r->gone_read ? destroyed - r->gone_read : 0;
+}
+
+/* ---- verify: what the bundle's own records say should exist ---- */
+static int compare_u64(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+static const char *archive_name(lb_reader *r, uint64_t number) {
+    char name[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(name, number, LB_ARCHIVE_NAME_COMPLETE);
+    return keep_string(r, strdup(name));
+}
+
+/* Archive file numbers have no gaps: from the first one retention kept to the newest made (the
+ * ring header says both), or, for an archive directory read alone, between the lowest and the
+ * highest present. */
+static void verify_file_numbers(lb_reader *r, const lb_ring_header *h) {
+    uint64_t first, next;
+    if (h) {
+        first = atomic_load(&h->archive_first_number);
+        if (first == 0) first = 1;
+        next = atomic_load(&h->archive_next_number);
+        if (next > first && r->archive_dir_missing) {
+            add_issuef(r, LB_ISSUE_MISSING, "archive", 0, 0, 0,
+                       "the archive directory is missing: archive files %llu..%llu with it",
+                       (unsigned long long)first, (unsigned long long)(next - 1));
+            return;
+        }
+    } else {
+        if (r->archive_count == 0 || !r->archive_dir) return;
+        first = r->archives[0].number;
+        next = r->archives[r->archive_count - 1].number + 1;
+    }
+    size_t i = 0;
+    for (uint64_t n = first; n < next;) {
+        while (i < r->archive_count && r->archives[i].number < n) i++;
+        if (i < r->archive_count && r->archives[i].number == n) {
+            n++;
+            continue;
+        }
+        uint64_t gap_end = i < r->archive_count && r->archives[i].number < next
+                               ? r->archives[i].number
+                               : next;
+        if (gap_end - n == 1)
+            add_issuef(r, LB_ISSUE_MISSING, archive_name(r, n), 0, 0, 0,
+                       "archive file %llu is missing (files %llu..%llu should exist)",
+                       (unsigned long long)n, (unsigned long long)first,
+                       (unsigned long long)(next - 1));
+        else
+            add_issuef(r, LB_ISSUE_MISSING, archive_name(r, n), 0, 0, 0,
+                       "archive files %llu..%llu are missing (files %llu..%llu should exist)",
+                       (unsigned long long)n, (unsigned long long)(gap_end - 1),
+                       (unsigned long long)first, (unsigned long long)(next - 1));
+        n = gap_end;
+    }
+}
+
+/* Lossless: every chunk ever claimed is in the ring or an archive file, but for those retention
+ * deleted (claims below archive_retired_claim) and claims a crash cut short. */
+static void verify_claims(lb_reader *r, const lb_ring_header *h) {
+    uint64_t end = atomic_load(&h->chunks_claimed), start = atomic_load(&h->archive_retired_claim);
+    if (end <= start) return;
+    if (end - start > (1ull << 32)) {
+        add_issue(r, LB_ISSUE_TORN, "ring", 0, 0,
+                  "too many chunk claims to check one by one; the record counts are checked");
+        return;
+    }
+    qsort(r->claims, r->claim_count, sizeof *r->claims, compare_u64);
+    uint64_t missing = 0, first_gap = 0, gaps = 0;
+    uint64_t expect = start;
+    char ranges[160] = "";
+    size_t used = 0;
+    for (size_t i = 0; i <= r->claim_count; i++) {
+        uint64_t next = i < r->claim_count ? r->claims[i] : end;
+        if (next < expect) continue;  /* a repeat, or retired */
+        if (next > end) next = end;
+        if (next > expect) {
+            missing += next - expect;
+            if (!gaps++) first_gap = expect;
+            if (used < sizeof ranges - 40)
+                used += (size_t)snprintf(ranges + used, sizeof ranges - used, "%s%llu..%llu",
+                                         used ? ", " : "", (unsigned long long)expect,
+                                         (unsigned long long)(next - 1));
+        }
+        expect = next + 1;
+        if (expect > end) break;
+    }
+    uint64_t abandoned = atomic_load(&h->claims_abandoned);
+    uint64_t discarded = atomic_load(&h->chunks_discarded);
+    if (discarded)
+        add_issuef(r, LB_ISSUE_CORRUPT, "ring", 0, 0, 0,
+                   "%llu chunks with a damaged header were cleared when the bundle was reopened "
+                   "for writing: their records are lost", (unsigned long long)discarded);
+    if (missing > abandoned + discarded)
+        add_issuef(r, LB_ISSUE_MISSING, "ring", first_gap, 0, 0,
+                   "%llu chunks (claims %s%s) are neither in the ring nor in an archive file",
+                   (unsigned long long)(missing - abandoned - discarded), ranges,
+                   used >= sizeof ranges - 40 ? ", ..." : "");
+    else if (missing)
+        add_issuef(r, LB_ISSUE_TORN, "ring", first_gap, 0, 0,
+                   "%llu chunk claims hold nothing: claims a crash cut short (%llu) or damaged "
+                   "chunks cleared (%llu)", (unsigned long long)missing,
+                   (unsigned long long)abandoned, (unsigned long long)discarded);
+}
+
+int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
+    if (!r || !out) return -EINVAL;
+    if (r->verified) return -EALREADY;
+    r->verified = 1;
+    memset(out, 0, sizeof *out);
+    out->records_found = r->emitted;
+    out->writer_alive = (uint32_t)writer_alive(r);
+    lb_ring_header h;
+    int have_header = r->ring_mode && r->header_ok &&
+                      lb_pread_full(r->ring_fd, &h, sizeof h, 0) == (ssize_t)sizeof h;
+    if (!r->ring_mode) {
+        verify_file_numbers(r, NULL);
+        return 0;
+    }
+    if (!have_header) return 0;  /* the ring header (its counters) is damaged or missing */
+    verify_file_numbers(r, &h);
+    out->records_overwritten = atomic_load(&h.records_overwritten);
+    out->records_retired = atomic_load(&h.archive_retired_records);
+    for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->records_dropped += atomic_load(&h.drops[i]);
+    if (out->records_overwritten)
+        add_issuef(r, LB_ISSUE_OVERWRITTEN, "ring", 0, 0, out->records_overwritten,
+                   "%llu records were overwritten before they were archived (the overwrite policy "
+                   "keeps the newest)", (unsigned long long)out->records_overwritten);
+    if (out->writer_alive) return 0;  /* counts move while a writer runs: checked once it stops */
+    if (h.wrap_policy == LB_WRAP_LOSSLESS) verify_claims(r, &h);
+    uint64_t active = 0;
+    for (size_t i = 0; i < r->seen_capacity; i++)
+        if (r->seen[i].sequence && r->seen[i].active) active += r->seen[i].records;
+    uint64_t explained = 0;
+    for (size_t i = 0; i < r->issue_count; i++)
+        if (r->issues[i].kind != LB_ISSUE_OVERWRITTEN) explained += r->issues[i].records;
+    uint64_t written = atomic_load(&h.records) + active;
+    uint64_t gone = out->records_overwritten + out->records_retired;
+    out->records_expected = written > gone ? written - gone : 0;
+    out->records_unreadable = explained;
+    out->accounted = 1;
+    if (out->records_expected > out->records_found + explained) {
+        out->records_lost = out->records_expected - out->records_found - explained;
+        add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, out->records_lost,
+                   "%llu records are missing: the bundle's counters say %llu should be here, %llu "
+                   "were read and %llu are accounted for by the issues above",
+                   (unsigned long long)out->records_lost,
+                   (unsigned long long)out->records_expected, (unsigned long long)out->records_found,
+                   (unsigned long long)explained);
+    }
+    return 0;
 }
 
 size_t lb_reader_entry_count(const lb_reader *r) { return r ? r->entry_count : 0; }
@@ -1271,8 +1798,11 @@ int lb_reader_issue(const lb_reader *r, size_t index, lb_issue *out) {
 int lb_reader_ring_info(lb_reader *r, lb_ring_info *out) {
     if (!r || !out) return -EINVAL;
     if (!r->ring_mode) return -ENOTSUP;
+    if (r->ring_fd < 0) return r->ring_open_error ? r->ring_open_error : -ENOENT;
     if (!r->header_ok) {
+        if (r->ring_broken) return -EPROTO;
         int rc = read_header(r);
+        if (rc == -EPROTO) r->ring_broken = 1;
         if (rc) return rc;
     }
     lb_ring_header h;
@@ -1302,6 +1832,12 @@ int lb_reader_ring_info(lb_reader *r, lb_ring_info *out) {
     out->chunks_lost_unarchived = atomic_load(&h.chunks_lost_unarchived);
     out->archive_last_error = atomic_load(&h.archive_last_error);
     out->archive_backend = atomic_load(&h.archive_backend);
+    out->records_overwritten = atomic_load(&h.records_overwritten);
+    out->claims_abandoned = atomic_load(&h.claims_abandoned);
+    out->chunks_discarded = atomic_load(&h.chunks_discarded);
+    out->archive_first_number = atomic_load(&h.archive_first_number);
+    out->archive_next_number = atomic_load(&h.archive_next_number);
+    out->archive_retired_records = atomic_load(&h.archive_retired_records);
     for (uint32_t slot = 0; slot < r->header.chunk_count; slot++) {
         lb_chunk_header ch;
         uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * r->header.chunk_size;

@@ -27,6 +27,10 @@ _Thread_local lb_writer *lb_tls_writer;
 
 typedef struct lb_writer_cold {
     lb_bundle *bundle;             /* NULL once detached (bundle closed); under the registry lock */
+    lb_bundle *counted_in;         /* where drops are counted: the bundle, also once it is shut
+                                      down (its memory lives until lb_bundle_close) */
+    uint32_t orphan_reason;        /* why an orphan writer drops (LB_DROP_CLOSED, or NO_CHUNK
+                                      when no writer could be allocated) */
     lb_writer *next_in_bundle;     /* under the registry lock */
     lb_writer *next_in_thread;     /* owner thread only */
     pthread_mutex_t lock;          /* owner's slow path and stealers */
@@ -194,9 +198,11 @@ static void thread_key_init(void) { pthread_key_create(&thread_key, thread_exit)
 /* A writer that belongs to no bundle and drops everything: returned when none can be made. */
 static _Thread_local _Alignas(64) uint8_t orphan[sizeof(lb_writer) + sizeof(lb_writer_cold)];
 
-static lb_writer *orphan_writer(void) {
+static lb_writer *orphan_writer(lb_bundle *b, unsigned reason) {
     lb_writer *w = (lb_writer *)(void *)orphan;
     COLD(w)->bundle = NULL;
+    COLD(w)->counted_in = b;
+    COLD(w)->orphan_reason = reason;
     return w;
 }
 
@@ -233,7 +239,7 @@ lb_writer *lb_writer_get_slow(lb_bundle *b) {
     lb_writer *w = find_thread_writer(b);
     if (!w) {
         w = aligned_alloc(64, (sizeof(lb_writer) + sizeof(lb_writer_cold) + 63) & ~(size_t)63);
-        if (!w) return orphan_writer();
+        if (!w) return orphan_writer(b, LB_DROP_NO_CHUNK);
         memset(w, 0, sizeof(lb_writer) + sizeof(lb_writer_cold));
         lb_writer_cold *c = COLD(w);
         pthread_mutex_init(&c->lock, NULL);
@@ -243,9 +249,11 @@ lb_writer *lb_writer_get_slow(lb_bundle *b) {
             lb_registry_unlock();
             pthread_mutex_destroy(&c->lock);
             free(w);
-            return orphan_writer();
+            return orphan_writer(b, LB_DROP_CLOSED);
         }
         c->bundle = b;
+        c->counted_in = b;
+        c->orphan_reason = LB_DROP_CLOSED;
         c->next_in_bundle = b->writers;
         b->writers = w;
         c->next_in_thread = thread_writers;
@@ -308,7 +316,7 @@ void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nest
         writer_drop_chunk(w);
         pthread_mutex_unlock(&c->lock);
         w->mode = LB_WRITER_DIRECT;
-        writer_discard(w, LB_DROP_CLOSED);
+        writer_discard(w, b ? LB_DROP_CLOSED : c->orphan_reason);
         return;
     }
     w->mode = LB_WRITER_DIRECT;
@@ -459,7 +467,7 @@ static int commit_staged(lb_writer *w, uint32_t site) {
     w->mode = LB_WRITER_DIRECT;
     if (!b || atomic_load(&b->closed)) {
         rc = -EBADF;
-        lb_bundle_count_drop(b, LB_DROP_CLOSED);
+        lb_bundle_count_drop(c->counted_in, LB_DROP_CLOSED);
         goto done;
     }
     size_t capacity = b->chunk_size - LB_CHUNK_HEADER_SIZE;  /* record bytes in an empty chunk */
@@ -499,7 +507,10 @@ done:
 static void count_drop(lb_writer *w, unsigned reason) {
     lb_writer_cold *c = COLD(w);
     pthread_mutex_lock(&c->lock);
-    lb_bundle_count_drop(c->bundle, reason);  /* a detached writer has no bundle to count in */
+    /* A writer detached by close (or an orphan) counts in the bundle it was asked to log to: its
+     * memory, the ring header included, stays until lb_bundle_close frees it, and logging to a
+     * bundle after that is the caller's error (logbook.h). */
+    lb_bundle_count_drop(c->bundle ? c->bundle : c->counted_in, reason);
     pthread_mutex_unlock(&c->lock);
 }
 

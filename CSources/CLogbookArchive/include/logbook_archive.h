@@ -35,6 +35,7 @@ typedef struct lb_archive_file {
     uint64_t first_sequence;      /* lowest and highest chunk sequence it holds (0 when none) */
     uint64_t last_sequence;
     int64_t created_wall_ns;
+    uint64_t records;             /* records in its chunks */
 } lb_archive_file;
 
 /* Called on the archiver thread after a file is complete (fsynced and renamed). It must not

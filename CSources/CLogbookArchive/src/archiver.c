@@ -1,15 +1,24 @@
 /* archiver.c — one background thread per bundle persists sealed chunks into rolling archive files.
  *
  * A pass: find the ring's sealed chunks, oldest sequence first; take each for archiving
- * (SEALED -> ARCHIVING, which no claimer touches); append them to the current file as frames,
- * preceded by the meta entries of their sessions the file does not hold yet; submit the writes in
- * one batch (io_uring, or pwritev); only when every write of the batch completed, mark the chunks
- * ARCHIVED and wake lossless writers waiting for a chunk. A failed batch is cut off the file again
- * and its chunks go back to SEALED, to be retried.
+ * (SEALED -> ARCHIVING, which no claimer touches); checksum it (CRC-32C, here on the archiver
+ * thread, never on a logging thread); append it to the current file as a frame, preceded by the
+ * meta entries of its session the file does not hold yet; submit the writes in one batch
+ * (io_uring, or pwritev); only when every write of the batch completed, mark the chunks ARCHIVED
+ * and wake lossless writers waiting for a chunk. A failed batch is cut off the file again and its
+ * chunks go back to SEALED, to be retried.
  *
- * Files roll by size (before a frame would cross max_file_size), by age and on request: fsync,
- * rename ".lba.writing" -> ".lba", fsync of the directory, then the on_roll callback. Retention
- * deletes the oldest complete files while their count or the directory's bytes exceed the limits.
+ * Files roll by size (before a frame would cross max_file_size), by age, on request and at close:
+ * an END frame (what the file holds), fsync, rename ".lba.writing" -> ".lba", fsync of the
+ * directory, then the on_roll callback. Retention deletes the oldest complete files while their
+ * count or the directory's bytes exceed the limits, and first records in the ring header what it
+ * deleted, so that a reader can tell a file retention removed from one that went missing.
+ *
+ * At open, before anything new is archived, the directory is recovered (a torn tail cut off the
+ * file being written, nothing else ever cut) and every chunk the ring holds sealed or archived is
+ * reconciled with the files: ARCHIVED only if an intact copy is found, SEALED (archived again)
+ * otherwise. A damaged or missing archive file therefore never lets the ring reuse the only copy
+ * of a chunk.
  *
  * This file reaches into the bundle's internals (chunk states, the meta file, the futex words) on
  * purpose: the archiver is the core's other half, kept in its own target only because it links
@@ -23,6 +32,7 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -38,23 +48,32 @@ typedef struct meta_ref {
     uint64_t emitted_in;       /* file number + 1 of the file that holds it last */
 } meta_ref;
 
+/* What a file holds, as its END frame says (or as a scan found). */
+typedef struct file_summary {
+    uint64_t chunks, records, first_sequence, last_sequence, first_claim, last_claim;
+    int known;                 /* 0: no END frame could be read (a damaged file) */
+} file_summary;
+
 typedef struct complete_file {
     uint64_t number, bytes;
     int unsynced;
+    file_summary summary;
 } complete_file;
 
 typedef struct current_file {
     int fd;                    /* -1: none open */
-    uint64_t number, size, chunks, first_sequence, last_sequence;
+    uint64_t number, size;
+    file_summary summary;      /* of the chunk frames written so far */
     int64_t created_wall_ns;
     uint32_t *sessions;        /* sessions whose meta entries the file holds */
     size_t session_count, session_capacity;
 } current_file;
 
 typedef struct candidate {
-    uint64_t sequence;
+    uint64_t sequence, claim;
     lb_chunk_header *chunk;
     uint32_t length;           /* image bytes: the chunk's committed end */
+    uint32_t records;
 } candidate;
 
 typedef struct write_op {
@@ -287,11 +306,6 @@ static size_t build_meta_frame(archiver *a, const uint32_t *sessions, size_t ses
     if (body == 0) return 0;
     size_t span = (size_t)lb_archive_frame_span((uint32_t)body);
     if (grow((void **)&a->frame, &a->frame_capacity, span, 1)) return 0;
-    uint32_t length = (uint32_t)body;
-    uint16_t kind = LB_ARCHIVE_FRAME_META, check = lb_archive_frame_check(length, kind);
-    memcpy(a->frame, &length, 4);
-    memcpy(a->frame + 4, &kind, 2);
-    memcpy(a->frame + 6, &check, 2);
     size_t at = LB_ARCHIVE_FRAME_HEAD_SIZE;
     for (size_t i = 0; i < a->ref_count; i++) {
         meta_ref *r = &a->refs[i];
@@ -301,6 +315,10 @@ static size_t build_meta_frame(archiver *a, const uint32_t *sessions, size_t ses
         r->emitted_in = mark;
     }
     memset(a->frame + at, 0, span - at);
+    lb_archive_frame_head head;
+    lb_archive_frame_head_make(&head, (uint32_t)body, LB_ARCHIVE_FRAME_META,
+                               lb_crc32c(0, a->frame + LB_ARCHIVE_FRAME_HEAD_SIZE, body));
+    memcpy(a->frame, &head, sizeof head);
     return span;
 }
 
@@ -310,8 +328,84 @@ static void unmark_meta(archiver *a, uint64_t file_number) {
         if (a->refs[i].emitted_in == file_number + 1) a->refs[i].emitted_in = 0;
 }
 
+/* ---- what files hold ---- */
+static void summary_add(file_summary *s, uint64_t sequence, uint64_t claim, uint64_t records) {
+    if (!s->chunks || sequence < s->first_sequence) s->first_sequence = sequence;
+    if (!s->chunks || sequence > s->last_sequence) s->last_sequence = sequence;
+    if (!s->chunks || claim < s->first_claim) s->first_claim = claim;
+    if (!s->chunks || claim > s->last_claim) s->last_claim = claim;
+    s->chunks++;
+    s->records += records;
+}
+
+/* The END frame of a complete file of `size` bytes: its last 80 bytes. */
+static int read_end_frame(int fd, uint64_t size, uint32_t chunk_size, file_summary *out) {
+    memset(out, 0, sizeof *out);
+    if (size < LB_ARCHIVE_HEADER_SIZE + LB_ARCHIVE_END_FRAME_SIZE) return -1;
+    uint64_t at = size - LB_ARCHIVE_END_FRAME_SIZE;
+    lb_archive_frame_head head;
+    lb_archive_end end;
+    if (lb_archive_frame_read(fd, at, size, chunk_size, &head) != LB_FRAME_OK ||
+        head.kind != LB_ARCHIVE_FRAME_END ||
+        lb_pread_full(fd, &end, sizeof end, at + LB_ARCHIVE_FRAME_HEAD_SIZE) != (ssize_t)sizeof end ||
+        lb_crc32c(0, &end, sizeof end) != head.body_crc || end.end_offset != at)
+        return -1;
+    *out = (file_summary){end.chunks, end.records, end.first_sequence, end.last_sequence,
+                          end.first_claim, end.last_claim, 1};
+    return 0;
+}
+
+/* Walks the frames of an archive file from its header on, stepping over damage (a frame head
+ * fails its check: the next valid head is searched for). Calls `chunk` for each chunk frame whose
+ * image header is valid. Returns the offset where the frames end, *problem the offset of the
+ * first damage or incomplete frame (UINT64_MAX: none), *end_frame whether the file ends with an
+ * END frame. */
+typedef void (*chunk_frame_visitor)(void *context, uint64_t body_offset,
+                                    const lb_archive_frame_head *head, const lb_chunk_header *chunk);
+
+static uint64_t walk_frames(int fd, uint64_t size, uint32_t chunk_size, uint32_t chunk_count,
+                            chunk_frame_visitor chunk, void *context, uint64_t *problem,
+                            int *end_frame) {
+    uint64_t offset = LB_ARCHIVE_HEADER_SIZE, valid_end = offset;
+    *problem = UINT64_MAX;
+    *end_frame = 0;
+    while (offset < size) {
+        lb_archive_frame_head head;
+        lb_frame_status status = lb_archive_frame_read(fd, offset, size, chunk_size, &head);
+        if (status == LB_FRAME_END) {
+            if (*problem == UINT64_MAX) *problem = offset;
+            break;
+        }
+        if (status == LB_FRAME_INVALID) {
+            if (*problem == UINT64_MAX) *problem = offset;
+            offset = lb_archive_frame_resync(fd, offset, size, chunk_size);
+            *end_frame = 0;
+            continue;
+        }
+        *end_frame = head.kind == LB_ARCHIVE_FRAME_END;
+        if (head.kind == LB_ARCHIVE_FRAME_CHUNK && chunk) {
+            lb_chunk_header ch;
+            uint64_t body = offset + LB_ARCHIVE_FRAME_HEAD_SIZE;
+            if (lb_pread_full(fd, &ch, sizeof ch, body) == (ssize_t)sizeof ch &&
+                lb_chunk_header_check(&ch, (uint32_t)(ch.sequence % chunk_count), chunk_count) == 0)
+                chunk(context, body, &head, &ch);
+        }
+        offset += lb_archive_frame_span(head.length);
+        valid_end = offset;
+    }
+    return valid_end;
+}
+
+static void summarize_chunk(void *context, uint64_t body_offset, const lb_archive_frame_head *head,
+                            const lb_chunk_header *ch) {
+    (void)body_offset;
+    (void)head;
+    summary_add(context, ch->sequence, ch->claim, atomic_load(&ch->record_count));
+}
+
 /* ---- files ---- */
-static int add_complete(archiver *a, uint64_t number, uint64_t bytes, int unsynced) {
+static int add_complete(archiver *a, uint64_t number, uint64_t bytes, int unsynced,
+                        const file_summary *summary) {
     if (grow((void **)&a->files, &a->file_capacity, a->file_count + 1, sizeof *a->files))
         return -ENOMEM;
     size_t at = a->file_count;
@@ -319,7 +413,7 @@ static int add_complete(archiver *a, uint64_t number, uint64_t bytes, int unsync
         a->files[at] = a->files[at - 1];
         at--;
     }
-    a->files[at] = (complete_file){number, bytes, unsynced};
+    a->files[at] = (complete_file){number, bytes, unsynced, *summary};
     a->file_count++;
     return 0;
 }
@@ -333,33 +427,58 @@ static void publish_directory_stats(archiver *a) {
     pthread_mutex_unlock(&a->lock);
 }
 
+/* Makes the ring header page durable: what it says about the archive must not be older, after a
+ * power loss, than the directory it describes. */
+static void sync_ring_header(archiver *a) {
+    msync(a->b->ring, LB_RING_HEADER_SIZE, MS_SYNC);
+}
+
 /* Deletes the oldest complete files while there are more than max_files or all files together
- * exceed the quota. The file being written is never deleted. */
+ * exceed the quota. The file being written is never deleted. Before a file goes, the ring header
+ * says so (first number kept, claims and records retired), made durable first: a reader must
+ * never take a file retention deleted for one that went missing. */
 static void enforce_retention(archiver *a) {
     uint64_t total = a->cur.fd >= 0 ? a->cur.size : 0;
     for (size_t i = 0; i < a->file_count; i++) total += a->files[i].bytes;
+    size_t doomed = 0;
+    uint64_t left = total;
+    while (doomed < a->file_count &&
+           ((a->o.max_files && a->file_count - doomed > a->o.max_files) ||
+            (a->o.quota && left > a->o.quota))) {
+        left -= a->files[doomed].bytes;
+        doomed++;
+    }
+    if (!doomed) {
+        publish_directory_stats(a);
+        return;
+    }
+    lb_ring_header *ring = a->b->ring;
+    uint64_t retired_claim = atomic_load(&ring->archive_retired_claim);
+    uint64_t retired_records = 0;
+    for (size_t i = 0; i < doomed; i++) {
+        const file_summary *s = &a->files[i].summary;
+        if (s->known && s->chunks && s->last_claim + 1 > retired_claim) retired_claim = s->last_claim + 1;
+        retired_records += s->records;
+    }
+    atomic_store(&ring->archive_retired_claim, retired_claim);
+    atomic_fetch_add(&ring->archive_retired_records, retired_records);
+    atomic_store(&ring->archive_first_number, a->files[doomed - 1].number + 1);
+    sync_ring_header(a);
     size_t deleted = 0;
-    while (deleted < a->file_count &&
-           ((a->o.max_files && a->file_count - deleted > a->o.max_files) ||
-            (a->o.quota && total > a->o.quota))) {
+    for (; deleted < doomed; deleted++) {
         complete_file *f = &a->files[deleted];
         char name[LB_ARCHIVE_NAME_MAX];
         lb_archive_name_format(name, f->number,
                                f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE);
         if (unlinkat(a->dir_fd, name, 0) != 0 && errno != ENOENT) {
+            /* Still there: readers find it (older than the first number kept, it is no gap). */
             fail(a, "cannot delete", name, -errno);
             break;
         }
-        total -= f->bytes;
-        deleted++;
-    }
-    if (!deleted) {
-        publish_directory_stats(a);
-        return;
     }
     memmove(a->files, a->files + deleted, (a->file_count - deleted) * sizeof *a->files);
     a->file_count -= deleted;
-    fsync_dir(a);
+    if (deleted) fsync_dir(a);
     pthread_mutex_lock(&a->lock);
     a->stats.files_deleted += deleted;
     pthread_mutex_unlock(&a->lock);
@@ -368,12 +487,21 @@ static void enforce_retention(archiver *a) {
 
 static void reset_current(archiver *a) {
     a->cur.fd = -1;
-    a->cur.size = a->cur.chunks = a->cur.first_sequence = a->cur.last_sequence = 0;
+    a->cur.size = 0;
+    memset(&a->cur.summary, 0, sizeof a->cur.summary);
     a->cur.session_count = 0;
 }
 
+/* The ring header's next file number: the highest number an archiver of this ring created, + 1. */
+static void publish_next_number(archiver *a) {
+    lb_ring_header *ring = a->b->ring;
+    uint64_t next = atomic_load(&ring->archive_next_number);
+    while (next < a->next_number &&
+           !atomic_compare_exchange_weak(&ring->archive_next_number, &next, a->next_number)) {}
+}
+
 static int open_new_file(archiver *a) {
-    uint64_t number = a->next_number++;
+    uint64_t number = a->next_number;
     char name[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, number, LB_ARCHIVE_NAME_WRITING);
     int fd = openat(a->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -396,6 +524,9 @@ static int open_new_file(archiver *a) {
         unlinkat(a->dir_fd, name, 0);
         return fail(a, "cannot start", name, rc);
     }
+    /* The number is used only once the file exists: numbers have no gaps. */
+    a->next_number = number + 1;
+    publish_next_number(a);
     reset_current(a);
     a->cur.fd = fd;
     a->cur.number = number;
@@ -404,23 +535,57 @@ static int open_new_file(archiver *a) {
     return 0;
 }
 
-/* Completes the current file: fsync, rename, fsync of the directory, callback, retention. A file
- * whose fsync failed is not called complete (its data may be lost): it is renamed
- * ".lba.unsynced", still read by readers, never handed to on_roll. */
-static int roll_current(archiver *a) {
-    if (a->cur.fd < 0 || a->cur.chunks == 0) return 0;
+/* Appends the END frame to the current file. */
+static int write_end_frame(archiver *a) {
+    struct {
+        lb_archive_frame_head head;
+        lb_archive_end end;
+    } frame;
+    const file_summary *s = &a->cur.summary;
+    frame.end = (lb_archive_end){a->cur.number, s->chunks, s->records, s->first_sequence,
+                                 s->last_sequence, s->first_claim, s->last_claim, a->cur.size};
+    lb_archive_frame_head_make(&frame.head, sizeof frame.end, LB_ARCHIVE_FRAME_END,
+                               lb_crc32c(0, &frame.end, sizeof frame.end));
+    _Static_assert(sizeof frame == LB_ARCHIVE_END_FRAME_SIZE, "END frame");
+    int rc = lb_pwrite_full(a->cur.fd, &frame, sizeof frame, a->cur.size);
+    if (rc) {
+        if (ftruncate(a->cur.fd, (off_t)a->cur.size) != 0) { /* the next open cuts it */ }
+        return rc;
+    }
+    a->cur.size += sizeof frame;
+    return 0;
+}
+
+/* Completes the current file: END frame, fsync, rename, fsync of the directory, callback,
+ * retention. A file whose fsync failed is not called complete (its data may be lost): it is
+ * renamed ".lba.unsynced", still read by readers, never handed to on_roll. With `even_empty`
+ * (close, recovery) a file without chunks is completed too; otherwise it is left as it is. */
+static int complete_current(archiver *a, int even_empty) {
+    if (a->cur.fd < 0 || (a->cur.summary.chunks == 0 && !even_empty)) return 0;
     char from[LB_ARCHIVE_NAME_MAX], to[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(from, a->cur.number, LB_ARCHIVE_NAME_WRITING);
-    int rc = fsync(a->cur.fd) == 0 ? 0 : -errno;
+    int rc = write_end_frame(a);
+    if (rc) return fail(a, "cannot complete", from, rc);
+    rc = fsync(a->cur.fd) == 0 ? 0 : -errno;
     int unsynced = rc != 0;
     if (unsynced) fail(a, "fsync failed for", from, rc);
     lb_archive_name_format(to, a->cur.number, unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE);
-    if (renameat(a->dir_fd, from, a->dir_fd, to) != 0) return fail(a, "cannot rename", from, -errno);
+    if (renameat(a->dir_fd, from, a->dir_fd, to) != 0) {
+        int err = -errno;
+        /* Not renamed: the END frame goes again, so that the next attempt appends a new one. */
+        a->cur.size -= LB_ARCHIVE_END_FRAME_SIZE;
+        if (ftruncate(a->cur.fd, (off_t)a->cur.size) != 0) { /* the next open completes it */ }
+        return fail(a, "cannot rename", from, err);
+    }
     int dir_rc = fsync_dir(a);
     close(a->cur.fd);
-    lb_archive_file info = {NULL, a->cur.number, a->cur.size, a->cur.chunks,
-                            a->cur.first_sequence, a->cur.last_sequence, a->cur.created_wall_ns};
-    add_complete(a, a->cur.number, a->cur.size, unsynced);
+    const file_summary *s = &a->cur.summary;
+    lb_archive_file info = {NULL, a->cur.number, a->cur.size, s->chunks,
+                            s->first_sequence, s->last_sequence, a->cur.created_wall_ns,
+                            s->records};
+    file_summary summary = *s;
+    summary.known = 1;
+    add_complete(a, a->cur.number, a->cur.size, unsynced, &summary);
     reset_current(a);
     pthread_mutex_lock(&a->lock);
     a->stats.files_rolled++;
@@ -435,6 +600,8 @@ static int roll_current(archiver *a) {
     if (dir_rc) return fail(a, "fsync failed for the directory of", to, dir_rc);
     return unsynced ? rc : 0;
 }
+
+static int roll_current(archiver *a) { return complete_current(a, 0); }
 
 /* ---- archiving ---- */
 static int compare_candidates(const void *x, const void *y) {
@@ -452,7 +619,7 @@ static void release_chunks(archiver *a, candidate *c, size_t n, uint32_t state) 
 static int append_chunks(archiver *a, candidate *c, size_t n) {
     struct iovec iov[2 * BATCH_MAX + 1];
     write_op ops[BATCH_MAX + 1];
-    uint8_t heads[BATCH_MAX][LB_ARCHIVE_FRAME_HEAD_SIZE];
+    lb_archive_frame_head heads[BATCH_MAX];
     uint32_t sessions[BATCH_MAX];
     size_t done = 0;
     while (done < n) {
@@ -470,12 +637,15 @@ static int append_chunks(archiver *a, candidate *c, size_t n) {
                 sessions[session_count++] = c[i].chunk->session;
         meta_refresh(a);
         size_t meta_span = build_meta_frame(a, sessions, session_count);
-        /* As many chunks as fit under max_file_size; at least one in an empty file. */
+        /* As many chunks as fit under max_file_size (the END frame included); at least one in an
+         * empty file. */
         uint64_t at = a->cur.size, end = at + meta_span;
         size_t take = 0;
         while (done + take < n) {
             uint64_t span = lb_archive_frame_span(c[done + take].length);
-            if (end + span > a->o.max_file_size && (a->cur.chunks > 0 || take > 0)) break;
+            if (end + span + LB_ARCHIVE_END_FRAME_SIZE > a->o.max_file_size &&
+                (a->cur.summary.chunks > 0 || take > 0))
+                break;
             end += span;
             take++;
         }
@@ -498,16 +668,15 @@ static int append_chunks(archiver *a, candidate *c, size_t n) {
         }
         for (size_t i = 0; i < take; i++) {
             candidate *k = &c[done + i];
-            uint32_t length = k->length;
-            uint16_t kind = LB_ARCHIVE_FRAME_CHUNK, check = lb_archive_frame_check(length, kind);
-            memcpy(heads[i], &length, 4);
-            memcpy(heads[i] + 4, &kind, 2);
-            memcpy(heads[i] + 6, &check, 2);
-            iov[iov_count] = (struct iovec){heads[i], LB_ARCHIVE_FRAME_HEAD_SIZE};
-            iov[iov_count + 1] = (struct iovec){k->chunk, length};
-            ops[op_count++] = (write_op){&iov[iov_count], 2, offset, LB_ARCHIVE_FRAME_HEAD_SIZE + (uint64_t)length};
+            /* The image cannot change now: the chunk is ARCHIVING (no claimer touches it) and was
+             * sealed (its owner is done with it). */
+            lb_archive_frame_head_make(&heads[i], k->length, LB_ARCHIVE_FRAME_CHUNK,
+                                       lb_crc32c(0, k->chunk, k->length));
+            iov[iov_count] = (struct iovec){&heads[i], LB_ARCHIVE_FRAME_HEAD_SIZE};
+            iov[iov_count + 1] = (struct iovec){k->chunk, k->length};
+            ops[op_count++] = (write_op){&iov[iov_count], 2, offset, LB_ARCHIVE_FRAME_HEAD_SIZE + (uint64_t)k->length};
             iov_count += 2;
-            offset += lb_archive_frame_span(length);
+            offset += lb_archive_frame_span(k->length);
         }
         rc = write_ops(a, a->cur.fd, ops, op_count);
         if (rc) {
@@ -521,12 +690,8 @@ static int append_chunks(archiver *a, candidate *c, size_t n) {
         }
         uint64_t chunk_bytes = end - at - meta_span;
         a->cur.size = end;
-        for (size_t i = 0; i < take; i++) {
-            uint64_t s = c[done + i].sequence;
-            if (!a->cur.first_sequence || s < a->cur.first_sequence) a->cur.first_sequence = s;
-            if (s > a->cur.last_sequence) a->cur.last_sequence = s;
-        }
-        a->cur.chunks += take;
+        for (size_t i = 0; i < take; i++)
+            summary_add(&a->cur.summary, c[done + i].sequence, c[done + i].claim, c[done + i].records);
         for (size_t i = 0; i < session_count; i++) {
             if (has_session(a->cur.sessions, a->cur.session_count, sessions[i])) continue;
             if (grow((void **)&a->cur.sessions, &a->cur.session_capacity, a->cur.session_count + 1,
@@ -543,7 +708,7 @@ static int append_chunks(archiver *a, candidate *c, size_t n) {
         succeeded(a);
         done += take;
         if (a->o.quota) enforce_retention(a);
-        if (a->cur.size >= a->o.max_file_size) {
+        if (a->cur.size + LB_ARCHIVE_END_FRAME_SIZE >= a->o.max_file_size) {
             rc = roll_current(a);
             if (rc) {
                 release_chunks(a, c + done, n - done, LB_CHUNK_SEALED);
@@ -555,19 +720,30 @@ static int append_chunks(archiver *a, candidate *c, size_t n) {
     return 0;
 }
 
-/* Archives every chunk that is sealed now, oldest first. */
+/* Archives the chunks that are sealed now, oldest first. Under the overwrite policy the archiver
+ * takes at most half of the chunks no writer owns: new records must never be dropped because the
+ * archiver holds chunks (a write in flight may take long on a slow disk); the oldest sealed chunks
+ * are overwritten before they are archived instead, and counted (chunks_lost_unarchived,
+ * records_overwritten). */
 static int archive_sealed(archiver *a) {
     lb_bundle *b = a->b;
-    size_t n = 0;
+    size_t n = 0, active = 0;
     for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
         lb_chunk_header *h = lb_chunk_at(b, slot);
-        if (atomic_load_explicit(&h->state, memory_order_acquire) != LB_CHUNK_SEALED) continue;
-        a->candidates[n++] = (candidate){h->sequence, h, 0};
+        uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
+        if (state == LB_CHUNK_ACTIVE || state == LB_CHUNK_CLAIMING) active++;
+        if (state != LB_CHUNK_SEALED) continue;
+        a->candidates[n++] = (candidate){h->sequence, 0, h, 0, 0};
     }
     if (!n) return 0;
     qsort(a->candidates, n, sizeof *a->candidates, compare_candidates);
-    for (size_t i = 0; i < n; i += BATCH_MAX) {
-        size_t take = 0, count = n - i < BATCH_MAX ? n - i : BATCH_MAX;
+    size_t limit = n;
+    if (b->wrap_policy == LB_WRAP_OVERWRITE) {
+        limit = (b->chunk_count - active) / 2;
+        if (limit > n) limit = n;
+    }
+    for (size_t i = 0; i < limit; i += BATCH_MAX) {
+        size_t take = 0, count = limit - i < BATCH_MAX ? limit - i : BATCH_MAX;
         candidate batch[BATCH_MAX];
         for (size_t k = 0; k < count; k++) {
             candidate c = a->candidates[i + k];
@@ -585,7 +761,9 @@ static int archive_sealed(archiver *a) {
             if (committed < LB_CHUNK_HEADER_SIZE || committed > b->chunk_size || (committed & 7u))
                 committed = LB_CHUNK_HEADER_SIZE;
             c.sequence = c.chunk->sequence;
+            c.claim = c.chunk->claim;
             c.length = committed;
+            c.records = atomic_load(&c.chunk->record_count);
             batch[take++] = c;
         }
         int rc = append_chunks(a, batch, take);
@@ -607,24 +785,16 @@ static int sync_current(archiver *a) {
 }
 
 /* ---- recovery of the directory after a crash (or a clean close: the same path) ---- */
-/* Marks chunk `sequence` archived when the ring still holds it sealed: its write completed
- * before the crash but the mark did not happen. */
-static void mark_archived(archiver *a, uint64_t sequence) {
-    lb_bundle *b = a->b;
-    uint32_t slot = (uint32_t)(sequence % b->chunk_count);
-    lb_chunk_header *h = lb_chunk_at(b, slot);
-    if (lb_chunk_header_check(h, slot, b->chunk_count) != 0 || h->sequence != sequence) return;
-    uint32_t expected = LB_CHUNK_SEALED;
-    atomic_compare_exchange_strong(&h->state, &expected, LB_CHUNK_ARCHIVED);
-}
 
-/* Opens writing file `number`, cuts an incomplete last frame and marks its chunks archived in the
- * ring. It becomes the current file. A file whose header is damaged is kept as a complete file
- * (readers report it) and a fresh one is started. */
-static int resume_file(archiver *a, uint64_t number) {
+/* Opens writing file `number` and recovers it: a torn tail left by a crash (an incomplete last
+ * frame, or zeros) is cut off; anything else that does not parse is damage, never cut: the file
+ * is then completed as it is and readers report the damage. A file that already ends with its END
+ * frame (a crash between the END and the rename) is completed. The newest sound file of this ring
+ * becomes the current file. */
+static int resume_file(archiver *a, uint64_t number, int newest) {
     char name[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, number, LB_ARCHIVE_NAME_WRITING);
-    int fd = openat(a->dir_fd, name, O_RDWR | O_CLOEXEC);
+    int fd = openat(a->dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) return fail(a, "cannot open", name, -errno);
     struct stat st;
     lb_archive_file_header h;
@@ -632,19 +802,20 @@ static int resume_file(archiver *a, uint64_t number) {
         close(fd);
         return fail(a, "cannot stat", name, -errno);
     }
+    uint64_t size = (uint64_t)st.st_size;
     ssize_t got = lb_pread_full(fd, &h, sizeof h, 0);
-    const char *problem = got == (ssize_t)sizeof h ? lb_archive_header_problem(&h, (uint64_t)st.st_size)
-                                                   : "short";
+    const char *problem = got == (ssize_t)sizeof h ? lb_archive_header_problem(&h, size) : "short";
     if (problem) {
         close(fd);
-        if ((uint64_t)st.st_size <= sizeof h) {
+        if (size <= sizeof h) {
             unlinkat(a->dir_fd, name, 0);  /* cut short while being created: holds nothing */
             return 0;
         }
         char to[LB_ARCHIVE_NAME_MAX];
         lb_archive_name_format(to, number, LB_ARCHIVE_NAME_COMPLETE);
+        file_summary none = {0};
         if (renameat(a->dir_fd, name, a->dir_fd, to) == 0)
-            add_complete(a, number, (uint64_t)st.st_size, 0);
+            add_complete(a, number, size, 0, &none);
         return 0;
     }
     int same_ring = h.ring_created_wall_ns == a->b->ring->created_wall_ns &&
@@ -653,38 +824,167 @@ static int resume_file(archiver *a, uint64_t number) {
     a->cur.fd = fd;
     a->cur.number = number;
     a->cur.created_wall_ns = (int64_t)h.created_wall_ns;
-    uint64_t offset = sizeof h, size = (uint64_t)st.st_size;
-    for (;;) {
-        uint32_t length;
-        uint16_t kind;
-        if (lb_archive_frame_head(fd, offset, size, h.chunk_size, &length, &kind) != LB_FRAME_OK)
-            break;
-        if (kind == LB_ARCHIVE_FRAME_CHUNK) {
-            lb_chunk_header ch;
-            if (lb_pread_full(fd, &ch, sizeof ch, offset + LB_ARCHIVE_FRAME_HEAD_SIZE) !=
-                    (ssize_t)sizeof ch ||
-                lb_chunk_header_check(&ch, (uint32_t)(ch.sequence % h.chunk_count), h.chunk_count) != 0)
-                break;  /* a frame whose image is not a chunk: cut here */
-            if (same_ring) mark_archived(a, ch.sequence);
-            if (!a->cur.first_sequence || ch.sequence < a->cur.first_sequence)
-                a->cur.first_sequence = ch.sequence;
-            if (ch.sequence > a->cur.last_sequence) a->cur.last_sequence = ch.sequence;
-            a->cur.chunks++;
+    uint64_t damage;
+    int ends_complete;
+    uint64_t valid_end = walk_frames(fd, size, h.chunk_size, h.chunk_count, summarize_chunk,
+                                     &a->cur.summary, &damage, &ends_complete);
+    int damaged = 0;
+    if (damage != UINT64_MAX) {
+        /* A torn tail: nothing valid after it, and it is an incomplete last frame (its head is
+         * valid, or not all there) or zeros. Writes to the file are serialized (pwritev from
+         * this thread; io_uring runs buffered writes to one file in order), so a crash leaves a
+         * prefix of what was being written. */
+        lb_archive_frame_head head;
+        lb_frame_status tail = lb_archive_frame_read(fd, damage, size, h.chunk_size, &head);
+        int torn = valid_end == damage &&
+                   (tail == LB_FRAME_END || lb_file_range_is_zero(fd, damage, size));
+        if (torn) {
+            if (ftruncate(fd, (off_t)damage) != 0 || fsync(fd) != 0)
+                return fail(a, "cannot cut the incomplete end of", name, -errno);
+            size = damage;
+        } else {
+            damaged = 1;
+            fail(a, "damaged (kept as it is; readers report where)", name, -EBADMSG);
         }
-        offset += lb_archive_frame_span(length);
     }
-    if (offset < size) {
-        if (ftruncate(fd, (off_t)offset) != 0 || fsync(fd) != 0)
-            return fail(a, "cannot cut the incomplete end of", name, -errno);
+    /* Frames go on at an 8-byte boundary after whatever the file holds. */
+    a->cur.size = (size + 7u) & ~(uint64_t)7u;
+    if (ends_complete && !damaged) {
+        /* The END frame is there already: only the rename is missing. */
+        a->cur.size = size - LB_ARCHIVE_END_FRAME_SIZE;
+        if (ftruncate(fd, (off_t)a->cur.size) != 0)
+            return fail(a, "cannot complete", name, -errno);
+        return complete_current(a, 1);
     }
-    a->cur.size = offset;
-    lb_bundle_chunks_released(a->b);
-    return same_ring ? 0 : roll_current(a);  /* another ring's file is complete as it is */
+    if (!same_ring || damaged || !newest) return complete_current(a, 1);
+    return 0;
 }
 
 static int compare_u64(const void *x, const void *y) {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
     return a < b ? -1 : a > b;
+}
+
+/* ---- reconciliation: which chunks of the ring are safely in the archive ---- */
+typedef struct ring_chunk {
+    uint64_t sequence, claim;
+    uint32_t slot, committed;
+    int found;
+} ring_chunk;
+
+typedef struct reconcile_context {
+    archiver *a;
+    int fd;
+    ring_chunk *chunks;
+    size_t count, unresolved;
+    uint8_t *buffer;
+} reconcile_context;
+
+static int compare_ring_chunks(const void *x, const void *y) {
+    const ring_chunk *a = x, *b = y;
+    return a->sequence < b->sequence ? -1 : a->sequence > b->sequence;
+}
+
+static ring_chunk *find_ring_chunk(reconcile_context *r, uint64_t sequence) {
+    size_t lo = 0, hi = r->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->chunks[mid].sequence < sequence) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < r->count && r->chunks[lo].sequence == sequence ? &r->chunks[lo] : NULL;
+}
+
+/* A chunk frame: an intact copy (same claim, same length, body CRC right) resolves its chunk. */
+static void reconcile_chunk(void *context, uint64_t body_offset, const lb_archive_frame_head *head,
+                            const lb_chunk_header *ch) {
+    reconcile_context *r = context;
+    ring_chunk *k = find_ring_chunk(r, ch->sequence);
+    if (!k || k->found || k->claim != ch->claim || k->committed != head->length) return;
+    if (lb_pread_full(r->fd, r->buffer, head->length, body_offset) != (ssize_t)head->length ||
+        lb_crc32c(0, r->buffer, head->length) != head->body_crc)
+        return;
+    k->found = 1;
+    r->unresolved--;
+}
+
+/* Whether any unresolved chunk's sequence lies in [first, last]. */
+static int wants_range(const reconcile_context *r, uint64_t first, uint64_t last) {
+    for (size_t i = 0; i < r->count; i++)
+        if (!r->chunks[i].found && r->chunks[i].sequence >= first && r->chunks[i].sequence <= last)
+            return 1;
+    return 0;
+}
+
+static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_name_kind kind,
+                           const file_summary *summary) {
+    archiver *a = r->a;
+    if (summary && summary->known &&
+        (!summary->chunks || !wants_range(r, summary->first_sequence, summary->last_sequence)))
+        return;
+    char name[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(name, number, kind);
+    int fd = openat(a->dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return;
+    struct stat st;
+    lb_archive_file_header h;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        lb_pread_full(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+        !lb_archive_header_problem(&h, (uint64_t)st.st_size) &&
+        h.ring_created_wall_ns == a->b->ring->created_wall_ns && h.chunk_size == a->b->chunk_size &&
+        h.chunk_count == a->b->chunk_count) {
+        uint64_t problem;
+        int end_frame;
+        r->fd = fd;
+        walk_frames(fd, (uint64_t)st.st_size, h.chunk_size, h.chunk_count, reconcile_chunk, r,
+                    &problem, &end_frame);
+    }
+    close(fd);
+}
+
+/* Every chunk the ring holds SEALED or ARCHIVED is looked for in the files, newest file first:
+ * ARCHIVED if an intact copy is found (also a copy whose write completed just before a crash),
+ * SEALED otherwise, so that it is archived (again) before its slot can be reused. */
+static int reconcile_ring(archiver *a) {
+    lb_bundle *b = a->b;
+    reconcile_context r = {a, -1, calloc(b->chunk_count, sizeof(ring_chunk)), 0, 0,
+                           malloc(b->chunk_size)};
+    if (!r.chunks || !r.buffer) {
+        free(r.chunks);
+        free(r.buffer);
+        return -ENOMEM;
+    }
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        uint32_t state = atomic_load(&h->state);
+        if ((state != LB_CHUNK_SEALED && state != LB_CHUNK_ARCHIVED) ||
+            lb_chunk_header_check(h, slot, b->chunk_count) != 0)
+            continue;
+        r.chunks[r.count++] = (ring_chunk){h->sequence, h->claim, slot, atomic_load(&h->committed), 0};
+    }
+    qsort(r.chunks, r.count, sizeof *r.chunks, compare_ring_chunks);
+    r.unresolved = r.count;
+    if (r.unresolved && a->cur.fd >= 0)
+        reconcile_file(&r, a->cur.number, LB_ARCHIVE_NAME_WRITING, NULL);
+    for (size_t i = a->file_count; i-- > 0 && r.unresolved;) {
+        complete_file *f = &a->files[i];
+        reconcile_file(&r, f->number, f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE,
+                       &f->summary);
+    }
+    uint64_t reverted = 0;
+    for (size_t i = 0; i < r.count; i++) {
+        lb_chunk_header *h = lb_chunk_at(b, r.chunks[i].slot);
+        uint32_t want = r.chunks[i].found ? LB_CHUNK_ARCHIVED : LB_CHUNK_SEALED;
+        if (atomic_exchange(&h->state, want) == LB_CHUNK_ARCHIVED && want == LB_CHUNK_SEALED)
+            reverted++;
+    }
+    free(r.chunks);
+    free(r.buffer);
+    if (reverted)
+        fprintf(stderr, "logbook: archiver: %llu chunks marked archived have no intact copy in %s; "
+                        "archiving them again\n", (unsigned long long)reverted, a->dir);
+    lb_bundle_chunks_released(a->b);
+    return 0;
 }
 
 static int recover_directory(archiver *a) {
@@ -709,21 +1009,30 @@ static int recover_directory(archiver *a) {
                 writing[writing_count++] = number;
             continue;
         }
+        int file = openat(a->dir_fd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
         struct stat st;
-        if (fstatat(a->dir_fd, e->d_name, &st, 0) == 0)
-            add_complete(a, number, (uint64_t)st.st_size, kind == LB_ARCHIVE_NAME_UNSYNCED);
+        if (file < 0) continue;
+        if (fstat(file, &st) == 0 && S_ISREG(st.st_mode)) {
+            file_summary summary;
+            read_end_frame(file, (uint64_t)st.st_size, a->b->chunk_size, &summary);
+            add_complete(a, number, (uint64_t)st.st_size, kind == LB_ARCHIVE_NAME_UNSYNCED, &summary);
+        }
+        close(file);
     }
     closedir(d);
+    /* Never reuse a number, not even one whose file went missing: readers would take the new
+     * file for the old one. */
     a->next_number = highest + 1;
+    uint64_t recorded = atomic_load(&a->b->ring->archive_next_number);
+    if (recorded > a->next_number) a->next_number = recorded;
     qsort(writing, writing_count, sizeof *writing, compare_u64);
     int rc = 0;
-    for (size_t i = 0; i < writing_count && !rc; i++) {
-        rc = resume_file(a, writing[i]);
-        /* Only the newest stays open for appending; an older one (never expected) is completed. */
-        if (!rc && i + 1 < writing_count) rc = roll_current(a);
-    }
+    for (size_t i = 0; i < writing_count && !rc; i++)
+        rc = resume_file(a, writing[i], i + 1 == writing_count);
     free(writing);
-    if (!rc && a->cur.fd >= 0 && a->cur.size >= a->o.max_file_size) rc = roll_current(a);
+    if (!rc && a->cur.fd >= 0 && a->cur.size + LB_ARCHIVE_END_FRAME_SIZE >= a->o.max_file_size)
+        rc = roll_current(a);
+    if (!rc) rc = reconcile_ring(a);
     enforce_retention(a);
     return rc;
 }
@@ -739,7 +1048,7 @@ static void complete_requests(archiver *a, uint64_t rolls, uint64_t syncs, int r
 }
 
 static uint32_t age_wait_ms(archiver *a) {
-    if (!a->o.roll_interval_ms || a->cur.fd < 0 || a->cur.chunks == 0) return IDLE_WAKE_MS;
+    if (!a->o.roll_interval_ms || a->cur.fd < 0 || a->cur.summary.chunks == 0) return IDLE_WAKE_MS;
     int64_t due = a->cur.created_wall_ns + (int64_t)a->o.roll_interval_ms * 1000000;
     int64_t left = (due - now_ns(a)) / 1000000;
     if (left < 1) return 1;
@@ -762,13 +1071,16 @@ static void *archiver_main(void *arg) {
 
         int rc = archive_sealed(a);
         if (!rc && rolls > a->roll_done) rc = roll_current(a);
-        if (!rc && (syncs > a->sync_done || stopping)) rc = sync_current(a);
+        if (!rc && syncs > a->sync_done) rc = sync_current(a);
         if (requested) complete_requests(a, rolls, syncs, rc);
-        if (!rc && a->o.roll_interval_ms && a->cur.fd >= 0 && a->cur.chunks > 0 &&
+        if (!rc && a->o.roll_interval_ms && a->cur.fd >= 0 && a->cur.summary.chunks > 0 &&
             now_ns(a) - a->cur.created_wall_ns >= (int64_t)a->o.roll_interval_ms * 1000000)
             rc = roll_current(a);
         if (stopping) {
-            a->stop_result = rc;
+            /* A clean close completes the file being written (END, fsync, rename, on_roll), so
+             * that an uploader gets every record of a process that ended cleanly. */
+            int complete_rc = complete_current(a, 1);
+            a->stop_result = rc ? rc : complete_rc;
             break;
         }
         if (rc) {
