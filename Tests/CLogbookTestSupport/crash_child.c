@@ -35,9 +35,9 @@ static void *child_main(void *arg) {
     return NULL;
 }
 
-static pid_t spawn_child(const char *bundle_path, int report_fd, int threads,
-                         uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity,
-                         uint64_t archive_file_size) {
+pid_t lb_test_spawn_child(const char *bundle_path, int report_fd, int threads,
+                          uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity,
+                          uint32_t wrap_policy, uint64_t archive_file_size) {
     pid_t pid = fork();
     if (pid < 0) return -errno;
     if (pid > 0) return pid;
@@ -45,10 +45,10 @@ static pid_t spawn_child(const char *bundle_path, int report_fd, int threads,
     lb_options_init(&options);
     options.chunk_size = chunk_size;
     options.capacity = capacity;
+    options.wrap_policy = wrap_policy;
+    options.lossless_wait_ms = 60000;
     lb_bundle *bundle;
     if (archive_file_size) {
-        options.wrap_policy = LB_WRAP_LOSSLESS;
-        options.lossless_wait_ms = 60000;
         lb_archive_options archive;
         lb_archive_options_init(&archive);
         archive.max_file_size = archive_file_size;
@@ -74,14 +74,15 @@ static pid_t spawn_child(const char *bundle_path, int report_fd, int threads,
 
 pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int threads,
                                   uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity) {
-    return spawn_child(bundle_path, report_fd, threads, first_sequence, chunk_size, capacity, 0);
+    return lb_test_spawn_child(bundle_path, report_fd, threads, first_sequence, chunk_size, capacity,
+                               LB_WRAP_OVERWRITE, 0);
 }
 
 pid_t lb_test_spawn_archiving_child(const char *bundle_path, int report_fd, int threads,
                                     uint64_t first_sequence, uint32_t chunk_size,
                                     uint64_t capacity, uint64_t max_file_size) {
-    return spawn_child(bundle_path, report_fd, threads, first_sequence, chunk_size, capacity,
-                       max_file_size);
+    return lb_test_spawn_child(bundle_path, report_fd, threads, first_sequence, chunk_size, capacity,
+                               LB_WRAP_LOSSLESS, max_file_size);
 }
 
 int lb_test_fork_and_log_inherited(void *opaque_logger, int count) {

@@ -1,8 +1,9 @@
 /* fuzz_reader: libFuzzer target for the decoder. The input is split into a meta file and a ring
  * file (first byte pair = meta length / 16), written into a scratch bundle, and read completely:
- * scan, every entry, every argument, site and logger look-ups, ring info. A first byte pair of
- * 0xFF 0xFF makes the rest one archive file instead, read on its own. Any crash, hang, leak or
- * sanitizer report is a bug. Run with scripts/fuzz. */
+ * scan, every entry, every argument, site and logger look-ups, verify, ring info. A first byte
+ * pair of 0xFF 0xFF makes the rest one archive file instead, read on its own. Any crash, hang,
+ * leak or sanitizer report is a bug. Run with scripts/fuzz; Tests/Fuzz/replay.c replays the
+ * committed corpus (Tests/Fuzz/corpus) in the normal test run. */
 #define _GNU_SOURCE
 #include "logbook.h"
 
@@ -16,7 +17,7 @@
 static char dir[256];
 
 static void write_file(const char *name, const uint8_t *bytes, size_t length) {
-    char path[128];
+    char path[512];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     if (fd < 0) abort();
@@ -41,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t meta_length = ((size_t)data[0] | (size_t)data[1] << 8) * 16;
     data += 2;
     size -= 2;
-    char path[160];
+    char path[512];
     if (archive) {
         write_file("archive-0000000001.lba", data, size);
         snprintf(path, sizeof path, "%s/archive-0000000001.lba", dir);
@@ -72,9 +73,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
         }
     }
+    lb_verify_summary summary;
+    (void)lb_reader_verify(r, &summary);
+    (void)lb_reader_overwritten(r);
     for (size_t i = 0; i < lb_reader_issue_count(r); i++) {
         lb_issue issue;
         lb_reader_issue(r, i, &issue);
+        if (strlen(issue.reason) + strlen(issue.file) > (1u << 16)) abort();
     }
     lb_ring_info info;
     (void)lb_reader_ring_info(r, &info);

@@ -261,4 +261,88 @@ final class ArchiveTests: XCTestCase {
         XCTAssertEqual(missing.count, 0, "\(missing.count) of \(reported.count) committed records are not in the archive")
         XCTAssertGreaterThan(reported.count, cycles * 1000)
     }
+
+    /// A killed writer's file-being-written deleted, damaged or cut short before the bundle is
+    /// reopened: chunks the ring marked archived whose copy is gone or unreadable are archived
+    /// again, never reused. Every record the ring held is in the archive afterwards, and new
+    /// records that wrap the ring several times lose nothing either.
+    func testReopenArchivesAgainWhatADamagedOrMissingFileHeld() throws {
+        for damage in ["deleted", "zeroed", "garbage", "cut"] {
+            let root = makeTemporaryDirectory(self)
+            let path = root + "/damaged.logbook"
+            let child = ReportingChild { lb_test_spawn_archiving_child(path, $0, 2, 0, 4096, 64 << 10, 1 << 20) }
+            child.waitForReports(atLeast: 3000)
+            child.run(forNanoseconds: 30_000_000)
+            _ = child.kill()
+            let names = try archiveNames(path + "/archive")
+            let writing = try XCTUnwrap(names.first { $0.hasSuffix(".writing") }, "\(names)")
+            // What the ring alone holds: a copy of the bundle without its archive.
+            let ringOnly = root + "/ring-only.logbook"
+            try FileManager.default.createDirectory(atPath: ringOnly, withIntermediateDirectories: true)
+            for file in ["ring", "meta"] {
+                try FileManager.default.copyItem(atPath: path + "/" + file, toPath: ringOnly + "/" + file)
+            }
+            let inRing = Set(try readBundle(ringOnly).entries.compactMap { entry -> UInt64? in
+                guard let (thread, sequence) = ShapedRecord.identify(entry, chunkSize: 4096) else { return nil }
+                return UInt64(thread) << 48 | sequence
+            })
+            XCTAssertGreaterThan(inRing.count, 0)
+
+            let file = path + "/archive/" + writing
+            let size = (try FileManager.default.attributesOfItem(atPath: file)[.size] as! NSNumber).intValue
+            switch damage {
+            case "deleted": try FileManager.default.removeItem(atPath: file)
+            case "zeroed", "garbage":
+                let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+                try handle.seek(toOffset: UInt64(size / 3))
+                handle.write(Data(repeating: damage == "zeroed" ? 0 : 0x5A, count: 8192))
+                try handle.close()
+            default:
+                let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+                try handle.truncate(atOffset: UInt64(size / 2))
+                try handle.close()
+            }
+            let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                       losslessWaitMilliseconds: 30_000,
+                                       archive: ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil))
+            let log = try bundle.logger("after")
+            for i in 0..<5000 { log.info("after the reopen \(i) \(String(repeating: "w", count: i % 50))") }
+            try bundle.close()
+
+            var archived = Set<UInt64>()
+            var after = 0
+            try LogReader(path: path + "/archive").scan { entry in
+                if let (thread, sequence) = ShapedRecord.identify(entry, chunkSize: 4096) {
+                    archived.insert(UInt64(thread) << 48 | sequence)
+                } else if entry.logger == "after" {
+                    after += 1
+                }
+            }
+            let lost = inRing.subtracting(archived)
+            XCTAssertEqual(lost.count, 0, "\(damage): \(lost.count) of the \(inRing.count) records the ring held were lost")
+            XCTAssertEqual(after, 5000, damage)
+        }
+    }
+
+    /// Killed between creating an archive file and writing its header: the empty file is removed
+    /// and its number used again, so that the numbers keep no gap (verify would report one).
+    func testFileCutShortWhileBeingCreatedGivesItsNumberBack() throws {
+        let path = makeTemporaryDirectory(self) + "/created.logbook"
+        for round in 0..<3 {
+            let bundle = try LogBundle(path: path, archive: ArchiveOptions(maxFiles: nil, quota: nil))
+            try bundle.logger("c").info("round \(round)")
+            try bundle.close()
+            let next = try archiveNames(path + "/archive").count + 1
+            FileManager.default.createFile(atPath: path + "/archive/" + String(format: "archive-%010d.lba.writing", next),
+                                           contents: round == 1 ? Data([1, 2, 3]) : Data())
+        }
+        let bundle = try LogBundle(path: path, archive: ArchiveOptions(maxFiles: nil, quota: nil))
+        try bundle.close()
+        XCTAssertEqual(try archiveNames(path + "/archive"),
+                       ["archive-0000000001.lba", "archive-0000000002.lba", "archive-0000000003.lba"])
+        let reader = try LogReader(path: path)
+        XCTAssertEqual(try reader.readAll().map(\.message), ["round 0", "round 1", "round 2"])
+        _ = try reader.verify()
+        XCTAssertEqual(reader.issues.map(\.description), [])
+    }
 }

@@ -166,4 +166,47 @@ final class CLITests: XCTestCase {
         let verify = try runProgram(logbook, ["verify", path + "/archive"])
         XCTAssertEqual(verify.status, 0, verify.output)
     }
+
+    /// `show --follow` on an overwrite ring that a fast writer laps says how many records were
+    /// overwritten before it could read them: on stderr, and as notice objects in --json. Shown +
+    /// said == written.
+    func testFollowSaysHowManyRecordsWereOverwrittenBeforeItCouldReadThem() throws {
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/lapped.logbook"
+        let bundle = try LogBundle(path: path, capacity: 32 << 10, chunkSize: 4096, idleSealMilliseconds: 0)
+        let log = try bundle.logger("lap")
+        log.info("first \(0)")
+        try bundle.flush()
+        FileManager.default.createFile(atPath: dir + "/out", contents: nil)
+        FileManager.default.createFile(atPath: dir + "/err", contents: nil)
+        let follower = Process()
+        follower.executableURL = URL(fileURLWithPath: logbook)
+        follower.arguments = ["show", "--follow", "--json", "--interval", "0.02", path]
+        follower.standardOutput = FileHandle(forWritingAtPath: dir + "/out")
+        follower.standardError = FileHandle(forWritingAtPath: dir + "/err")
+        try follower.run()
+        defer { if follower.isRunning { follower.terminate() } }
+        let started = Date()
+        while (try String(contentsOfFile: dir + "/out", encoding: .utf8)).isEmpty && Date().timeIntervalSince(started) < 10 {
+            usleep(10_000)
+        }
+        let total = 300_000
+        for i in 1..<total { log.info("lap \(i)") }
+        try bundle.close()
+        usleep(600_000)  // the follower scans again after the writer stopped
+        follower.terminate()
+        follower.waitUntilExit()
+        let lines = try String(contentsOfFile: dir + "/out", encoding: .utf8).split(separator: "\n")
+        let entries = lines.filter { $0.hasPrefix("{\"time\"") }.count
+        let notices = lines.filter { $0.hasPrefix("{\"notice\":\"overwritten\"") }
+        let said = notices.compactMap { line -> Int? in
+            guard let data = line.data(using: .utf8),
+                  let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+            return object["records"] as? Int
+        }.reduce(0, +)
+        XCTAssertFalse(notices.isEmpty, "the writer lapped the follower")
+        XCTAssertEqual(entries + said, total, "\(entries) shown + \(said) said overwritten")
+        let errors = try String(contentsOfFile: dir + "/err", encoding: .utf8)
+        XCTAssertTrue(errors.contains("records were overwritten before they could be read"), errors)
+    }
 }

@@ -16,8 +16,9 @@ final class CProgramTests: XCTestCase {
     }
 
     /// Builds `source` with the C core's sources (and the archiver's, linking liburing, when
-    /// `archiver` is set).
-    func build(_ source: String, extraFlags: [String] = [], archiver: Bool = false, output: String) throws {
+    /// `archiver` is set; and the shaped records of the integrity tests with `testSupport`).
+    func build(_ source: String, extraFlags: [String] = [], archiver: Bool = false, testSupport: Bool = false,
+               output: String) throws {
         func sources(_ target: String) throws -> [String] {
             try FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/CSources/\(target)/src")
                 .filter { $0.hasSuffix(".c") }.map { repositoryRoot + "/CSources/\(target)/src/" + $0 }
@@ -25,6 +26,10 @@ final class CProgramTests: XCTestCase {
         var flags = ["-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-pthread",
                      "-I", repositoryRoot + "/CSources/CLogbook/include"]
         var files = try sources("CLogbook")
+        if testSupport {
+            flags += ["-I", repositoryRoot + "/Tests/CLogbookTestSupport/include"]
+            files += [repositoryRoot + "/Tests/CLogbookTestSupport/shaped_records.c"]
+        }
         if archiver {
             flags += ["-I", repositoryRoot + "/CSources/CLogbookArchive/include"]
             files += try sources("CLogbookArchive") + ["-luring"]
@@ -53,6 +58,28 @@ final class CProgramTests: XCTestCase {
         try build("Tests/CTests/core_test.c", extraFlags: flags, output: binary)
         let result = try runProgram(binary, [], environment: ["ASAN_OPTIONS": "detect_leaks=1"])
         XCTAssertEqual(result.status, 0, result.output)
+    }
+
+    /// The committed fuzz corpus (Tests/Fuzz/corpus: minimised inputs, crashes found once
+    /// included) replayed through the fuzz target under AddressSanitizer and UBSan: no crash, no
+    /// report, no leak.
+    func testFuzzCorpusReplaysCleanUnderSanitizers() throws {
+        let dir = makeTemporaryDirectory(self)
+        let flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
+        try "int main(void) { return 0; }\n".write(toFile: dir + "/probe.c", atomically: true, encoding: .utf8)
+        let probe = try runProgram(compiler, flags + [dir + "/probe.c", "-o", dir + "/probe"])
+        if probe.status != 0 {
+            throw XCTSkip("the C compiler cannot build with sanitizers here: \(probe.output.prefix(200))")
+        }
+        let corpus = repositoryRoot + "/Tests/Fuzz/corpus"
+        let inputs = try FileManager.default.contentsOfDirectory(atPath: corpus).filter { !$0.hasPrefix(".") }
+        XCTAssertGreaterThan(inputs.count, 10, "the corpus is committed")
+        try build("Tests/Fuzz/fuzz_reader.c", extraFlags: flags + [repositoryRoot + "/Tests/Fuzz/replay.c"],
+                  output: dir + "/replay")
+        let result = try runProgram(dir + "/replay", [corpus],
+                                    environment: ["ASAN_OPTIONS": "detect_leaks=1", "LOGBOOK_FUZZ_DIR": dir + "/scratch"])
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("replayed \(inputs.count) inputs"), result.output)
     }
 
     func testCExampleWritesABundleTheSwiftReaderReads() throws {
@@ -92,5 +119,21 @@ final class CProgramTests: XCTestCase {
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
         XCTAssertTrue(result.output.contains("fsync failed"), "the failure is said on stderr: \(result.output)")
+    }
+
+    /// The archiver failing (lossless: writers wait once, then fail fast until it writes again)
+    /// and slow (overwrite: nothing dropped to protect old records; what is overwritten before it
+    /// is archived is counted exactly), with the LD_PRELOAD shim.
+    func testArchiverStallsCostTheWritersOneWaitAndAreCountedExactly() throws {
+        let dir = makeTemporaryDirectory(self)
+        let shim = try runProgram(compiler, ["-shared", "-fPIC", "-O1", repositoryRoot + "/Tests/CTests/io_error_shim.c",
+                                             "-o", dir + "/io_error_shim.so", "-ldl"])
+        XCTAssertEqual(shim.status, 0, shim.output)
+        try build("Tests/CTests/archive_stalls.c", archiver: true, testSupport: true, output: dir + "/archive-stalls")
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = dir + "/io_error_shim.so"
+        let result = try runProgram(dir + "/archive-stalls", [dir], environment: environment)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
     }
 }

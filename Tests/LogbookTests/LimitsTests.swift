@@ -67,6 +67,12 @@ final class LimitsTests: XCTestCase {
         other.start()
         while !other.isFinished { usleep(1000) }
         XCTAssertEqual(try readBundle(path).entries.map(\.message), ["before 1"])
+        // Regression: logbook.h says such records are counted as `closed`; they were not.
+        XCTAssertEqual(bundle.counters.drops["closed"], 2)
+        XCTAssertEqual(try LogReader(path: path).info().counters.drops["closed"], 2, "in the bundle's own counters")
+        // A large record (built in the staging buffer) too.
+        log.info("after close, large \(String(repeating: "L", count: 40_000))")
+        XCTAssertEqual(bundle.counters.drops["closed"], 3)
     }
 
     func testFlushSealsEveryThreadsChunk() throws {

@@ -25,6 +25,13 @@ let repositoryRoot: String = {
     return url.path
 }()
 
+/// The `logbook` executable that `swift test` builds next to the test bundle.
+func logbookExecutable() -> String? {
+    let binDirectory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
+    let path = binDirectory.appendingPathComponent("logbook").path
+    return FileManager.default.isExecutableFile(atPath: path) ? path : nil
+}
+
 /// Runs a program, returning its exit status and combined output.
 @discardableResult
 func runProgram(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws -> (status: Int32, output: String) {

@@ -66,4 +66,29 @@ final class WrapTests: XCTestCase {
         XCTAssertEqual(entries.last?.message, "record \(entries.count - 1)")
         XCTAssertEqual(try LogReader(path: path).info().wrapPolicy, .lossless)
     }
+
+    /// A reader following an overwrite ring that the writer laps learns exactly how many records
+    /// it never saw: read + overwritten-before-read == written, whatever the interleaving.
+    func testFollowerLearnsHowManyRecordsWereOverwrittenUnread() throws {
+        let path = makeTemporaryDirectory(self) + "/lapped.logbook"
+        let bundle = try LogBundle(path: path, capacity: 32 << 10, chunkSize: 4096, idleSealMilliseconds: 0)
+        let log = try bundle.logger("lap")
+        let reader = try LogReader(path: path)
+        var read = 0, written = 0
+        var generator = SplitMix64(state: 8)
+        for round in 0..<60 {
+            // Sometimes less than the ring holds, sometimes laps of it; sometimes a flush.
+            let count = round % 3 == 0 ? Int.random(in: 1...200, using: &generator) : Int.random(in: 500...6000, using: &generator)
+            for _ in 0..<count {
+                log.info("record \(written) \(String(repeating: "x", count: written % 30))")
+                written += 1
+            }
+            if round % 4 == 0 { try bundle.flush() }
+            try reader.scan { _ in read += 1 }
+        }
+        try bundle.close()
+        try reader.scan { _ in read += 1 }
+        XCTAssertGreaterThan(reader.overwrittenRecords, 0, "the writer lapped the reader")
+        XCTAssertEqual(UInt64(read) + reader.overwrittenRecords, UInt64(written))
+    }
 }

@@ -52,6 +52,8 @@ public final class PureSwiftBundle: @unchecked Sendable {
     let ringFD: Int32
     var metaOffset: Int = 16
     let nextSequence: UnsafeAtomic<UInt64>
+    /// The ring header's claim counter (chunks_claimed): every claim takes the next number.
+    let nextClaim: UnsafeAtomic<UInt64>
     static let headerSize = 4096
 
     public init(path: String, capacity: Int, chunkSize: Int) throws {
@@ -73,7 +75,7 @@ public final class PureSwiftBundle: @unchecked Sendable {
         // Ring header: the fields before the CRC, then the CRC of bytes 0..<40.
         var header = ByteBuilder()
         header.bytes += Array("LBRING01".utf8)
-        header.u32(1)
+        header.u32(2)  // format version
         header.u32(UInt32(Self.headerSize))
         header.u32(UInt32(chunkSize))
         header.u32(UInt32(chunkCount))
@@ -86,12 +88,13 @@ public final class PureSwiftBundle: @unchecked Sendable {
         header.bytes.withUnsafeBytes { mapped.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
         nextSequence = UnsafeAtomic(at: (mapped + 64).assumingMemoryBound(to: UInt64.AtomicRepresentation.self))
         nextSequence.store(1, ordering: .relaxed)
+        nextClaim = UnsafeAtomic(at: (mapped + 144).assumingMemoryBound(to: UInt64.AtomicRepresentation.self))
         ring.storeBytes(of: UInt32(getpid()), toByteOffset: 72, as: UInt32.self)
         ring.storeBytes(of: UInt32(1), toByteOffset: 76, as: UInt32.self)
 
         var meta = ByteBuilder()
         meta.bytes += Array("LBMETA01".utf8)
-        meta.u32(1)
+        meta.u32(2)  // format version
         meta.u32(0)
         let metaFile = metaFD
         _ = meta.bytes.withUnsafeBytes { pwrite(metaFile, $0.baseAddress, $0.count, 0) }
@@ -177,20 +180,25 @@ public struct PureSwiftWriter {
             let old = state.load(ordering: .acquiring)
             guard old != 1, old != 2, state.compareExchange(expected: old, desired: 1, ordering: .acquiringAndReleasing).exchanged
             else { continue }
+            // The chunk header of format 2 (logbook_format.h): sequence, claim number, anchors,
+            // previous chunk as a delta, thread, session, CRC, committed, record count.
             next.storeBytes(of: 0, toByteOffset: 0, as: UInt32.self)
+            let claim = bundle.nextClaim.loadThenWrappingIncrement(ordering: .relaxed)
             next.storeBytes(of: sequence, toByteOffset: 8, as: UInt64.self)
-            next.storeBytes(of: previousSequence, toByteOffset: 16, as: UInt64.self)
+            next.storeBytes(of: claim, toByteOffset: 16, as: UInt64.self)
             next.storeBytes(of: nowNanoseconds(CLOCK_MONOTONIC), toByteOffset: 24, as: UInt64.self)
             next.storeBytes(of: nowNanoseconds(CLOCK_REALTIME), toByteOffset: 32, as: UInt64.self)
-            next.storeBytes(of: threadID, toByteOffset: 40, as: UInt32.self)
-            next.storeBytes(of: UInt32(0), toByteOffset: 44, as: UInt32.self)
-            next.storeBytes(of: UInt32(64), toByteOffset: 48, as: UInt32.self)
-            next.storeBytes(of: UInt32(0), toByteOffset: 52, as: UInt32.self)
+            let delta = previousSequence == 0 ? 0 : UInt32(truncatingIfNeeded: sequence - previousSequence)
+            next.storeBytes(of: delta, toByteOffset: 40, as: UInt32.self)
+            next.storeBytes(of: threadID, toByteOffset: 44, as: UInt32.self)
+            next.storeBytes(of: UInt32(0), toByteOffset: 48, as: UInt32.self)
+            next.storeBytes(of: UInt32(64), toByteOffset: 56, as: UInt32.self)
+            next.storeBytes(of: UInt32(0), toByteOffset: 60, as: UInt32.self)
             next.storeBytes(of: UInt64(0), toByteOffset: 64, as: UInt64.self)
             next.storeBytes(of: UInt32(0x4B43_424C), toByteOffset: 0, as: UInt32.self)
             var crc = CRC32C.checksum(UnsafeRawBufferPointer(start: next, count: 4))
-            crc = CRC32C.checksum(UnsafeRawBufferPointer(start: next + 8, count: 40), crc)
-            next.storeBytes(of: crc, toByteOffset: 56, as: UInt32.self)
+            crc = CRC32C.checksum(UnsafeRawBufferPointer(start: next + 8, count: 44), crc)
+            next.storeBytes(of: crc, toByteOffset: 52, as: UInt32.self)
             state.store(2, ordering: .releasing)  // active
             chunk = next
             cursor = 64
@@ -221,10 +229,10 @@ public struct PureSwiftWriter {
         if next + 8 <= bundle.chunkSize { (base + next).storeBytes(of: UInt64(0), as: UInt64.self) }
         let header = UnsafeAtomic<UInt64>(at: record.assumingMemoryBound(to: UInt64.AtomicRepresentation.self))
         header.store(UInt64(length) | tagBits | UInt64(1) << 48, ordering: .releasing)
-        UnsafeAtomic<UInt32>(at: (base + 48).assumingMemoryBound(to: UInt32.AtomicRepresentation.self))
+        UnsafeAtomic<UInt32>(at: (base + 56).assumingMemoryBound(to: UInt32.AtomicRepresentation.self))
             .store(UInt32(next), ordering: .releasing)
         recordCount += 1
-        UnsafeAtomic<UInt32>(at: (base + 52).assumingMemoryBound(to: UInt32.AtomicRepresentation.self))
+        UnsafeAtomic<UInt32>(at: (base + 60).assumingMemoryBound(to: UInt32.AtomicRepresentation.self))
             .store(recordCount, ordering: .releasing)
         cursor = next
     }

@@ -107,7 +107,8 @@ struct lb_reader {
     /* accounting (lb_reader_verify) */
     uint64_t *claims;       /* claim numbers of every chunk found (ring or archive; repeats) */
     size_t claim_count, claim_capacity;
-    uint64_t active_records;/* records walked in ring chunks still ACTIVE */
+    uint64_t claiming_slots;/* slots found CLAIMING with an incomplete header (a claim a crash
+                               cut short, if the writer is dead) */
     int archive_dir_missing;
     /* records overwritten before this reader could read them (lb_reader_overwritten) */
     int overwritten_baseline_set;
@@ -1320,6 +1321,14 @@ static void chunk_left_ring(lb_reader *r, uint64_t sequence) {
 }
 
 /* ---- the ring ---- */
+static int writer_alive(lb_reader *r);
+
+/* A chunk left CLAIMING whose header is complete and valid (as recovery keeps it). */
+static int claiming_chunk_complete(const lb_chunk_header *h, uint32_t slot, uint32_t count) {
+    return h->magic == LB_CHUNK_MAGIC && h->header_crc == lb_chunk_crc(h) && h->sequence &&
+           h->sequence % count == slot && h->prev_delta < h->sequence;
+}
+
 static int collect_ring(lb_reader *r, ref_list *refs) {
     const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
     struct stat st;
@@ -1350,8 +1359,21 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
             }
             continue;
         }
-        if (check != 0) continue;
-        if (p->sequence && p->sequence != UINT64_MAX && p->sequence != h.sequence)
+        if (check == 2) {
+            /* A claim in progress, or one a crash cut short. The next writer's recovery keeps a
+             * chunk whose header is complete (a new empty one, or the old occupant not yet
+             * touched) and counts the others as abandoned claims: a reader of a dead writer's
+             * bundle does the same, so that verify agrees before and after recovery. */
+            if (!claiming_chunk_complete(&h, slot, count)) {
+                if (p->sequence != UINT64_MAX - 1) r->claiming_slots++;
+                p->sequence = UINT64_MAX - 1;
+                continue;
+            }
+            if (writer_alive(r)) continue;
+        } else if (check != 0) {
+            continue;
+        }
+        if (p->sequence && p->sequence < UINT64_MAX - 1 && p->sequence != h.sequence)
             chunk_left_ring(r, p->sequence);
         p->sequence = h.sequence;
         note_anchor(r, &h);
@@ -1374,10 +1396,12 @@ static void read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     ssize_t n = lb_pread_full(r->ring_fd, r->chunk, size, at);
     if (n != (ssize_t)size) return;
     const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
-    if (lb_chunk_header_check(h, ref->slot, count) != 0 || h->sequence != ref->sequence)
+    int check = lb_chunk_header_check(h, ref->slot, count);
+    if ((check != 0 && !(check == 2 && claiming_chunk_complete(h, ref->slot, count))) ||
+        h->sequence != ref->sequence)
         return;  /* changed between the two reads: next scan */
     uint32_t state = atomic_load(&h->state);
-    int complete = state >= LB_CHUNK_SEALED;
+    int complete = state >= LB_CHUNK_SEALED || state == LB_CHUNK_CLAIMING;
     size_t entry_mark, issue_mark, pending_mark;
     uint32_t stop, records;
     int corrupt;
@@ -1386,7 +1410,8 @@ static void read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     /* The chunk may have been reclaimed while we copied it: then nothing of it counts. */
     lb_chunk_header again;
     if (lb_pread_full(r->ring_fd, &again, sizeof again, at) != (ssize_t)sizeof again ||
-        again.sequence != ref->sequence || atomic_load(&again.state) == LB_CHUNK_CLAIMING) {
+        again.sequence != ref->sequence ||
+        (atomic_load(&again.state) == LB_CHUNK_CLAIMING && state != LB_CHUNK_CLAIMING)) {
         r->entry_count = entry_mark;
         r->issue_count = issue_mark;
         while (r->pending_count > pending_mark) drop_pending(r, &r->pending[r->pending_count - 1]);
@@ -1678,7 +1703,7 @@ static void verify_claims(lb_reader *r, const lb_ring_header *h) {
         return;
     }
     qsort(r->claims, r->claim_count, sizeof *r->claims, compare_u64);
-    uint64_t missing = 0, first_gap = 0, gaps = 0;
+    uint64_t missing = 0;
     uint64_t expect = start;
     char ranges[160] = "";
     size_t used = 0;
@@ -1688,7 +1713,6 @@ static void verify_claims(lb_reader *r, const lb_ring_header *h) {
         if (next > end) next = end;
         if (next > expect) {
             missing += next - expect;
-            if (!gaps++) first_gap = expect;
             if (used < sizeof ranges - 40)
                 used += (size_t)snprintf(ranges + used, sizeof ranges - used, "%s%llu..%llu",
                                          used ? ", " : "", (unsigned long long)expect,
@@ -1697,19 +1721,19 @@ static void verify_claims(lb_reader *r, const lb_ring_header *h) {
         expect = next + 1;
         if (expect > end) break;
     }
-    uint64_t abandoned = atomic_load(&h->claims_abandoned);
+    uint64_t abandoned = atomic_load(&h->claims_abandoned) + r->claiming_slots;
     uint64_t discarded = atomic_load(&h->chunks_discarded);
     if (discarded)
         add_issuef(r, LB_ISSUE_CORRUPT, "ring", 0, 0, 0,
                    "%llu chunks with a damaged header were cleared when the bundle was reopened "
                    "for writing: their records are lost", (unsigned long long)discarded);
     if (missing > abandoned + discarded)
-        add_issuef(r, LB_ISSUE_MISSING, "ring", first_gap, 0, 0,
+        add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, 0,
                    "%llu chunks (claims %s%s) are neither in the ring nor in an archive file",
                    (unsigned long long)(missing - abandoned - discarded), ranges,
                    used >= sizeof ranges - 40 ? ", ..." : "");
     else if (missing)
-        add_issuef(r, LB_ISSUE_TORN, "ring", first_gap, 0, 0,
+        add_issuef(r, LB_ISSUE_TORN, "ring", 0, 0, 0,
                    "%llu chunk claims hold nothing: claims a crash cut short (%llu) or damaged "
                    "chunks cleared (%llu)", (unsigned long long)missing,
                    (unsigned long long)abandoned, (unsigned long long)discarded);

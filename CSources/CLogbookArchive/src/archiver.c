@@ -791,7 +791,7 @@ static int sync_current(archiver *a) {
  * is then completed as it is and readers report the damage. A file that already ends with its END
  * frame (a crash between the END and the rename) is completed. The newest sound file of this ring
  * becomes the current file. */
-static int resume_file(archiver *a, uint64_t number, int newest) {
+static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
     char name[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, number, LB_ARCHIVE_NAME_WRITING);
     int fd = openat(a->dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
@@ -808,7 +808,10 @@ static int resume_file(archiver *a, uint64_t number, int newest) {
     if (problem) {
         close(fd);
         if (size <= sizeof h) {
-            unlinkat(a->dir_fd, name, 0);  /* cut short while being created: holds nothing */
+            /* Cut short while being created: it holds nothing, and its number was never
+             * published (that happens once its header is written), so it is used again. */
+            unlinkat(a->dir_fd, name, 0);
+            *removed = 1;
             return 0;
         }
         char to[LB_ARCHIVE_NAME_MAX];
@@ -844,7 +847,9 @@ static int resume_file(archiver *a, uint64_t number, int newest) {
             size = damage;
         } else {
             damaged = 1;
-            fail(a, "damaged (kept as it is; readers report where)", name, -EBADMSG);
+            fprintf(stderr, "logbook: archiver: %s/%s is damaged at offset %llu: completed as it is "
+                            "(readers report the damage); chunks the ring still holds are "
+                            "archived again\n", a->dir, name, (unsigned long long)damage);
         }
     }
     /* Frames go on at an 8-byte boundary after whatever the file holds. */
@@ -1020,16 +1025,28 @@ static int recover_directory(archiver *a) {
         close(file);
     }
     closedir(d);
+    qsort(writing, writing_count, sizeof *writing, compare_u64);
     /* Never reuse a number, not even one whose file went missing: readers would take the new
-     * file for the old one. */
+     * file for the old one (only a file removed below, that never had a header, gives its number
+     * back). */
     a->next_number = highest + 1;
+    int rc = 0;
+    for (size_t i = 0; i < writing_count && !rc; i++) {
+        int removed = 0;
+        rc = resume_file(a, writing[i], i + 1 == writing_count, &removed);
+        if (removed && writing[i] == highest) {
+            uint64_t below = 0;
+            for (size_t k = 0; k < a->file_count; k++)
+                if (a->files[k].number > below) below = a->files[k].number;
+            for (size_t k = 0; k < i; k++)
+                if (writing[k] > below) below = writing[k];
+            a->next_number = below + 1;
+        }
+    }
+    free(writing);
     uint64_t recorded = atomic_load(&a->b->ring->archive_next_number);
     if (recorded > a->next_number) a->next_number = recorded;
-    qsort(writing, writing_count, sizeof *writing, compare_u64);
-    int rc = 0;
-    for (size_t i = 0; i < writing_count && !rc; i++)
-        rc = resume_file(a, writing[i], i + 1 == writing_count);
-    free(writing);
+    if (a->cur.fd >= 0 && a->cur.number >= a->next_number) a->next_number = a->cur.number + 1;
     if (!rc && a->cur.fd >= 0 && a->cur.size + LB_ARCHIVE_END_FRAME_SIZE >= a->o.max_file_size)
         rc = roll_current(a);
     if (!rc) rc = reconcile_ring(a);

@@ -64,6 +64,13 @@ int lb_test_check_shaped_bundle(const char *path, uint32_t chunk_size, uint32_t 
 pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int threads,
                                   uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity);
 
+/* The general form: `wrap_policy` (lb_wrap_policy) and, when archive_file_size is not 0, an
+ * archiver rolling files of that size (no count or quota limit). A lossless writer waits up to 60 s
+ * for the archiver. */
+pid_t lb_test_spawn_child(const char *bundle_path, int report_fd, int threads,
+                          uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity,
+                          uint32_t wrap_policy, uint64_t archive_file_size);
+
 /* As lb_test_spawn_logging_child, with a lossless ring and an archiver rolling files of
  * `max_file_size` bytes (no count or quota limit) in the bundle's archive directory. */
 pid_t lb_test_spawn_archiving_child(const char *bundle_path, int report_fd, int threads,

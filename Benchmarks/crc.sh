@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# What a CRC-32C of a chunk costs on this machine (the archiver computes one per archived chunk;
+# docs/FORMAT.md says why ring chunks carry none). Prints Markdown rows. Usage: Benchmarks/crc.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+cc -O2 -pthread -ICSources/CLogbook/include Benchmarks/Crc/crc_bench.c CSources/CLogbook/src/*.c -o "$out/crc_bench"
+"$out/crc_bench"

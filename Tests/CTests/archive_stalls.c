@@ -1,0 +1,159 @@
+/* archive_stalls.c — the archiver falling behind or failing, with io_error_shim.so preloaded (run
+ * by CProgramTests), and what the logging threads see:
+ *   - lossless, the archive disk failing: after one wait of lossless_wait_ms the writers fail fast
+ *     (dropped, counted as ring_full) instead of waiting again for every record, and once the
+ *     archiver writes again they log again; every record committed is read back once;
+ *   - overwrite, the archive disk slow (each write sleeps): no record is dropped to protect old
+ *     ones (no no_chunk drop); the oldest chunks are overwritten before they are archived, and
+ *     counted: records read + records overwritten (+ those the reader's issues account for) ==
+ *     records written, exactly. */
+#define _GNU_SOURCE
+#include "logbook.h"
+#include "logbook_archive.h"
+#include "logbook_test_support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static int passed, failed;
+#define CHECK(cond)                                                             \
+    do {                                                                        \
+        if (cond) passed++;                                                     \
+        else { failed++; fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); } \
+    } while (0)
+
+static double seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void lossless_fails_fast(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stalled.logbook", dir);
+    lb_options o;
+    lb_options_init(&o);
+    o.capacity = 64u << 10;
+    o.chunk_size = 4096;
+    o.wrap_policy = LB_WRAP_LOSSLESS;
+    o.lossless_wait_ms = 200;
+    lb_archive_options a;
+    lb_archive_options_init(&a);
+    a.backend = LB_ARCHIVE_BACKEND_PWRITE;
+    a.max_files = 0;
+    a.quota = 0;
+    lb_bundle *b;
+    if (lb_bundle_open_archived(path, &o, &a, &b) != 0) { CHECK(0); return; }
+    lb_logger *log;
+    lb_logger_register(b, "stalled", &log);
+    enum { THREADS = 2, PER_THREAD = 20000 };
+    uint8_t *dropped = calloc(THREADS * (PER_THREAD + 200), 1);
+    setenv("LOGBOOK_SHIM_FAIL_WRITE", "1", 1);
+    double start = seconds();
+    long failures = lb_test_log_shaped_threads(log, THREADS, PER_THREAD, 4096, dropped);
+    double elapsed = seconds() - start;
+    printf("disk failing: %ld of %d records dropped in %.2f s\n", failures, THREADS * PER_THREAD, elapsed);
+    /* Waiting 200 ms per record would take hours; a few waits per thread are allowed. */
+    CHECK(elapsed < 20.0);
+    CHECK(failures > THREADS * PER_THREAD / 2);
+    lb_counters c;
+    lb_bundle_counters(b, &c);
+    CHECK(c.drops[LB_DROP_RING_FULL] == (uint64_t)failures);
+    CHECK(c.drops[LB_DROP_NO_CHUNK] == 0);
+
+    /* The disk works again: the archiver catches up and the writers log again. */
+    unsetenv("LOGBOOK_SHIM_FAIL_WRITE");
+    CHECK(lb_archive_sync(b, 30000) == 0);
+    char scratch_name[] = "after";
+    (void)scratch_name;
+    lb_logger *after;
+    lb_logger_register(b, "after", &after);
+    int after_failures = 0;
+    for (int i = 0; i < 2000; i++) {
+        lb_writer *w = lb_writer_get(b);
+        lb_record_begin(w, after->id, LB_LEVEL_INFO);
+        lb_record_put_i32(w, i);
+        if (lb_record_commit(w, lb_site_register_c(b, "stalls", 1, "after", "after {}")) != 0)
+            after_failures++;
+    }
+    printf("disk working again: %d of 2000 records dropped\n", after_failures);
+    CHECK(after_failures == 0);
+    CHECK(lb_bundle_close(b) == 0);
+
+    lb_test_check k;
+    CHECK(lb_test_check_shaped_bundle(path, 4096, THREADS, PER_THREAD, dropped, &k) == 0);
+    printf("read back: %ld entries, %ld foreign, %ld duplicates, %ld missing, %ld dropped found, %ld failures\n",
+           k.entries, k.foreign, k.duplicates, k.missing, k.dropped_found, k.failures);
+    CHECK(k.foreign == 2000);  /* the "after" records */
+    CHECK(k.duplicates == 0 && k.missing == 0 && k.dropped_found == 0 && k.failures == 0);
+    free(dropped);
+}
+
+static void overwrite_never_drops_for_a_slow_archiver(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/slow.logbook", dir);
+    lb_options o;
+    lb_options_init(&o);
+    o.capacity = 64u << 10;
+    o.chunk_size = 4096;
+    o.wrap_policy = LB_WRAP_OVERWRITE;
+    lb_archive_options a;
+    lb_archive_options_init(&a);
+    a.backend = LB_ARCHIVE_BACKEND_PWRITE;
+    a.max_files = 0;
+    a.quota = 0;
+    lb_bundle *b;
+    if (lb_bundle_open_archived(path, &o, &a, &b) != 0) { CHECK(0); return; }
+    lb_logger *log;
+    lb_logger_register(b, "slow", &log);
+    enum { THREADS = 4, PER_THREAD = 20000 };
+    uint8_t *dropped = calloc(THREADS * PER_THREAD, 1);
+    setenv("LOGBOOK_SHIM_DELAY_WRITE_US", "2000", 1);
+    long failures = lb_test_log_shaped_threads(log, THREADS, PER_THREAD, 4096, dropped);
+    unsetenv("LOGBOOK_SHIM_DELAY_WRITE_US");
+    lb_counters c;
+    lb_bundle_counters(b, &c);
+    CHECK(lb_bundle_close(b) == 0);
+    CHECK(failures == 0);
+    CHECK(c.drops[LB_DROP_NO_CHUNK] == 0);
+
+    lb_reader *r;
+    CHECK(lb_reader_open(path, &r) == 0);
+    CHECK(lb_reader_scan(r) >= 0);
+    lb_verify_summary v;
+    CHECK(lb_reader_verify(r, &v) == 0);
+    lb_ring_info info;
+    CHECK(lb_reader_ring_info(r, &info) == 0);
+    uint64_t accounted = 0;
+    for (size_t i = 0; i < lb_reader_issue_count(r); i++) {
+        lb_issue issue;
+        lb_reader_issue(r, i, &issue);
+        if (issue.kind == LB_ISSUE_OVERWRITTEN) continue;
+        accounted += issue.records;
+        if (issue.kind != LB_ISSUE_TORN) fprintf(stderr, "unexpected issue: %s\n", issue.reason);
+        CHECK(issue.kind == LB_ISSUE_TORN);  /* a large record whose beginning was overwritten */
+    }
+    printf("slow archive disk: %llu chunks overwritten before they were archived; %llu records read + "
+           "%llu overwritten + %llu accounted by issues = %d written\n",
+           (unsigned long long)info.chunks_lost_unarchived, (unsigned long long)v.records_found,
+           (unsigned long long)v.records_overwritten, (unsigned long long)accounted,
+           THREADS * PER_THREAD);
+    CHECK(info.chunks_lost_unarchived > 0);  /* the archiver did fall behind */
+    CHECK(v.records_found + v.records_overwritten + accounted == (uint64_t)(THREADS * PER_THREAD));
+    CHECK(v.records_lost == 0);
+    lb_reader_close(r);
+
+    lb_test_check k;
+    CHECK(lb_test_check_shaped_bundle(path, 4096, THREADS, PER_THREAD, dropped, &k) == 0);
+    CHECK(k.foreign == 0 && k.duplicates == 0);
+    free(dropped);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) return 2;
+    lossless_fails_fast(argv[1]);
+    overwrite_never_drops_for_a_slow_archiver(argv[1]);
+    printf("archive stalls: %d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,274 @@
+import CLogbook
+import Foundation
+import XCTest
+@testable import Logbook
+
+/// `verify` accounts for every record and file: whatever is deleted, truncated, zeroed, flipped or
+/// replaced, it fails and says what and where, and the reader still reads the rest.
+final class VerifyTests: XCTestCase {
+    var logbook: String!
+
+    override func setUpWithError() throws {
+        logbook = logbookExecutable()
+        XCTAssertNotNil(logbook, "`swift test` builds the logbook executable")
+    }
+
+    /// A lossless bundle with an archiver: 20,000 records through a 16-chunk ring into ~12 archive
+    /// files of 64 KiB, closed cleanly (every file complete). Returns its path.
+    func makeArchivedBundle(records: Int = 20_000, close: Bool = true) throws -> String {
+        let path = makeTemporaryDirectory(self) + "/verify.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 30_000,
+                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil))
+        let log = try bundle.logger("verify")
+        for i in 0..<records { log.info("request \(i) took \(Double(i % 100) / 10) ms path \(String(repeating: "p", count: i % 17))") }
+        if close { try bundle.close() }
+        return path
+    }
+
+    func archiveFiles(_ path: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: path + "/archive").filter { $0.hasPrefix("archive-") }.sorted()
+    }
+
+    /// Reads everything and verifies: the entries, the issues and the summary.
+    func verify(_ path: String) throws -> (entries: Int, issues: [LogIssue], summary: VerifySummary) {
+        let reader = try LogReader(path: path)
+        var count = 0
+        try reader.scan { _ in count += 1 }
+        let summary = try reader.verify()
+        return (count, reader.issues, summary)
+    }
+
+    func testCleanArchivedBundleVerifiesWithExactCounts() throws {
+        let path = try makeArchivedBundle()
+        let (entries, issues, summary) = try verify(path)
+        XCTAssertEqual(issues.map(\.description), [])
+        XCTAssertEqual(entries, 20_000)
+        XCTAssertEqual(summary.recordsExpected, 20_000)
+        XCTAssertEqual(summary.recordsLost, 0)
+        XCTAssertTrue(summary.accounted)
+        XCTAssertGreaterThan(try archiveFiles(path).count, 5)
+    }
+
+    func testDeletedArchiveFileIsMissing() throws {
+        let path = try makeArchivedBundle()
+        let files = try archiveFiles(path)
+        // One in the middle, and the oldest: retention did not delete them, so they must be there.
+        for name in [files[3], files[0]] {
+            try FileManager.default.removeItem(atPath: path + "/archive/" + name)
+            let (entries, issues, summary) = try verify(path)
+            XCTAssertLessThan(entries, 20_000)
+            XCTAssertTrue(issues.contains { $0.kind == .missing && $0.file == name }, "\(issues)")
+            XCTAssertEqual(summary.recordsLost, UInt64(20_000 - entries), "every missing record is counted")
+            XCTAssertTrue(issues.contains { $0.isFailure })
+        }
+    }
+
+    func testTruncatedCompleteArchiveFileFails() throws {
+        let path = try makeArchivedBundle()
+        let name = try archiveFiles(path)[2]
+        let file = path + "/archive/" + name
+        let size = try FileManager.default.attributesOfItem(atPath: file)[.size] as! Int
+        // At a frame boundary (its END frame removed: 80 bytes) and in the middle of a frame.
+        for cut in [size - 80, size / 2 + 3] {
+            let copy = try makeCopy(of: path)
+            try truncate(copy + "/archive/" + name, to: cut)
+            let (_, issues, summary) = try verify(copy)
+            XCTAssertTrue(issues.contains { ($0.kind == .truncated || $0.kind == .missing) && $0.file == name && $0.isFailure },
+                          "cut \(cut): \(issues)")
+            if cut == size - 80 {
+                XCTAssertEqual(summary.recordsLost, 0, "only the END frame is gone: every record is read")
+            } else {
+                XCTAssertGreaterThan(summary.recordsLost, 0)
+            }
+        }
+    }
+
+    func testDeletedRingIsReportedNotReadAsAnArchiveDirectory() throws {
+        let path = try makeArchivedBundle()
+        try FileManager.default.removeItem(atPath: path + "/ring")
+        let (entries, issues, _) = try verify(path)
+        XCTAssertGreaterThan(entries, 0, "the archive files are still read")
+        XCTAssertTrue(issues.contains { $0.kind == .missing && $0.file == "ring" }, "\(issues)")
+    }
+
+    func testDirectoryThatIsNoBundleIsRefused() throws {
+        let empty = makeTemporaryDirectory(self) + "/empty"
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        XCTAssertThrowsError(try LogReader(path: empty)) { XCTAssertEqual(($0 as! LogbookError).errno, EPROTO) }
+        FileManager.default.createFile(atPath: empty + "/notes.txt", contents: Data("hello".utf8))
+        XCTAssertThrowsError(try LogReader(path: empty))
+        if let logbook {
+            let result = try runProgram(logbook, ["verify", empty])
+            XCTAssertEqual(result.status, 1, result.output)
+            XCTAssertTrue(result.output.contains("neither a Logbook bundle nor an archive"), result.output)
+        }
+    }
+
+    /// 64 zeroed bytes inside a sealed chunk of the ring: the walk stops there, and the records
+    /// after it are reported with their count from the chunk header.
+    func testZeroedBytesInsideAChunkAreCountedAsUnreadable() throws {
+        let path = makeTemporaryDirectory(self) + "/zeroed.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096)
+        let log = try bundle.logger("zero")
+        for i in 0..<300 { log.info("record \(i)") }
+        try bundle.close()
+        let clean = try readBundle(path).entries
+        XCTAssertEqual(clean.count, 300)
+        // The chunk of the 50th record; zero 64 bytes from that record on.
+        let target = clean[50]
+        let offset = 4096 + Int(target.chunkSequence % 16) * 4096 + Int(target.chunkOffset)
+        let inChunk = clean.filter { $0.chunkSequence == target.chunkSequence && $0.chunkOffset >= target.chunkOffset }.count
+        try patch(path + "/ring", at: offset, with: [UInt8](repeating: 0, count: 64))
+        let (entries, issues, summary) = try verify(path)
+        XCTAssertEqual(entries, 300 - inChunk)
+        let issue = try XCTUnwrap(issues.first { $0.kind == .corrupt }, "\(issues)")
+        XCTAssertEqual(issue.records, UInt64(inChunk), issue.description)
+        XCTAssertEqual(issue.offset, UInt64(offset))
+        XCTAssertEqual(summary.recordsLost, 0, "all accounted for by the issue")
+        XCTAssertEqual(summary.recordsUnreadable, UInt64(inChunk))
+    }
+
+    /// One flipped bit in an archived record's value: the frame's CRC-32C catches it.
+    func testFlippedBitInAnArchivedRecordFailsItsChecksum() throws {
+        let path = makeTemporaryDirectory(self) + "/flip.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 30_000, archive: ArchiveOptions(maxFiles: nil, quota: nil))
+        let log = try bundle.logger("flip")
+        for i in 0..<5000 { log.info("request \(2_000_000 + i)") }
+        try bundle.close()
+        let file = path + "/archive/" + (try archiveFiles(path)[0])
+        var bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: file)))
+        // The value of "request 2000635": find its 8 bytes (tag 6 = Int, then the value).
+        var needle: [UInt8] = [6]
+        withUnsafeBytes(of: Int64(2_000_635).littleEndian) { needle += $0 }
+        let at = try XCTUnwrap(indexOf(needle, in: bytes))
+        bytes[at + 3] ^= 0x01
+        try Data(bytes).write(to: URL(fileURLWithPath: file))
+        // Read the archive directory alone (the ring no longer holds that chunk either way).
+        let reader = try LogReader(path: path + "/archive")
+        _ = try reader.readAll()
+        let issue = try XCTUnwrap(reader.issues.first { $0.kind == .corrupt }, "\(reader.issues)")
+        XCTAssertTrue(issue.reason.contains("checksum"), issue.description)
+        XCTAssertLessThanOrEqual(issue.offset, UInt64(at))
+        XCTAssertGreaterThan(issue.offset + issue.length, UInt64(at))
+        if let logbook {
+            let result = try runProgram(logbook, ["verify", path + "/archive"])
+            XCTAssertEqual(result.status, 1, result.output)
+        }
+    }
+
+    /// One damaged byte in the ring header hides nothing: the archive files are read, and the
+    /// ring's chunks too (with the archive files' geometry).
+    func testDamagedRingHeaderStillReadsEverything() throws {
+        let path = try makeArchivedBundle(records: 5000)
+        try patch(path + "/ring", at: 17, with: [0xEE])
+        let reader = try LogReader(path: path)
+        let entries = try reader.readAll()
+        XCTAssertEqual(entries.count, 5000)
+        XCTAssertTrue(reader.issues.contains { $0.kind == .corrupt && $0.file == "ring" && $0.offset == 0 }, "\(reader.issues)")
+        if let logbook {
+            let show = try runProgram(logbook, ["show", path])
+            XCTAssertEqual(show.output.split(separator: "\n").filter { $0.contains(" info ") }.count, 5000)
+            XCTAssertTrue(show.output.contains("run `logbook verify"), "show says something is wrong")
+            let verify = try runProgram(logbook, ["verify", path])
+            XCTAssertEqual(verify.status, 1, verify.output)
+        }
+    }
+
+    /// The file being written deleted (the writer was killed, so nothing completed it): the
+    /// chunks it held that the ring no longer has are missing, by number of records.
+    func testDeletedWritingFileIsMissing() throws {
+        let path = makeTemporaryDirectory(self) + "/writing.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 30_000,
+                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil))
+        let log = try bundle.logger("w")
+        for i in 0..<20_000 { log.info("record \(i)") }
+        try bundle.syncArchive()
+        // Copy the bundle as it is on disk while the writer is open (as after a kill).
+        let copy = try makeCopy(of: path)
+        try bundle.close()
+        try? FileManager.default.removeItem(atPath: copy + "/lock")
+        let writing = try XCTUnwrap(try archiveFiles(copy).first { $0.hasSuffix(".writing") })
+        try FileManager.default.removeItem(atPath: copy + "/archive/" + writing)
+        let (_, issues, _) = try verify(copy)
+        XCTAssertTrue(issues.contains { $0.kind == .missing && $0.file == String(writing.dropLast(".writing".count)) },
+                      "\(issues)")
+    }
+
+    func testMissingMetaIsReported() throws {
+        let path = try makeArchivedBundle(records: 100)
+        try FileManager.default.removeItem(atPath: path + "/meta")
+        let (entries, issues, _) = try verify(path)
+        XCTAssertEqual(entries, 100, "archive files carry their meta entries")
+        XCTAssertTrue(issues.contains { $0.kind == .missing && $0.file == "meta" }, "\(issues)")
+    }
+
+    /// Files replaced by a FIFO, a symlink or garbage: reported, never followed, never a hang.
+    func testReplacedFilesAreReportedNotFollowed() throws {
+        let path = try makeArchivedBundle(records: 3000)
+        let victim = makeTemporaryDirectory(self) + "/victim"
+        FileManager.default.createFile(atPath: victim, contents: Data(repeating: 0x41, count: 8192))
+        let files = try archiveFiles(path)
+        try FileManager.default.removeItem(atPath: path + "/archive/" + files[0])
+        XCTAssertEqual(mkfifo(path + "/archive/" + files[0], 0o600), 0)
+        try FileManager.default.removeItem(atPath: path + "/archive/" + files[1])
+        try FileManager.default.createSymbolicLink(atPath: path + "/archive/" + files[1], withDestinationPath: victim)
+        try Data(repeating: 0x5A, count: 10_000).write(to: URL(fileURLWithPath: path + "/archive/" + files[2]))
+        try FileManager.default.removeItem(atPath: path + "/meta")
+        XCTAssertEqual(mkfifo(path + "/meta", 0o600), 0)
+        let (_, issues, summary) = try verify(path)
+        for name in files.prefix(3) {
+            XCTAssertTrue(issues.contains { $0.file == name && $0.isFailure }, "\(name): \(issues)")
+        }
+        XCTAssertTrue(issues.contains { $0.file == "meta" && $0.isFailure }, "\(issues)")
+        XCTAssertGreaterThan(summary.recordsLost, 0)
+    }
+
+    /// A lossless bundle whose ring lost a chunk header (a damaged sector): its claim number is
+    /// neither in the ring nor in the archive.
+    func testDamagedChunkHeaderInALosslessRingIsCounted() throws {
+        let path = makeTemporaryDirectory(self) + "/header.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 0)
+        let log = try bundle.logger("h")
+        for i in 0..<500 { log.info("record \(i) padding \(String(repeating: "x", count: 40))") }
+        try bundle.close()
+        try patch(path + "/ring", at: 4096 + 2 * 4096 + 20, with: [0xAB])  // chunk 2's header
+        let (entries, issues, summary) = try verify(path)
+        XCTAssertLessThan(entries, 500)
+        XCTAssertTrue(issues.contains { $0.kind == .missing && $0.reason.contains("claims") }, "\(issues)")
+        XCTAssertEqual(summary.recordsLost, UInt64(500 - entries))
+    }
+
+    // MARK: helpers
+
+    func makeCopy(of path: String) throws -> String {
+        let copy = makeTemporaryDirectory(self) + "/copy.logbook"
+        try? FileManager.default.removeItem(atPath: copy)
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        return copy
+    }
+
+    func truncate(_ file: String, to length: Int) throws {
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+        try handle.truncate(atOffset: UInt64(length))
+        try handle.close()
+    }
+
+    func patch(_ file: String, at offset: Int, with bytes: [UInt8]) throws {
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+        try handle.seek(toOffset: UInt64(offset))
+        handle.write(Data(bytes))
+        try handle.close()
+    }
+
+    func indexOf(_ needle: [UInt8], in haystack: [UInt8]) -> Int? {
+        guard haystack.count >= needle.count else { return nil }
+        for i in 0...(haystack.count - needle.count) where haystack[i] == needle[0] {
+            if haystack[i..<(i + needle.count)].elementsEqual(needle) { return i }
+        }
+        return nil
+    }
+}
