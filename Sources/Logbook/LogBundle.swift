@@ -3,10 +3,15 @@ import CLogbookArchive
 
 /// How a full ring makes room for new records.
 public enum WrapPolicy: UInt32, Sendable {
-    /// Reuse the oldest sealed chunk: a flight recorder that keeps the newest records.
+    /// Reuse the oldest sealed chunk: a flight recorder that keeps the newest records. With an
+    /// archiver, new records still win when it falls behind: it never holds more than half of the
+    /// free chunks, and the oldest sealed chunks are overwritten before they are archived, each
+    /// counted (``BundleInfo/recordsOverwritten``) and reported by ``LogReader/verify()``.
     case overwrite = 1  // LB_WRAP_OVERWRITE
     /// Reuse only chunks the archiver has persisted. When the archiver falls behind, a writer waits
-    /// (at most `losslessWaitMilliseconds`) and then drops the record, counted as `ring_full`.
+    /// (at most `losslessWaitMilliseconds`) and then drops the record, counted as `ring_full`; after
+    /// such a wait, records are dropped at once until the archiver frees a chunk again, so a
+    /// stalled archive disk costs one wait, not one per record.
     /// Without an archiver, a full lossless ring keeps its first records and drops the rest.
     case lossless = 2   // LB_WRAP_LOSSLESS
 }
@@ -136,8 +141,9 @@ public final class LogBundle: @unchecked Sendable {
         try check(lb_bundle_flush(raw), "lb_bundle_flush", path: path)
     }
 
-    /// Seals all chunks and releases the writer lock. Later log calls are dropped.
-    /// With an archiver, everything sealed is archived and the current file fsynced first.
+    /// Seals all chunks and releases the writer lock. Later log calls are dropped and counted
+    /// (`closed`). With an archiver, everything sealed is archived and the file being written is
+    /// completed (END frame, fsync, rename, ``ArchiveOptions/onFileRolled``) first.
     public func close() throws(LogbookError) {
         defer { archiveCallbacks?.finish() }
         try check(lb_bundle_shutdown(raw), "lb_bundle_shutdown", path: path)

@@ -223,6 +223,12 @@ public struct BundleInfo: Sendable {
     public var writerAlive: Bool
     public var chunksFree, chunksActive, chunksSealed, chunksArchived: UInt64
     public var counters: LogCounters
+    /// Records of sealed, unarchived chunks that the overwrite policy reused: gone for good.
+    public var recordsOverwritten: UInt64
+    /// Chunk claims a crash cut short (they held nothing), and chunks with a damaged header that
+    /// recovery cleared (their records are lost).
+    public var claimsAbandoned: UInt64
+    public var chunksDiscarded: UInt64
     public var sessions: [Session]
     /// What the archiver recorded in the ring, and how far it lags (all zero when none ran).
     public var archive: ArchiveStatus
@@ -242,6 +248,11 @@ public struct BundleInfo: Sendable {
         public var lastError: Int32
         /// Overwrite policy: sealed chunks reused before the archiver persisted them.
         public var chunksLostUnarchived: UInt64
+        /// The archive file numbers that must exist (retention deleted those below), `nil` when
+        /// no archive file was ever made.
+        public var fileNumbers: Range<UInt64>?
+        /// Records in the archive files retention deleted.
+        public var retiredRecords: UInt64
     }
 
     public struct Session: Sendable {
@@ -419,7 +430,8 @@ public final class LogReader {
             createdNanoseconds: Int64(bitPattern: info.created_wall_ns), writerPID: info.writer_pid,
             writerAlive: info.writer_alive != 0, chunksFree: info.chunks_free, chunksActive: info.chunks_active,
             chunksSealed: info.chunks_sealed, chunksArchived: info.chunks_archived,
-            counters: LogCounters(info.counters), sessions: sessions,
+            counters: LogCounters(info.counters), recordsOverwritten: info.records_overwritten,
+            claimsAbandoned: info.claims_abandoned, chunksDiscarded: info.chunks_discarded, sessions: sessions,
             archive: BundleInfo.ArchiveStatus(
                 backend: info.archive_backend == 0 ? nil
                     : info.archive_backend == LB_ARCHIVE_BACKEND_IO_URING.rawValue ? "io_uring" : "pwrite",
@@ -427,7 +439,10 @@ public final class LogReader {
                 oldestUnarchivedNanoseconds: info.oldest_unarchived_wall_ns == 0 ? nil : info.oldest_unarchived_wall_ns,
                 archivedChunks: info.archived_chunks, archivedBytes: info.archived_bytes,
                 failures: info.archive_failures, lastError: Int32(bitPattern: info.archive_last_error),
-                chunksLostUnarchived: info.chunks_lost_unarchived))
+                chunksLostUnarchived: info.chunks_lost_unarchived,
+                fileNumbers: info.archive_next_number == 0 ? nil
+                    : max(1, info.archive_first_number)..<max(max(1, info.archive_first_number), info.archive_next_number),
+                retiredRecords: info.archive_retired_records))
     }
 
     /// Whether the reader reads a bundle (ring and meta), rather than archive files only.

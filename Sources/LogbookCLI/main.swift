@@ -240,7 +240,16 @@ struct Info: ParsableCommand {
                 printIssues(reader)
                 return
             }
-            let info = try reader.info()
+            let info: BundleInfo
+            do { info = try reader.info() } catch {
+                // A damaged or missing ring hides its counters, not the rest.
+                print("bundle:          \(bundle)")
+                print("ring:            unreadable: \(error)")
+                printArchiveFiles(files)
+                print("entries:         \(entries)")
+                printIssues(reader)
+                return
+            }
             print("bundle:          \(bundle)")
             print("format:          version \(info.formatVersion)")
             print("created:         \(formatRFC3339(nanoseconds: info.createdNanoseconds))")
@@ -254,6 +263,12 @@ struct Info: ParsableCommand {
             print("chunks claimed:  \(c.chunksClaimed) (\(c.chunksReused) reused older chunks)")
             let drops = c.drops.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
             print("dropped:         \(c.dropped) (\(drops))")
+            if info.recordsOverwritten > 0 {
+                print("overwritten:     \(info.recordsOverwritten) records before they were archived (overwrite policy)")
+            }
+            if info.claimsAbandoned > 0 || info.chunksDiscarded > 0 {
+                print("recovery:        \(info.claimsAbandoned) chunk claims cut short by a crash, \(info.chunksDiscarded) damaged chunks cleared")
+            }
             let a = info.archive
             if let backend = a.backend {
                 print("archiver:        \(backend); \(a.archivedChunks) chunks (\(a.archivedBytes) bytes) archived")
@@ -266,6 +281,9 @@ struct Info: ParsableCommand {
                 }
                 if a.chunksLostUnarchived > 0 {
                     print("archive gaps:    \(a.chunksLostUnarchived) chunks overwritten before they were archived")
+                }
+                if let numbers = a.fileNumbers, numbers.lowerBound > 1 {
+                    print("retention:       deleted files 1...\(numbers.lowerBound - 1) (\(a.retiredRecords) records)")
                 }
                 printArchiveFiles(files)
             }

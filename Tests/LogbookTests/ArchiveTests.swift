@@ -266,7 +266,7 @@ final class ArchiveTests: XCTestCase {
     /// reopened: chunks the ring marked archived whose copy is gone or unreadable are archived
     /// again, never reused. Every record the ring held is in the archive afterwards, and new
     /// records that wrap the ring several times lose nothing either.
-    func testReopenArchivesAgainWhatADamagedOrMissingFileHeld() throws {
+    func testKilledWriterWithDamagedFileLosesNothingTheRingHeld() throws {
         for damage in ["deleted", "zeroed", "garbage", "cut"] {
             let root = makeTemporaryDirectory(self)
             let path = root + "/damaged.logbook"

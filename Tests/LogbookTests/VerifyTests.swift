@@ -50,6 +50,28 @@ final class VerifyTests: XCTestCase {
         XCTAssertGreaterThan(try archiveFiles(path).count, 5)
     }
 
+    /// Files retention deleted are no gap: the ring header says what left, by file, claim and
+    /// record count. Deleting a file retention kept is one.
+    func testRetentionIsNotMissingButADeletedKeptFileIs() throws {
+        let path = makeTemporaryDirectory(self) + "/retention.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 30_000,
+                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 3, quota: 160 << 10))
+        let log = try bundle.logger("retention")
+        for i in 0..<30_000 { log.info("record \(i) \(String(repeating: "r", count: i % 40))") }
+        try bundle.close()
+        let (entries, issues, summary) = try verify(path)
+        XCTAssertEqual(issues.map(\.description), [])
+        XCTAssertGreaterThan(summary.recordsRetired, 0)
+        XCTAssertEqual(summary.recordsExpected, UInt64(entries))
+        XCTAssertEqual(UInt64(entries) + summary.recordsRetired, 30_000)
+        let files = try archiveFiles(path)
+        XCTAssertLessThanOrEqual(files.count, 3)
+        try FileManager.default.removeItem(atPath: path + "/archive/" + files[0])
+        let (_, after, _) = try verify(path)
+        XCTAssertTrue(after.contains { $0.kind == .missing && $0.file == files[0] }, "\(after)")
+    }
+
     func testDeletedArchiveFileIsMissing() throws {
         let path = try makeArchivedBundle()
         let files = try archiveFiles(path)
@@ -195,6 +217,24 @@ final class VerifyTests: XCTestCase {
         let (_, issues, _) = try verify(copy)
         XCTAssertTrue(issues.contains { $0.kind == .missing && $0.file == String(writing.dropLast(".writing".count)) },
                       "\(issues)")
+    }
+
+    /// An archive file of another bundle in the archive directory (a custom directory shared, a
+    /// bundle re-created): its chunk sequences are not this ring's, so it is reported, not mixed in.
+    func testArchiveFileOfAnotherBundleIsReportedNotMixedIn() throws {
+        let path = try makeArchivedBundle(records: 2000)
+        let other = makeTemporaryDirectory(self) + "/other.logbook"
+        let bundle = try LogBundle(path: other, archive: ArchiveOptions())
+        try bundle.logger("other").info("from the other bundle \(1)")
+        try bundle.close()
+        let stranger = "archive-0000000900.lba"
+        try FileManager.default.copyItem(atPath: other + "/archive/archive-0000000001.lba",
+                                         toPath: path + "/archive/" + stranger)
+        let reader = try LogReader(path: path)
+        let entries = try reader.readAll()
+        XCTAssertEqual(entries.count, 2000)
+        XCTAssertFalse(entries.contains { $0.logger == "other" })
+        XCTAssertTrue(reader.issues.contains { $0.file == stranger && $0.reason.contains("another bundle") }, "\(reader.issues)")
     }
 
     func testMissingMetaIsReported() throws {

@@ -65,7 +65,8 @@ typedef struct lb_options {
     uint32_t idle_seal_ms;    /* seal a chunk whose writer has been idle this long; 0 = never */
     uint32_t lossless_wait_ms;/* lossless ring full: how long a writer waits for the archiver to
                                  free a chunk before it drops the record (LB_DROP_RING_FULL);
-                                 0 = drop at once */
+                                 0 = drop at once. After a wait that timed out, records are
+                                 dropped at once until the archiver frees a chunk again */
     uint32_t ignore_environment_filter; /* 1: do not apply LOGBOOK_FILTER */
     const char *filter;       /* runtime filter rules to start with (see "Runtime filters");
                                  NULL = none. LOGBOOK_FILTER is applied on top. */
@@ -82,8 +83,9 @@ void lb_options_init(lb_options *options);
  * lock, -EINVAL for bad options, -EPROTO for a file that is not a Logbook bundle of this version. */
 int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out);
 
-/* Seals every thread's chunk, releases the writer lock and frees the bundle. No thread may log to
- * the bundle once close has begun. Returns the first error seen (the bundle is freed regardless). */
+/* Seals every thread's chunk, releases the writer lock and frees the bundle (with an archiver:
+ * archives every chunk and completes the file being written first). No thread may log to the
+ * bundle once close has begun. Returns the first error seen (the bundle is freed regardless). */
 int lb_bundle_close(lb_bundle *bundle);
 
 /* Stops accepting records (later ones are dropped and counted as LB_DROP_CLOSED), seals every

@@ -72,6 +72,7 @@ typedef struct archive_file {
     uint64_t chunk_frames, chunk_records;
     int end_found;       /* an END frame was read (the last frame) */
     int damaged;         /* a frame head failed its check (frames after it were searched for) */
+    int foreign;         /* another bundle's file (reported, not read) */
     lb_archive_end end;
 } archive_file;
 
@@ -1151,6 +1152,18 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
             f->done = 1;
             return;
         }
+        if (r->ring_mode && r->header_ok && h.ring_created_wall_ns != r->header.created_wall_ns) {
+            /* Another bundle's file (its ring was made at another time): its chunk sequences are
+             * not this ring's, so it is not read with this bundle. */
+            add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, size, 0,
+                       "archive file of another bundle (its ring was created at %llu ns, this "
+                       "one at %llu ns): not read; read it on its own",
+                       (unsigned long long)h.ring_created_wall_ns,
+                       (unsigned long long)r->header.created_wall_ns);
+            f->done = 1;
+            f->foreign = 1;
+            return;
+        }
         if (chunk_buffer(r, h.chunk_size)) return;
         f->chunk_size = h.chunk_size;
         f->chunk_count = h.chunk_count;
@@ -1648,36 +1661,65 @@ static const char *archive_name(lb_reader *r, uint64_t number) {
     return keep_string(r, strdup(name));
 }
 
+/* The numbers of the archive files in the directory now, sorted. */
+static size_t list_numbers(lb_reader *r, uint64_t **out) {
+    *out = NULL;
+    if (!r->archive_dir) return 0;
+    DIR *d = opendir(r->archive_dir);
+    if (!d) return 0;
+    size_t count = 0, capacity = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        uint64_t number;
+        if (!lb_archive_name_parse(e->d_name, &number)) continue;
+        if (grow((void **)out, &capacity, count + 1, sizeof **out)) break;
+        (*out)[count++] = number;
+    }
+    closedir(d);
+    if (count) qsort(*out, count, sizeof **out, compare_u64);
+    return count;
+}
+
 /* Archive file numbers have no gaps: from the first one retention kept to the newest made (the
  * ring header says both), or, for an archive directory read alone, between the lowest and the
- * highest present. */
+ * highest present. A live archiver creates and deletes files meanwhile: the header is read before
+ * and after the listing, and only numbers both readings require are checked. */
 static void verify_file_numbers(lb_reader *r, const lb_ring_header *h) {
     uint64_t first, next;
+    uint64_t *numbers;
+    size_t count;
     if (h) {
-        first = atomic_load(&h->archive_first_number);
+        uint64_t first_before = atomic_load(&h->archive_first_number);
+        uint64_t next_before = atomic_load(&h->archive_next_number);
+        count = list_numbers(r, &numbers);
+        lb_ring_header after;
+        if (lb_pread_full(r->ring_fd, &after, sizeof after, 0) != (ssize_t)sizeof after) after = *h;
+        first = atomic_load(&after.archive_first_number);
+        if (first < first_before) first = first_before;
         if (first == 0) first = 1;
-        next = atomic_load(&h->archive_next_number);
-        if (next > first && r->archive_dir_missing) {
+        next = atomic_load(&after.archive_next_number);
+        if (next > next_before) next = next_before;
+        if (next > first && count == 0 && r->archive_dir_missing) {
             add_issuef(r, LB_ISSUE_MISSING, "archive", 0, 0, 0,
                        "the archive directory is missing: archive files %llu..%llu with it",
                        (unsigned long long)first, (unsigned long long)(next - 1));
+            free(numbers);
             return;
         }
     } else {
-        if (r->archive_count == 0 || !r->archive_dir) return;
-        first = r->archives[0].number;
-        next = r->archives[r->archive_count - 1].number + 1;
+        count = list_numbers(r, &numbers);
+        if (count == 0) return;
+        first = numbers[0];
+        next = numbers[count - 1] + 1;
     }
     size_t i = 0;
     for (uint64_t n = first; n < next;) {
-        while (i < r->archive_count && r->archives[i].number < n) i++;
-        if (i < r->archive_count && r->archives[i].number == n) {
+        while (i < count && numbers[i] < n) i++;
+        if (i < count && numbers[i] == n) {
             n++;
             continue;
         }
-        uint64_t gap_end = i < r->archive_count && r->archives[i].number < next
-                               ? r->archives[i].number
-                               : next;
+        uint64_t gap_end = i < count && numbers[i] < next ? numbers[i] : next;
         if (gap_end - n == 1)
             add_issuef(r, LB_ISSUE_MISSING, archive_name(r, n), 0, 0, 0,
                        "archive file %llu is missing (files %llu..%llu should exist)",
@@ -1690,6 +1732,7 @@ static void verify_file_numbers(lb_reader *r, const lb_ring_header *h) {
                        (unsigned long long)first, (unsigned long long)(next - 1));
         n = gap_end;
     }
+    free(numbers);
 }
 
 /* Lossless: every chunk ever claimed is in the ring or an archive file, but for those retention

@@ -9,12 +9,16 @@
  *     lb_bundle *bundle;
  *     if (lb_bundle_open_archived("app.logbook", &options, &archive, &bundle) != 0) ...
  *     ...
- *     lb_bundle_close(bundle);                       // archives every chunk, then stops
+ *     lb_bundle_close(bundle);                       // archives every chunk, completes the
+ *                                                    // file being written (on_roll), stops
  *
- * A chunk is marked archived in the ring only after its write completed; a file is fsynced
- * before it is renamed complete, and the directory is fsynced after every create and rename.
- * Opening a bundle after a crash first archives what the ring holds that was not archived,
- * recognising chunks whose write completed just before the crash (no duplicates).
+ * A chunk is marked archived in the ring only after its write completed; every archived chunk
+ * carries a CRC-32C; a file ends with an END frame and is fsynced before it is renamed complete,
+ * and the directory is fsynced after every create and rename. Opening a bundle after a crash
+ * first archives what the ring holds that was not archived, recognising chunks whose write
+ * completed just before the crash (no duplicates), and archives again every chunk marked archived
+ * whose copy is missing or damaged (a deleted or damaged archive file never lets the ring reuse
+ * the only copy of a chunk).
  * The file format is in logbook_format.h and docs/FORMAT.md.
  */
 #ifndef LOGBOOK_ARCHIVE_H

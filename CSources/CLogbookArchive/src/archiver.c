@@ -427,6 +427,28 @@ static void publish_directory_stats(archiver *a) {
     pthread_mutex_unlock(&a->lock);
 }
 
+/* What a complete file without a readable END frame holds, from its frames (before retention
+ * deletes it, so that the ring header can say what left). */
+static void summarize_file(archiver *a, complete_file *f) {
+    char name[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(name, f->number, f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE);
+    int fd = openat(a->dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return;
+    struct stat st;
+    lb_archive_file_header h;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        lb_pread_full(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+        !lb_archive_header_problem(&h, (uint64_t)st.st_size)) {
+        uint64_t problem;
+        int end_frame;
+        memset(&f->summary, 0, sizeof f->summary);
+        walk_frames(fd, (uint64_t)st.st_size, h.chunk_size, h.chunk_count, summarize_chunk,
+                    &f->summary, &problem, &end_frame);
+        f->summary.known = 1;
+    }
+    close(fd);
+}
+
 /* Makes the ring header page durable: what it says about the archive must not be older, after a
  * power loss, than the directory it describes. */
 static void sync_ring_header(archiver *a) {
@@ -456,6 +478,7 @@ static void enforce_retention(archiver *a) {
     uint64_t retired_claim = atomic_load(&ring->archive_retired_claim);
     uint64_t retired_records = 0;
     for (size_t i = 0; i < doomed; i++) {
+        if (!a->files[i].summary.known) summarize_file(a, &a->files[i]);
         const file_summary *s = &a->files[i].summary;
         if (s->known && s->chunks && s->last_claim + 1 > retired_claim) retired_claim = s->last_claim + 1;
         retired_records += s->records;
@@ -560,11 +583,11 @@ static int write_end_frame(archiver *a) {
  * retention. A file whose fsync failed is not called complete (its data may be lost): it is
  * renamed ".lba.unsynced", still read by readers, never handed to on_roll. With `even_empty`
  * (close, recovery) a file without chunks is completed too; otherwise it is left as it is. */
-static int complete_current(archiver *a, int even_empty) {
+static int finish_file(archiver *a, int even_empty, int write_end) {
     if (a->cur.fd < 0 || (a->cur.summary.chunks == 0 && !even_empty)) return 0;
     char from[LB_ARCHIVE_NAME_MAX], to[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(from, a->cur.number, LB_ARCHIVE_NAME_WRITING);
-    int rc = write_end_frame(a);
+    int rc = write_end ? write_end_frame(a) : 0;
     if (rc) return fail(a, "cannot complete", from, rc);
     rc = fsync(a->cur.fd) == 0 ? 0 : -errno;
     int unsynced = rc != 0;
@@ -573,8 +596,10 @@ static int complete_current(archiver *a, int even_empty) {
     if (renameat(a->dir_fd, from, a->dir_fd, to) != 0) {
         int err = -errno;
         /* Not renamed: the END frame goes again, so that the next attempt appends a new one. */
-        a->cur.size -= LB_ARCHIVE_END_FRAME_SIZE;
-        if (ftruncate(a->cur.fd, (off_t)a->cur.size) != 0) { /* the next open completes it */ }
+        if (write_end) {
+            a->cur.size -= LB_ARCHIVE_END_FRAME_SIZE;
+            if (ftruncate(a->cur.fd, (off_t)a->cur.size) != 0) { /* the next open completes it */ }
+        }
         return fail(a, "cannot rename", from, err);
     }
     int dir_rc = fsync_dir(a);
@@ -601,6 +626,7 @@ static int complete_current(archiver *a, int even_empty) {
     return unsynced ? rc : 0;
 }
 
+static int complete_current(archiver *a, int even_empty) { return finish_file(a, even_empty, 1); }
 static int roll_current(archiver *a) { return complete_current(a, 0); }
 
 /* ---- archiving ---- */
@@ -854,12 +880,11 @@ static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
     }
     /* Frames go on at an 8-byte boundary after whatever the file holds. */
     a->cur.size = (size + 7u) & ~(uint64_t)7u;
-    if (ends_complete && !damaged) {
-        /* The END frame is there already: only the rename is missing. */
-        a->cur.size = size - LB_ARCHIVE_END_FRAME_SIZE;
-        if (ftruncate(fd, (off_t)a->cur.size) != 0)
-            return fail(a, "cannot complete", name, -errno);
-        return complete_current(a, 1);
+    if (ends_complete) {
+        /* The END frame is there already (a crash before the rename): the file is completed as
+         * it is. A damaged one keeps its END frame too: it says what the file should hold. */
+        a->cur.size = size;
+        return finish_file(a, 1, 0);
     }
     if (!same_ring || damaged || !newest) return complete_current(a, 1);
     return 0;
