@@ -237,6 +237,46 @@ final class VerifyTests: XCTestCase {
         XCTAssertTrue(reader.issues.contains { $0.file == stranger && $0.reason.contains("another bundle") }, "\(reader.issues)")
     }
 
+    /// The ring header's counters damaged (they are not checksummed: they change all the time):
+    /// a bundle that never crashed and never lost a file to retention counts exactly, so more
+    /// records than counted, or more overwritten than written, is damage (found by an outside test).
+    func testDamagedCountersAreReported() throws {
+        let path = try makeArchivedBundle(records: 3000)
+        let copy = try makeCopy(of: path)
+        var records = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path + "/ring"))[128..<136])
+        records[1] ^= 0x02  // 512 fewer
+        try patch(copy + "/ring", at: 128, with: records)
+        let (_, issues, _) = try verify(copy)
+        XCTAssertTrue(issues.contains { $0.kind == .corrupt && $0.reason.contains("counters are damaged") }, "\(issues)")
+
+        let overwritten = try makeCopy(of: path)
+        try patch(overwritten + "/ring", at: 216, with: [0, 0, 1, 0, 0, 0, 0, 0])  // 65,536 overwritten
+        let (_, more, _) = try verify(overwritten)
+        XCTAssertTrue(more.contains { $0.kind == .corrupt && $0.reason.contains("inconsistent") }, "\(more)")
+    }
+
+    /// Two files with one number, and names swapped: the header and END frame say which file it
+    /// is (found by an outside test: both passed).
+    func testDuplicateAndSwappedArchiveFilesAreReported() throws {
+        let path = try makeArchivedBundle()
+        let files = try archiveFiles(path)
+        let copy = try makeCopy(of: path)
+        try FileManager.default.copyItem(atPath: copy + "/archive/" + files[4],
+                                         toPath: copy + "/archive/" + files[4] + ".unsynced")
+        let (_, duplicate, _) = try verify(copy)
+        XCTAssertTrue(duplicate.contains { $0.isFailure && $0.reason.contains("two archive files") }, "\(duplicate)")
+
+        let swapped = try makeCopy(of: path)
+        let a = swapped + "/archive/" + files[4], b = swapped + "/archive/" + files[5]
+        try FileManager.default.moveItem(atPath: a, toPath: a + ".tmp")
+        try FileManager.default.moveItem(atPath: b, toPath: a)
+        try FileManager.default.moveItem(atPath: a + ".tmp", toPath: b)
+        let (entries, swappedIssues, _) = try verify(swapped)
+        XCTAssertEqual(entries, 20_000, "every record is still read")
+        XCTAssertTrue(swappedIssues.contains { $0.isFailure && $0.file == files[4] && $0.reason.contains("renamed") },
+                      "\(swappedIssues)")
+    }
+
     func testMissingMetaIsReported() throws {
         let path = try makeArchivedBundle(records: 100)
         try FileManager.default.removeItem(atPath: path + "/meta")

@@ -80,7 +80,11 @@ final class WrapTests: XCTestCase {
             // Sometimes less than the ring holds, sometimes laps of it; sometimes a flush.
             let count = round % 3 == 0 ? Int.random(in: 1...200, using: &generator) : Int.random(in: 500...6000, using: &generator)
             for _ in 0..<count {
-                log.info("record \(written) \(String(repeating: "x", count: written % 30))")
+                // Some records nearly fill a chunk or span several (fragments): a record walked but
+                // not shown (its beginning overwritten) must count as unseen (found by an outside
+                // test: shown + overwritten came out 1-2 short).
+                let length = written % 97 == 0 ? 3000 + written % 9000 : written % 30
+                log.info("record \(written) \(String(repeating: "x", count: length))")
                 written += 1
             }
             if round % 4 == 0 { try bundle.flush() }

@@ -214,6 +214,13 @@ enum lb_archive_backend {
     LB_ARCHIVE_BACKEND_PWRITE = 2,    /* pwritev from the archiver thread (io_uring unavailable) */
 };
 
+/* The ring header's writer_state. A session that ends without a clean close (a crash) leaves
+ * OPEN behind; the next writer counts it in unclean_sessions. */
+enum lb_writer_state {
+    LB_WRITER_STATE_OPEN = 1,    /* a writer has the bundle open, or crashed */
+    LB_WRITER_STATE_CLOSED = 2,  /* the last writer closed it cleanly: every counter is exact */
+};
+
 enum lb_clock_kind {
     LB_CLOCK_TSC = 1,        /* rdtsc ticks; invariant TSC */
     LB_CLOCK_MONOTONIC = 2,  /* CLOCK_MONOTONIC nanoseconds */
@@ -265,7 +272,10 @@ typedef struct lb_ring_header {
     _Atomic uint64_t claims_abandoned; /* claims a crash cut short before their header was
                                           complete (recovery): their numbers hold no chunk */
     _Atomic uint64_t chunks_discarded; /* chunks with a damaged header that recovery cleared */
-    uint8_t pad2[256 - 128 - 8 * (8 + LB_DROP_REASON_COUNT)];
+    _Atomic uint32_t writer_state;  /* lb_writer_state: how the last writer session ended */
+    _Atomic uint32_t unclean_sessions; /* writer sessions that ended without a clean close
+                                          (counted by the next writer) */
+    uint8_t pad2[256 - 128 - 8 * (9 + LB_DROP_REASON_COUNT)];
     /* cache line 4 — archiver status, written by the archiver thread (0 when none ever ran) */
     _Atomic uint64_t archived_chunks;   /* chunks persisted into archive files, ever */
     _Atomic uint64_t archived_bytes;    /* chunk bytes persisted, ever */

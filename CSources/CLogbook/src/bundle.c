@@ -268,7 +268,9 @@ static int claim_once(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
         h->magic = 0;
         atomic_signal_fence(memory_order_seq_cst);
         uint64_t claim = atomic_fetch_add_explicit(&ring->chunks_claimed, 1, memory_order_relaxed);
-        h->sequence = seq;
+        /* The archiver reads `sequence` of chunks it sees sealed before it takes them (to pick the
+         * oldest): atomic, as that read may race with this claim (its own CAS then fails). */
+        __atomic_store_n(&h->sequence, seq, __ATOMIC_RELAXED);
         h->claim = claim;
         h->prev_delta = prev_sequence && prev_sequence < seq && seq - prev_sequence <= UINT32_MAX
                             ? (uint32_t)(seq - prev_sequence)
@@ -651,6 +653,10 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
         if (rc) goto fail;
         recover_chunks(b);
     }
+    /* A session that did not close cleanly may have left the counters short (a seal cut short
+     * between its state and its counters): verify then stops demanding exact counts. */
+    if (atomic_exchange(&b->ring->writer_state, LB_WRITER_STATE_OPEN) == LB_WRITER_STATE_OPEN)
+        atomic_fetch_add(&b->ring->unclean_sessions, 1);
     b->session = atomic_fetch_add(&b->ring->session_count, 1);
     atomic_store(&b->ring->writer_pid, (uint32_t)getpid());
     uint64_t before = lb_clock_ticks();
@@ -697,6 +703,8 @@ int lb_bundle_shutdown(lb_bundle *b) {
         b->archiver_stop = NULL;
         b->archiver = NULL;  /* freed by stop; `archiving` stays set for racing claimers */
     }
+    /* Every chunk is sealed and counted, the archiver done: the counters are exact. */
+    atomic_store(&b->ring->writer_state, LB_WRITER_STATE_CLOSED);
     if (msync(b->ring, b->map_length, MS_ASYNC) != 0 && !rc) rc = -errno;
     if (b->lock_fd >= 0) {
         close(b->lock_fd);  /* releases the OFD writer lock */

@@ -54,6 +54,8 @@ typedef struct seen_chunk {
     uint8_t active;      /* last read from the ring while ACTIVE (its records are not yet in
                             the ring header's count) */
     uint8_t claim_noted; /* its claim number is in r->claims */
+    uint32_t shown;      /* entries made from its records (a walked record may not make one: a
+                            fragment whose beginning was lost, arguments that do not decode) */
 } seen_chunk;
 
 /* An archive file being read (see logbook_format.h). */
@@ -1100,6 +1102,10 @@ static void check_end_frame(lb_reader *r, archive_file *f, uint64_t size) {
                    (unsigned long long)f->chunk_frames);
         return;
     }
+    if (f->end.file_number != f->number && f->in_directory)
+        add_issuef(r, LB_ISSUE_CORRUPT, label, f->end.end_offset, 0, 0,
+                   "END frame says file %llu, the name %llu", (unsigned long long)f->end.file_number,
+                   (unsigned long long)f->number);
     if (f->end.chunks != f->chunk_frames || f->end.records != f->chunk_records) {
         uint64_t lost = f->end.records > f->chunk_records ? f->end.records - f->chunk_records : 0;
         add_issuef(r, LB_ISSUE_MISSING, label, f->end.end_offset, 0, lost,
@@ -1164,6 +1170,11 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
             f->foreign = 1;
             return;
         }
+        if (f->in_directory && h.file_number != f->number)
+            add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 24, 8, 0,
+                       "archive file's header says number %llu, its name %llu: renamed or "
+                       "replaced", (unsigned long long)h.file_number,
+                       (unsigned long long)f->number);
         if (chunk_buffer(r, h.chunk_size)) return;
         f->chunk_size = h.chunk_size;
         f->chunk_count = h.chunk_count;
@@ -1317,6 +1328,7 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
     if (seen) {
         seen->offset = stop;
         seen->records = records;
+        seen->shown += (uint32_t)(r->entry_count - entries);
         seen->broken = (uint8_t)corrupt;
         seen->archived = 1;
         seen->active = 0;
@@ -1330,7 +1342,7 @@ static void chunk_left_ring(lb_reader *r, uint64_t sequence) {
     seen_chunk *seen = seen_find(r, sequence);
     if (!seen || seen->archived || seen->gone) return;
     seen->gone = 1;
-    r->gone_read += seen->records;
+    r->gone_read += seen->shown;
 }
 
 /* ---- the ring ---- */
@@ -1434,6 +1446,7 @@ static void read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     if (seen) {
         seen->offset = stop;
         seen->records = records;
+        seen->shown += (uint32_t)(r->entry_count - entry_mark);
         seen->broken = (uint8_t)corrupt;
         seen->active = !complete;
     }
@@ -1684,7 +1697,7 @@ static size_t list_numbers(lb_reader *r, uint64_t **out) {
  * ring header says both), or, for an archive directory read alone, between the lowest and the
  * highest present. A live archiver creates and deletes files meanwhile: the header is read before
  * and after the listing, and only numbers both readings require are checked. */
-static void verify_file_numbers(lb_reader *r, const lb_ring_header *h) {
+static void verify_file_numbers(lb_reader *r, const lb_ring_header *h, int alive) {
     uint64_t first, next;
     uint64_t *numbers;
     size_t count;
@@ -1712,6 +1725,13 @@ static void verify_file_numbers(lb_reader *r, const lb_ring_header *h) {
         first = numbers[0];
         next = numbers[count - 1] + 1;
     }
+    /* (A live archiver renames a file while the directory is listed: both names may show.) */
+    for (size_t k = 1; k < count && !alive; k++)
+        if (numbers[k] == numbers[k - 1] && (k < 2 || numbers[k - 2] != numbers[k]))
+            add_issuef(r, LB_ISSUE_CORRUPT, archive_name(r, numbers[k]), 0, 0, 0,
+                       "two archive files have number %llu (a file is complete, unsynced or "
+                       "being written, never two of these at once)",
+                       (unsigned long long)numbers[k]);
     size_t i = 0;
     for (uint64_t n = first; n < next;) {
         while (i < count && numbers[i] < n) i++;
@@ -1793,11 +1813,11 @@ int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
     int have_header = r->ring_mode && r->header_ok &&
                       lb_pread_full(r->ring_fd, &h, sizeof h, 0) == (ssize_t)sizeof h;
     if (!r->ring_mode) {
-        verify_file_numbers(r, NULL);
+        verify_file_numbers(r, NULL, 0);
         return 0;
     }
     if (!have_header) return 0;  /* the ring header (its counters) is damaged or missing */
-    verify_file_numbers(r, &h);
+    verify_file_numbers(r, &h, (int)out->writer_alive);
     out->records_overwritten = atomic_load(&h.records_overwritten);
     out->records_retired = atomic_load(&h.archive_retired_records);
     for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->records_dropped += atomic_load(&h.drops[i]);
@@ -1818,6 +1838,24 @@ int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
     out->records_expected = written > gone ? written - gone : 0;
     out->records_unreadable = explained;
     out->accounted = 1;
+    if (gone > written) {
+        add_issuef(r, LB_ISSUE_CORRUPT, "ring", 128, 128, 0,
+                   "the ring header's counters are inconsistent: %llu records written, but %llu "
+                   "overwritten and %llu in deleted archive files",
+                   (unsigned long long)written, (unsigned long long)out->records_overwritten,
+                   (unsigned long long)out->records_retired);
+    } else if (out->records_found + explained > out->records_expected &&
+               atomic_load(&h.writer_state) == LB_WRITER_STATE_CLOSED &&
+               atomic_load(&h.unclean_sessions) == 0 && atomic_load(&h.archive_first_number) == 0) {
+        /* A bundle that never crashed and whose archive retention never deleted anything counts
+         * exactly (a crash can leave the counters short by the chunk being sealed; retention can
+         * delete the copy of a chunk the ring still holds): more records than counted means the
+         * counters are damaged. */
+        add_issuef(r, LB_ISSUE_CORRUPT, "ring", 128, 128, 0,
+                   "%llu records were read but the ring header's counters say %llu: the counters "
+                   "are damaged", (unsigned long long)(out->records_found + explained),
+                   (unsigned long long)out->records_expected);
+    }
     if (out->records_expected > out->records_found + explained) {
         out->records_lost = out->records_expected - out->records_found - explained;
         add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, out->records_lost,

@@ -547,7 +547,9 @@ int lb_record_commit_slow(lb_writer *w, uint32_t site) {
             w->cur = c->resume;
             w->end = w->chunk_end;
         } else {
-            writer_drop_chunk(w);
+            /* No chunk (its claim failed): `chunk` is NULL already and is written only under the
+             * lock, which the idle sealer reads it under. */
+            w->cur = w->end = w->chunk_end = w->record = NULL;
         }
     }
     c->depth = 0;

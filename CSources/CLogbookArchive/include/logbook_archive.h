@@ -50,7 +50,8 @@ typedef void (*lb_archive_roll_callback)(void *context, const lb_archive_file *f
 typedef struct lb_archive_options {
     const char *directory;        /* NULL: "<bundle>/archive". Another directory is linked from
                                      there (a symlink named "archive") so readers find it */
-    uint64_t max_file_size;       /* a file rolls before it would grow past this; default 16 MiB */
+    uint64_t max_file_size;       /* a file rolls before it would grow past this; default 16 MiB;
+                                     at least 64 KiB */
     uint64_t roll_interval_ms;    /* a file rolls when this old (and not empty); default 24 h;
                                      0: never by age */
     uint32_t max_files;           /* complete files kept, oldest deleted first; default 16;
@@ -76,8 +77,9 @@ void lb_archive_options_init(lb_archive_options *options);
 /* lb_bundle_open plus an archiver. The archiver recovers the archive directory (cutting an
  * incomplete last frame left by a crash) and archives what the ring holds before this returns,
  * so the records of a crashed run are in the archive before new ones are logged. Returns the
- * errors of lb_bundle_open, -EINVAL for bad archive options, or -errno when the archive
- * directory cannot be made. */
+ * errors of lb_bundle_open, -EINVAL for bad archive options (max_file_size under 64 KiB, a quota
+ * under max_file_size), or -errno when the archive directory cannot be made or opened (-ENOTDIR:
+ * "archive" exists and is no directory; -ENOENT: a dangling "archive" symlink). */
 int lb_bundle_open_archived(const char *path, const lb_options *options,
                             const lb_archive_options *archive, lb_bundle **out);
 

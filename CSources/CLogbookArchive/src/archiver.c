@@ -759,7 +759,8 @@ static int archive_sealed(archiver *a) {
         uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
         if (state == LB_CHUNK_ACTIVE || state == LB_CHUNK_CLAIMING) active++;
         if (state != LB_CHUNK_SEALED) continue;
-        a->candidates[n++] = (candidate){h->sequence, 0, h, 0, 0};
+        /* Read before the chunk is taken: a claimer may be reusing it (then our CAS fails). */
+        a->candidates[n++] = (candidate){__atomic_load_n(&h->sequence, __ATOMIC_RELAXED), 0, h, 0, 0};
     }
     if (!n) return 0;
     qsort(a->candidates, n, sizeof *a->candidates, compare_candidates);
@@ -820,14 +821,19 @@ static int sync_current(archiver *a) {
 static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
     char name[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, number, LB_ARCHIVE_NAME_WRITING);
-    int fd = openat(a->dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return fail(a, "cannot open", name, -errno);
+    int fd = openat(a->dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     struct stat st;
-    lb_archive_file_header h;
-    if (fstat(fd, &st) != 0) {
-        close(fd);
-        return fail(a, "cannot stat", name, -errno);
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        /* Not a file we can take over (a symlink, directory or FIFO put in its place, or
+         * unreadable): left alone; its chunks are reconciled like those of a missing file. */
+        int err = fd < 0 ? errno : ELOOP;
+        if (fd >= 0) close(fd);
+        fprintf(stderr, "logbook: archiver: %s/%s is not a regular file the archiver can resume "
+                        "(%s): left alone; chunks the ring still holds are archived again\n",
+                a->dir, name, strerror(err));
+        return 0;
     }
+    lb_archive_file_header h;
     uint64_t size = (uint64_t)st.st_size;
     ssize_t got = lb_pread_full(fd, &h, sizeof h, 0);
     const char *problem = got == (ssize_t)sizeof h ? lb_archive_header_problem(&h, size) : "short";
@@ -868,8 +874,12 @@ static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
         int torn = valid_end == damage &&
                    (tail == LB_FRAME_END || lb_file_range_is_zero(fd, damage, size));
         if (torn) {
-            if (ftruncate(fd, (off_t)damage) != 0 || fsync(fd) != 0)
-                return fail(a, "cannot cut the incomplete end of", name, -errno);
+            if (ftruncate(fd, (off_t)damage) != 0 || fsync(fd) != 0) {
+                int err = -errno;
+                close(fd);
+                reset_current(a);
+                return fail(a, "cannot cut the incomplete end of", name, err);
+            }
             size = damage;
         } else {
             damaged = 1;
@@ -1056,9 +1066,10 @@ static int recover_directory(archiver *a) {
      * back). */
     a->next_number = highest + 1;
     int rc = 0;
-    for (size_t i = 0; i < writing_count && !rc; i++) {
+    for (size_t i = 0; i < writing_count; i++) {
         int removed = 0;
-        rc = resume_file(a, writing[i], i + 1 == writing_count, &removed);
+        int resumed = resume_file(a, writing[i], i + 1 == writing_count, &removed);
+        if (!rc) rc = resumed;
         if (removed && writing[i] == highest) {
             uint64_t below = 0;
             for (size_t k = 0; k < a->file_count; k++)
@@ -1072,9 +1083,25 @@ static int recover_directory(archiver *a) {
     uint64_t recorded = atomic_load(&a->b->ring->archive_next_number);
     if (recorded > a->next_number) a->next_number = recorded;
     if (a->cur.fd >= 0 && a->cur.number >= a->next_number) a->next_number = a->cur.number + 1;
+    /* Files retention had already retired (the ring header says so) but a crash kept: they go
+     * now, so that what the header counts and what the directory holds agree. */
+    uint64_t first_kept = atomic_load(&a->b->ring->archive_first_number);
+    size_t kept = 0;
+    for (size_t i = 0; i < a->file_count; i++) {
+        complete_file *f = &a->files[i];
+        char name[LB_ARCHIVE_NAME_MAX];
+        lb_archive_name_format(name, f->number,
+                               f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE);
+        if (f->number < first_kept && unlinkat(a->dir_fd, name, 0) == 0) continue;
+        a->files[kept++] = *f;
+    }
+    if (kept != a->file_count) fsync_dir(a);
+    a->file_count = kept;
     if (!rc && a->cur.fd >= 0 && a->cur.size + LB_ARCHIVE_END_FRAME_SIZE >= a->o.max_file_size)
         rc = roll_current(a);
-    if (!rc) rc = reconcile_ring(a);
+    /* Always, whatever failed above: a chunk is marked archived only with an intact copy. */
+    int reconciled = reconcile_ring(a);
+    if (!rc) rc = reconciled;
     enforce_retention(a);
     return rc;
 }
