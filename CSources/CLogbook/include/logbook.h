@@ -730,7 +730,8 @@ typedef struct lb_verify_summary {
 int lb_reader_verify(lb_reader *reader, lb_verify_summary *out);
 
 /* Records of an overwrite ring that were destroyed before this reader could read them, since its
- * first scan (a follower that a fast writer lapped). Exact once the writer stops; while it runs it
+ * first scan (a follower that a fast writer lapped), a record whose beginning was overwritten
+ * included: records shown + this = records written. Exact once the writer stops; while it runs it
  * may lag by the chunks reused during the last scan, never run ahead. */
 uint64_t lb_reader_overwritten(const lb_reader *reader);
 

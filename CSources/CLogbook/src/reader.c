@@ -116,6 +116,7 @@ struct lb_reader {
     /* records overwritten before this reader could read them (lb_reader_overwritten) */
     int overwritten_baseline_set;
     uint64_t overwritten_baseline, overwritten_now, gone_read;
+    uint64_t unshown;       /* records walked but not shown, in chunks that did not leave the ring */
     uint64_t emitted;       /* entries made by every scan so far (discarded ones included) */
     int verified;           /* lb_reader_verify ran (its issues are added once) */
     char **owned;           /* strings that issues point to */
@@ -1326,9 +1327,11 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
                &issues, &pending, &stop, &corrupt, &records);
     seen = seen_add(r, ref->sequence);
     if (seen) {
+        uint32_t shown = (uint32_t)(r->entry_count - entries);
+        r->unshown += (records - seen->records) - shown;
         seen->offset = stop;
         seen->records = records;
-        seen->shown += (uint32_t)(r->entry_count - entries);
+        seen->shown += shown;
         seen->broken = (uint8_t)corrupt;
         seen->archived = 1;
         seen->active = 0;
@@ -1343,6 +1346,8 @@ static void chunk_left_ring(lb_reader *r, uint64_t sequence) {
     if (!seen || seen->archived || seen->gone) return;
     seen->gone = 1;
     r->gone_read += seen->shown;
+    /* Its records that could not be shown are now among those its reuse counted. */
+    r->unshown -= seen->records - seen->shown;
 }
 
 /* ---- the ring ---- */
@@ -1390,7 +1395,11 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
              * touched) and counts the others as abandoned claims: a reader of a dead writer's
              * bundle does the same, so that verify agrees before and after recovery. */
             if (!claiming_chunk_complete(&h, slot, count)) {
-                if (p->sequence != UINT64_MAX - 1) r->claiming_slots++;
+                if (p->sequence != UINT64_MAX - 1) {
+                    r->claiming_slots++;
+                    /* Being reused: the chunk that was here has left the ring. */
+                    if (p->sequence && p->sequence != UINT64_MAX) chunk_left_ring(r, p->sequence);
+                }
                 p->sequence = UINT64_MAX - 1;
                 continue;
             }
@@ -1444,9 +1453,11 @@ static void read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     }
     seen = seen_add(r, ref->sequence);
     if (seen) {
+        uint32_t shown = (uint32_t)(r->entry_count - entry_mark);
+        r->unshown += (records - seen->records) - shown;
         seen->offset = stop;
         seen->records = records;
-        seen->shown += (uint32_t)(r->entry_count - entry_mark);
+        seen->shown += shown;
         seen->broken = (uint8_t)corrupt;
         seen->active = !complete;
     }
@@ -1656,9 +1667,13 @@ long lb_reader_scan(lb_reader *r) {
     return (long)added;
 }
 
+/* Records destroyed unread = the growth of records_overwritten (what reuse destroyed) less what
+ * this reader had shown of the chunks that left the ring, plus the records it walked but could
+ * not show in chunks still there (a LAST fragment whose beginning was overwritten: its record is
+ * counted in its own chunk, which survived). */
 uint64_t lb_reader_overwritten(const lb_reader *r) {
     if (!r || !r->overwritten_baseline_set) return 0;
-    uint64_t destroyed = r->overwritten_now - r->overwritten_baseline;
+    uint64_t destroyed = r->overwritten_now - r->overwritten_baseline + r->unshown;
     return destroyed > r->gone_read ? destroyed - r->gone_read : 0;
 }
 

@@ -826,11 +826,11 @@ static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         /* Not a file we can take over (a symlink, directory or FIFO put in its place, or
          * unreadable): left alone; its chunks are reconciled like those of a missing file. */
-        int err = fd < 0 ? errno : ELOOP;
+        const char *why = fd < 0 ? strerror(errno) : "a FIFO, device or directory";
         if (fd >= 0) close(fd);
         fprintf(stderr, "logbook: archiver: %s/%s is not a regular file the archiver can resume "
                         "(%s): left alone; chunks the ring still holds are archived again\n",
-                a->dir, name, strerror(err));
+                a->dir, name, why);
         return 0;
     }
     lb_archive_file_header h;
