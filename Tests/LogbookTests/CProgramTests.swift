@@ -46,6 +46,16 @@ final class CProgramTests: XCTestCase {
         XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
     }
 
+    /// The CRC-32C fast path (three SSE4.2 streams joined by shift tables) against the table
+    /// reference, for every alignment and lengths around each block boundary.
+    func testCrc32cFastPathMatchesTheReference() throws {
+        let binary = makeTemporaryDirectory(self) + "/crc-test"
+        try build("Tests/CTests/crc_test.c", output: binary)
+        let result = try runProgram(binary, [])
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
+    }
+
     func testCCoreTestProgramIsCleanUnderAddressAndUndefinedSanitizers() throws {
         let dir = makeTemporaryDirectory(self)
         let binary = dir + "/core-test-asan"

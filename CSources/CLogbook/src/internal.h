@@ -13,6 +13,7 @@
 
 /* ---- CRC-32C (Castagnoli): headers, meta entries, archived frames ---- */
 uint32_t lb_crc32c(uint32_t crc, const void *data, size_t length);
+uint32_t lb_crc32c_portable(uint32_t crc, const void *data, size_t length);  /* table only */
 uint32_t lb_ring_header_crc(const lb_ring_header *header);
 uint32_t lb_chunk_crc(const lb_chunk_header *chunk);
 
