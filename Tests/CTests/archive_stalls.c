@@ -29,22 +29,31 @@ static double seconds(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static void lossless_fails_fast(const char *dir) {
+/* A 16-chunk ring of 4 KiB chunks under `policy`, archived with pwritev (io_uring writes happen
+ * in the kernel, out of the shim's reach), no count or quota limit; NULL on failure. */
+static lb_bundle *open_bundle(const char *dir, const char *name, uint32_t policy, uint32_t wait_ms) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/stalled.logbook", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     lb_options o;
     lb_options_init(&o);
     o.capacity = 64u << 10;
     o.chunk_size = 4096;
-    o.wrap_policy = LB_WRAP_LOSSLESS;
-    o.lossless_wait_ms = 200;
+    o.wrap_policy = policy;
+    o.lossless_wait_ms = wait_ms;
     lb_archive_options a;
     lb_archive_options_init(&a);
     a.backend = LB_ARCHIVE_BACKEND_PWRITE;
     a.max_files = 0;
     a.quota = 0;
     lb_bundle *b;
-    if (lb_bundle_open_archived(path, &o, &a, &b) != 0) { CHECK(0); return; }
+    return lb_bundle_open_archived(path, &o, &a, &b) == 0 ? b : NULL;
+}
+
+static void lossless_fails_fast(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/stalled.logbook", dir);
+    lb_bundle *b = open_bundle(dir, "stalled.logbook", LB_WRAP_LOSSLESS, 200);
+    if (!b) { CHECK(0); return; }
     lb_logger *log;
     lb_logger_register(b, "stalled", &log);
     enum { THREADS = 2, PER_THREAD = 20000 };
@@ -65,8 +74,6 @@ static void lossless_fails_fast(const char *dir) {
     /* The disk works again: the archiver catches up and the writers log again. */
     unsetenv("LOGBOOK_SHIM_FAIL_WRITE");
     CHECK(lb_archive_sync(b, 30000) == 0);
-    char scratch_name[] = "after";
-    (void)scratch_name;
     lb_logger *after;
     lb_logger_register(b, "after", &after);
     int after_failures = 0;
@@ -93,18 +100,8 @@ static void lossless_fails_fast(const char *dir) {
 static void overwrite_never_drops_for_a_slow_archiver(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/slow.logbook", dir);
-    lb_options o;
-    lb_options_init(&o);
-    o.capacity = 64u << 10;
-    o.chunk_size = 4096;
-    o.wrap_policy = LB_WRAP_OVERWRITE;
-    lb_archive_options a;
-    lb_archive_options_init(&a);
-    a.backend = LB_ARCHIVE_BACKEND_PWRITE;
-    a.max_files = 0;
-    a.quota = 0;
-    lb_bundle *b;
-    if (lb_bundle_open_archived(path, &o, &a, &b) != 0) { CHECK(0); return; }
+    lb_bundle *b = open_bundle(dir, "slow.logbook", LB_WRAP_OVERWRITE, 0);
+    if (!b) { CHECK(0); return; }
     lb_logger *log;
     lb_logger_register(b, "slow", &log);
     enum { THREADS = 4, PER_THREAD = 20000 };

@@ -38,33 +38,36 @@ final class CProgramTests: XCTestCase {
         XCTAssertEqual(result.status, 0, "compiling \(source) failed:\n\(result.output)")
     }
 
-    func testCCoreTestProgramPasses() throws {
-        let binary = makeTemporaryDirectory(self) + "/core-test"
-        try build("Tests/CTests/core_test.c", output: binary)
+    /// Builds and runs a C test program that prints "N passed, N failed".
+    func runCTest(_ source: String) throws {
+        let binary = makeTemporaryDirectory(self) + "/c-test"
+        try build(source, output: binary)
         let result = try runProgram(binary, [])
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
     }
 
-    /// The CRC-32C fast path (three SSE4.2 streams joined by shift tables) against the table
-    /// reference, for every alignment and lengths around each block boundary.
-    func testCrc32cFastPathMatchesTheReference() throws {
-        let binary = makeTemporaryDirectory(self) + "/crc-test"
-        try build("Tests/CTests/crc_test.c", output: binary)
-        let result = try runProgram(binary, [])
-        XCTAssertEqual(result.status, 0, result.output)
-        XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
-    }
-
-    func testCCoreTestProgramIsCleanUnderAddressAndUndefinedSanitizers() throws {
+    /// The flags of an ASan/UBSan build, or a skip when the C compiler cannot build with them.
+    func sanitizerFlags() throws -> [String] {
         let dir = makeTemporaryDirectory(self)
-        let binary = dir + "/core-test-asan"
         let flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
         try "int main(void) { return 0; }\n".write(toFile: dir + "/probe.c", atomically: true, encoding: .utf8)
         let probe = try runProgram(compiler, flags + [dir + "/probe.c", "-o", dir + "/probe"])
         if probe.status != 0 {
             throw XCTSkip("the C compiler cannot build with sanitizers here: \(probe.output.prefix(200))")
         }
+        return flags
+    }
+
+    func testCCoreTestProgramPasses() throws { try runCTest("Tests/CTests/core_test.c") }
+
+    /// The CRC-32C fast path (three SSE4.2 streams joined by shift tables) against the table
+    /// reference, for every alignment and lengths around each block boundary.
+    func testCrc32cFastPathMatchesTheReference() throws { try runCTest("Tests/CTests/crc_test.c") }
+
+    func testCCoreTestProgramIsCleanUnderAddressAndUndefinedSanitizers() throws {
+        let flags = try sanitizerFlags()
+        let binary = makeTemporaryDirectory(self) + "/core-test-asan"
         try build("Tests/CTests/core_test.c", extraFlags: flags, output: binary)
         let result = try runProgram(binary, [], environment: ["ASAN_OPTIONS": "detect_leaks=1"])
         XCTAssertEqual(result.status, 0, result.output)
@@ -74,13 +77,8 @@ final class CProgramTests: XCTestCase {
     /// included) replayed through the fuzz target under AddressSanitizer and UBSan: no crash, no
     /// report, no leak.
     func testFuzzCorpusReplaysCleanUnderSanitizers() throws {
+        let flags = try sanitizerFlags()
         let dir = makeTemporaryDirectory(self)
-        let flags = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer"]
-        try "int main(void) { return 0; }\n".write(toFile: dir + "/probe.c", atomically: true, encoding: .utf8)
-        let probe = try runProgram(compiler, flags + [dir + "/probe.c", "-o", dir + "/probe"])
-        if probe.status != 0 {
-            throw XCTSkip("the C compiler cannot build with sanitizers here: \(probe.output.prefix(200))")
-        }
         let corpus = repositoryRoot + "/Tests/Fuzz/corpus"
         let inputs = try FileManager.default.contentsOfDirectory(atPath: corpus).filter { !$0.hasPrefix(".") }
         XCTAssertGreaterThan(inputs.count, 10, "the corpus is committed")

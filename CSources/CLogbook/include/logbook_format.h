@@ -10,7 +10,7 @@
  *   NAME.logbook/
  *     ring    the ring: a header page and a fixed number of equal chunks (preallocated, mapped)
  *     meta    append-only metadata entries: sessions (processes), loggers, call sites
- *     lock    the writer lock (flock); readers never take it
+ *     lock    the writer lock (an OFD lock, F_OFD_SETLK); readers never take it
  *
  * ring file
  * ---------

@@ -1298,6 +1298,24 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
     }
 }
 
+/* What a walk of chunk `sequence` found, kept for the next scans, verify and the follower's
+ * account: where it stopped, the records it walked (all of them so far), the entries it made
+ * (since entry_mark), whether it broke off, whether the copy came from an archive file, and
+ * whether the chunk was still active. */
+static void note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop,
+                      uint32_t records, int corrupt, int archived, int active) {
+    seen_chunk *seen = seen_add(r, sequence);
+    if (!seen) return;
+    uint32_t shown = (uint32_t)(r->entry_count - entry_mark);
+    r->unshown += (records - seen->records) - shown;
+    seen->offset = stop;
+    seen->records = records;
+    seen->shown += shown;
+    seen->broken = (uint8_t)corrupt;
+    if (archived) seen->archived = 1;
+    seen->active = (uint8_t)active;
+}
+
 /* The copy buffer holds an archived chunk image: its CRC must match the frame's. */
 static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_copy_follows,
                                 int *walked) {
@@ -1325,17 +1343,7 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
     int corrupt;
     walk_chunk(r, ref->length, f->chunk_size, archive_label(r, f), ref->offset, 1, &entries,
                &issues, &pending, &stop, &corrupt, &records);
-    seen = seen_add(r, ref->sequence);
-    if (seen) {
-        uint32_t shown = (uint32_t)(r->entry_count - entries);
-        r->unshown += (records - seen->records) - shown;
-        seen->offset = stop;
-        seen->records = records;
-        seen->shown += shown;
-        seen->broken = (uint8_t)corrupt;
-        seen->archived = 1;
-        seen->active = 0;
-    }
+    note_walk(r, ref->sequence, entries, stop, records, corrupt, 1, 0);
     *walked = 1;
 }
 
@@ -1451,16 +1459,7 @@ static void read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
         while (r->pending_count > pending_mark) drop_pending(r, &r->pending[r->pending_count - 1]);
         return;
     }
-    seen = seen_add(r, ref->sequence);
-    if (seen) {
-        uint32_t shown = (uint32_t)(r->entry_count - entry_mark);
-        r->unshown += (records - seen->records) - shown;
-        seen->offset = stop;
-        seen->records = records;
-        seen->shown += shown;
-        seen->broken = (uint8_t)corrupt;
-        seen->active = !complete;
-    }
+    note_walk(r, ref->sequence, entry_mark, stop, records, corrupt, 0, !complete);
 }
 
 /* Time order: sessions one after another, within a session by clock ticks (the order the writers

@@ -427,25 +427,37 @@ static void publish_directory_stats(archiver *a) {
     pthread_mutex_unlock(&a->lock);
 }
 
+/* Opens archive file `name` of the directory for reading: never through a symlink, never blocking
+ * (a FIFO), only a regular file whose header is valid. The descriptor (header and size filled), or
+ * -1. */
+static int open_archive_file(archiver *a, const char *name, lb_archive_file_header *h,
+                             uint64_t *size) {
+    int fd = openat(a->dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return -1;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+        lb_pread_full(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h &&
+        !lb_archive_header_problem(h, (uint64_t)st.st_size)) {
+        *size = (uint64_t)st.st_size;
+        return fd;
+    }
+    close(fd);
+    return -1;
+}
+
 /* What a complete file without a readable END frame holds, from its frames (before retention
  * deletes it, so that the ring header can say what left). */
 static void summarize_file(archiver *a, complete_file *f) {
     char name[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, f->number, f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE);
-    int fd = openat(a->dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return;
-    struct stat st;
     lb_archive_file_header h;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        lb_pread_full(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-        !lb_archive_header_problem(&h, (uint64_t)st.st_size)) {
-        uint64_t problem;
-        int end_frame;
-        memset(&f->summary, 0, sizeof f->summary);
-        walk_frames(fd, (uint64_t)st.st_size, h.chunk_size, h.chunk_count, summarize_chunk,
-                    &f->summary, &problem, &end_frame);
-        f->summary.known = 1;
-    }
+    uint64_t size, problem;
+    int end_frame, fd = open_archive_file(a, name, &h, &size);
+    if (fd < 0) return;
+    memset(&f->summary, 0, sizeof f->summary);
+    walk_frames(fd, size, h.chunk_size, h.chunk_count, summarize_chunk, &f->summary, &problem,
+                &end_frame);
+    f->summary.known = 1;
     close(fd);
 }
 
@@ -964,20 +976,14 @@ static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_nam
         return;
     char name[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, number, kind);
-    int fd = openat(a->dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return;
-    struct stat st;
     lb_archive_file_header h;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        lb_pread_full(fd, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-        !lb_archive_header_problem(&h, (uint64_t)st.st_size) &&
-        h.ring_created_wall_ns == a->b->ring->created_wall_ns && h.chunk_size == a->b->chunk_size &&
+    uint64_t size, problem;
+    int end_frame, fd = open_archive_file(a, name, &h, &size);
+    if (fd < 0) return;
+    if (h.ring_created_wall_ns == a->b->ring->created_wall_ns && h.chunk_size == a->b->chunk_size &&
         h.chunk_count == a->b->chunk_count) {
-        uint64_t problem;
-        int end_frame;
         r->fd = fd;
-        walk_frames(fd, (uint64_t)st.st_size, h.chunk_size, h.chunk_count, reconcile_chunk, r,
-                    &problem, &end_frame);
+        walk_frames(fd, size, h.chunk_size, h.chunk_count, reconcile_chunk, r, &problem, &end_frame);
     }
     close(fd);
 }
