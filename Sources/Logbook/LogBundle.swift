@@ -106,14 +106,14 @@ public final class LogBundle: @unchecked Sendable {
                     return lb_bundle_open_archived(path, &options, &archiveOptions, &bundle)
                 }
             }
-            try check(result, "lb_bundle_open_archived", path: path)
+            try check(result, "lb_bundle_open_archived", path: path, detailed: true)
             archiveCallbacks = callbacks
         } else {
             let result = withOptionalCString(spec) { spec in
                 options.filter = spec
                 return lb_bundle_open(path, &options, &bundle)
             }
-            try check(result, "lb_bundle_open", path: path)
+            try check(result, "lb_bundle_open", path: path, detailed: true)
             archiveCallbacks = nil
         }
         raw = bundle!
@@ -143,7 +143,9 @@ public final class LogBundle: @unchecked Sendable {
 
     /// Seals all chunks and releases the writer lock. Later log calls are dropped and counted
     /// (`closed`). With an archiver, everything sealed is archived and the file being written is
-    /// completed (END frame, fsync, rename, ``ArchiveOptions/onFileRolled``) first.
+    /// completed (END frame, fsync, rename, ``ArchiveOptions/onFileRolled``) first. A second
+    /// `close()` throws ``LogbookError`` "the bundle is closed" (``LogbookError/isClosed``), as do
+    /// ``flush()``, ``logger(_:)`` and the archive calls after it.
     public func close() throws(LogbookError) {
         defer { archiveCallbacks?.finish() }
         try check(lb_bundle_shutdown(raw), "lb_bundle_shutdown", path: path)

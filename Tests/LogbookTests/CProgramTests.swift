@@ -17,8 +17,11 @@ final class CProgramTests: XCTestCase {
 
     /// Builds `source` with the C core's sources (and the archiver's, linking liburing, when
     /// `archiver` is set; and the shaped records of the integrity tests with `testSupport`).
+    /// Every C program is built with UBSan and `-fno-sanitize-recover` (unless `extraFlags` picks
+    /// its sanitizers): any undefined behaviour ends the program with an error, so the test fails.
     func build(_ source: String, extraFlags: [String] = [], archiver: Bool = false, testSupport: Bool = false,
                output: String) throws {
+        let sanitizers = extraFlags.contains { $0.hasPrefix("-fsanitize") } ? [] : try undefinedBehaviourFlags()
         func sources(_ target: String) throws -> [String] {
             try FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/CSources/\(target)/src")
                 .filter { $0.hasSuffix(".c") }.map { repositoryRoot + "/CSources/\(target)/src/" + $0 }
@@ -34,18 +37,29 @@ final class CProgramTests: XCTestCase {
             flags += ["-I", repositoryRoot + "/CSources/CLogbookArchive/include"]
             files += try sources("CLogbookArchive") + ["-luring"]
         }
-        let result = try runProgram(compiler, flags + extraFlags + [repositoryRoot + "/" + source] + files + ["-o", output])
+        let result = try runProgram(compiler, flags + sanitizers + extraFlags + [repositoryRoot + "/" + source] + files + ["-o", output])
         XCTAssertEqual(result.status, 0, "compiling \(source) failed:\n\(result.output)")
     }
 
     /// Builds and runs a C test program that prints "N passed, N failed".
-    func runCTest(_ source: String) throws {
+    @discardableResult
+    func runCTest(_ source: String, extraFlags: [String] = [], archiver: Bool = false,
+                  environment: [String: String] = [:]) throws -> String {
         let binary = makeTemporaryDirectory(self) + "/c-test"
-        try build(source, output: binary)
-        let result = try runProgram(binary, [])
+        try build(source, extraFlags: extraFlags, archiver: archiver, output: binary)
+        let result = try runProgram(binary, [], environment: environment.isEmpty ? nil : environment)
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
+        XCTAssertFalse(result.output.contains("runtime error"), "a sanitizer report: \(result.output)")
+        return result.output
     }
+
+    /// UBSan that stops at the first report, or nothing where the compiler lacks it (said once).
+    func undefinedBehaviourFlags() throws -> [String] {
+        try Self.undefinedBehaviourProbe.get(compiler: compiler)
+    }
+
+    static let undefinedBehaviourProbe = SanitizerProbe(["-fsanitize=undefined", "-fno-sanitize-recover=all"])
 
     /// The flags of an ASan/UBSan build, or a skip when the C compiler cannot build with them.
     func sanitizerFlags() throws -> [String] {
@@ -60,6 +74,20 @@ final class CProgramTests: XCTestCase {
     }
 
     func testCCoreTestProgramPasses() throws { try runCTest("Tests/CTests/core_test.c") }
+
+    /// Hostile paths (directories of others or writable by all, planted symlinks and FIFOs), the
+    /// archive directory held to the same rules, errors that name what was wrong, a closed bundle
+    /// that says so, and a forked child that closes the inherited bundle without hanging.
+    func testSafetyProgramPasses() throws {
+        let output = try runCTest("Tests/CTests/safety_test.c", archiver: true)
+        if output.contains("skipped:") { print(output.split(separator: "\n").filter { $0.contains("skipped:") }.joined(separator: "\n")) }
+    }
+
+    func testSafetyProgramIsCleanUnderAddressAndUndefinedSanitizers() throws {
+        let flags = try sanitizerFlags()
+        try runCTest("Tests/CTests/safety_test.c", extraFlags: flags, archiver: true,
+                     environment: ["ASAN_OPTIONS": "detect_leaks=1"])
+    }
 
     /// The CRC-32C fast path (three SSE4.2 streams joined by shift tables) against the table
     /// reference, for every alignment and lengths around each block boundary.
@@ -143,5 +171,28 @@ final class CProgramTests: XCTestCase {
         let result = try runProgram(dir + "/archive-stalls", [dir], environment: environment)
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
+    }
+}
+
+/// Whether the C compiler can build with a set of sanitizer flags: probed once per test run.
+final class SanitizerProbe: @unchecked Sendable {
+    let flags: [String]
+    private let lock = NSLock()
+    private var result: [String]?
+
+    init(_ flags: [String]) { self.flags = flags }
+
+    func get(compiler: String) throws -> [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        if let result { return result }
+        let dir = NSTemporaryDirectory() + "logbook-sanitizer-probe-\(getpid())"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        try "int main(void) { return 0; }\n".write(toFile: dir + "/probe.c", atomically: true, encoding: .utf8)
+        let probe = try runProgram(compiler, flags + [dir + "/probe.c", "-o", dir + "/probe"])
+        result = probe.status == 0 ? flags : []
+        if probe.status != 0 { print("C programs are built without \(flags): \(probe.output.prefix(200))") }
+        return result!
     }
 }

@@ -79,23 +79,45 @@ void lb_options_init(lb_options *options);
 
 /* Opens the bundle directory at `path` for writing, creating it (0700, files 0600) if needed.
  * An existing bundle keeps its geometry (capacity and chunk size from the options are ignored) and
- * its records; new records follow them. Returns -EWOULDBLOCK when another process holds the writer
- * lock, -EINVAL for bad options, -EPROTO for a file that is not a Logbook bundle of this version. */
+ * its records; new records follow them.
+ *
+ * Safe in shared directories such as /tmp: the directory must be owned by this user and not
+ * writable by other users (nor by a group other than this user's own): -EPERM otherwise. Its last
+ * path component may be a symlink only if this user or root owns the link (-ELOOP otherwise).
+ * Every file in it is opened relative to the directory, never through a symlink (-ELOOP), and
+ * must be a regular file (-EINVAL for a FIFO, directory or device in its place); new files are
+ * created exclusively.
+ *
+ * Returns 0, or: -EWOULDBLOCK when another process holds the writer lock; -EINVAL for bad options;
+ * -EPROTO for a file that is not a Logbook bundle of this version (or a damaged ring header);
+ * -EPERM, -ELOOP, -ENOTDIR as above; -errno of a failed system call. On failure,
+ * lb_error_detail() says in a sentence what was wrong (the option and its allowed range, the file
+ * or directory and why). */
 int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out);
+
+/* What the last failed lb_bundle_open, lb_bundle_open_archived or lb_reader_open of this thread
+ * found wrong, as a sentence without a trailing period, e.g. "chunk size 1000 is not a power of
+ * two from 4096 to 16777216 bytes" or "another process is writing to this bundle"; "" when it said
+ * nothing more than its errno. Thread-local; valid until the next such call on this thread. */
+const char *lb_error_detail(void);
 
 /* Seals every thread's chunk, releases the writer lock and frees the bundle (with an archiver:
  * archives every chunk and completes the file being written first). No thread may log to the
- * bundle once close has begun. Returns the first error seen (the bundle is freed regardless). */
+ * bundle once close has begun. Returns the first error seen (the bundle is freed regardless); 0
+ * after an earlier lb_bundle_shutdown. In a child forked while the bundle was open, it frees the
+ * child's copy only: the parent's chunks, lock, archiver and threads are left alone. */
 int lb_bundle_close(lb_bundle *bundle);
 
 /* Stops accepting records (later ones are dropped and counted as LB_DROP_CLOSED), seals every
  * thread's chunk and releases the writer lock, but keeps the memory valid so that a racing writer
- * never touches unmapped memory. lb_bundle_close does this and then frees. */
+ * never touches unmapped memory. lb_bundle_close does this and then frees. -EBADF when the bundle
+ * was already shut down. */
 int lb_bundle_shutdown(lb_bundle *bundle);
 
 /* Seals the active chunk of every thread, so that readers and the archiver see them as complete,
  * and schedules the ring for writeback (msync MS_ASYNC). A thread in the middle of a record keeps
- * its chunk; it is sealed by the idle sealer later. */
+ * its chunk; it is sealed by the idle sealer later. -EBADF after lb_bundle_shutdown, and in a
+ * forked child (which never touches the parent's chunks). */
 int lb_bundle_flush(lb_bundle *bundle);
 
 typedef struct lb_counters {
@@ -126,7 +148,7 @@ typedef struct lb_logger {
 } lb_logger;
 
 /* Returns the bundle's logger with this name, registering it on first use (min level: TRACE). The
- * logger lives as long as the bundle. -ENOSPC past 65535 loggers. */
+ * logger lives as long as the bundle. -ENOSPC past 65535 loggers, -EBADF after lb_bundle_shutdown. */
 int lb_logger_register(lb_bundle *bundle, const char *name, lb_logger **out);
 
 static inline void lb_logger_set_min_level(lb_logger *logger, uint8_t level) {
@@ -600,7 +622,9 @@ uint32_t lb_site_register_c(lb_bundle *bundle, const char *file, uint32_t line,
  */
 typedef struct lb_reader lb_reader;
 
-/* Opens a bundle for reading; nothing is read until lb_reader_scan. */
+/* Opens a bundle, an archive directory or one archive file for reading; nothing is read until
+ * lb_reader_scan. -ENOENT for a missing path, -EINVAL for a FIFO, socket or device, -EPROTO for a
+ * directory that is neither a bundle nor an archive directory (lb_error_detail() says which). */
 int lb_reader_open(const char *path, lb_reader **out);
 void lb_reader_close(lb_reader *reader);
 

@@ -131,6 +131,7 @@ static int loggers_grow(lb_bundle *b) {
 
 int lb_logger_register(lb_bundle *b, const char *name, lb_logger **out) {
     if (!b || !name || !out) return -EINVAL;
+    if (atomic_load(&b->closed)) return -EBADF;
     size_t name_length = strlen(name);
     int rc = 0;
     pthread_mutex_lock(&b->lock);
@@ -369,8 +370,10 @@ void lb_futex_wake_all(_Atomic uint32_t *word) {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-void lb_bundle_attach_archiver(lb_bundle *b, void *archiver, int (*stop)(void *archiver)) {
+void lb_bundle_attach_archiver(lb_bundle *b, void *archiver, int (*stop)(void *archiver),
+                               void (*forget)(void *archiver)) {
     b->archiver_stop = stop;
+    b->archiver_forget = forget;
     b->archiver = archiver;
     /* A quarter of the ring, at most 16 chunks: the archiver wakes long before a lossless ring
      * fills, and a fast logger pays one wake per batch rather than per chunk. */
@@ -453,12 +456,30 @@ static void recover_chunks(lb_bundle *b) {
 
 /* ---- open / close ---- */
 
+/* 1 when the options are usable; otherwise 0 with a detail naming the option, its value and what
+ * is allowed (the names are plain words, the same for C and Swift callers). */
 static int valid_options(const lb_options *o) {
-    if (o->chunk_size < LB_CHUNK_SIZE_MIN || o->chunk_size > LB_CHUNK_SIZE_MAX) return 0;
-    if (o->chunk_size & (o->chunk_size - 1)) return 0;
-    if (o->wrap_policy != LB_WRAP_OVERWRITE && o->wrap_policy != LB_WRAP_LOSSLESS) return 0;
+    if (o->chunk_size < LB_CHUNK_SIZE_MIN || o->chunk_size > LB_CHUNK_SIZE_MAX ||
+        (o->chunk_size & (o->chunk_size - 1))) {
+        lb_error_detail_set("chunk size %u is not a power of two from %u to %u bytes (4 KiB to 16 MiB)",
+                            o->chunk_size, LB_CHUNK_SIZE_MIN, LB_CHUNK_SIZE_MAX);
+        return 0;
+    }
+    if (o->wrap_policy != LB_WRAP_OVERWRITE && o->wrap_policy != LB_WRAP_LOSSLESS) {
+        lb_error_detail_set("wrap policy %u is neither overwrite (%u) nor lossless (%u)", o->wrap_policy,
+                            LB_WRAP_OVERWRITE, LB_WRAP_LOSSLESS);
+        return 0;
+    }
     uint64_t count = o->capacity / o->chunk_size;
-    return count >= 2 && count <= LB_CHUNK_COUNT_MAX;
+    if (count < 2 || count > LB_CHUNK_COUNT_MAX) {
+        lb_error_detail_set("capacity %llu bytes holds %llu chunks of %u bytes; a ring needs 2 to %u "
+                            "chunks (capacity %llu to %llu bytes with this chunk size)",
+                            (unsigned long long)o->capacity, (unsigned long long)count, o->chunk_size,
+                            (unsigned)LB_CHUNK_COUNT_MAX, 2ull * o->chunk_size,
+                            (unsigned long long)LB_CHUNK_COUNT_MAX * o->chunk_size);
+        return 0;
+    }
+    return 1;
 }
 
 static void *sealer_main(void *arg);
@@ -468,6 +489,7 @@ static void bundle_free(lb_bundle *b) {
     if (b->ring_fd >= 0) close(b->ring_fd);
     if (b->meta_fd >= 0) close(b->meta_fd);
     if (b->lock_fd >= 0) close(b->lock_fd);
+    if (b->dir_fd >= 0) close(b->dir_fd);
     for (uint32_t i = 0; i < LB_SITE_TABLE_SIZE; i++) {
         lb_site_entry *e = b->site_table[i];
         while (e) {
@@ -495,43 +517,32 @@ static void bundle_free(lb_bundle *b) {
 static int take_writer_lock(int fd) {
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
     if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return 0;
-    return (errno == EAGAIN || errno == EACCES) ? -EWOULDBLOCK : -errno;
-}
-
-static int rename_in(const char *dir, const char *from, const char *to) {
-    char *a = lb_path_join(dir, from), *b = lb_path_join(dir, to);
-    int rc = (!a || !b) ? -ENOMEM : rename(a, b) == 0 ? 0 : -errno;
-    free(a);
-    free(b);
-    return rc;
+    if (errno == EAGAIN || errno == EACCES) {
+        lb_error_detail_set("another process is writing to this bundle");
+        return -EWOULDBLOCK;
+    }
+    int err = errno;
+    lb_error_detail_set("cannot lock the bundle: %s", strerror(err));
+    return -err;
 }
 
 /* Creates the ring and meta files under temporary names and renames them into place, ring last:
  * a bundle whose `ring` exists is complete, so a crash during creation never leaves a bundle that
  * cannot be opened again. The blocks are allocated for real (posix_fallocate), never a sparse
  * file: a store into a hole on a full disk is SIGBUS. */
-static int create_files_in_place(lb_bundle *b, const char *path, const lb_options *options,
-                                 lb_ring_header *header);
+static int create_files_in_place(lb_bundle *b, const lb_options *options, lb_ring_header *header);
 
-static void unlink_in(const char *dir, const char *name) {
-    char *p = lb_path_join(dir, name);
-    if (p) unlink(p);
-    free(p);
-}
-
-static int create_files(lb_bundle *b, const char *path, const lb_options *options,
-                        lb_ring_header *header) {
-    int rc = create_files_in_place(b, path, options, header);
+static int create_files(lb_bundle *b, const lb_options *options, lb_ring_header *header) {
+    int rc = create_files_in_place(b, options, header);
     if (rc) {
         /* Give the space back (e.g. after ENOSPC) and leave no half-made files behind. */
-        unlink_in(path, "ring.new");
-        unlink_in(path, "meta.new");
+        unlinkat(b->dir_fd, "ring.new", 0);
+        unlinkat(b->dir_fd, "meta.new", 0);
     }
     return rc;
 }
 
-static int create_files_in_place(lb_bundle *b, const char *path, const lb_options *options,
-                                 lb_ring_header *header) {
+static int create_files_in_place(lb_bundle *b, const lb_options *options, lb_ring_header *header) {
     uint32_t count = (uint32_t)(options->capacity / options->chunk_size);
     memset(header, 0, sizeof *header);
     memcpy(header->magic, LB_RING_MAGIC, 8);
@@ -544,15 +555,18 @@ static int create_files_in_place(lb_bundle *b, const char *path, const lb_option
     header->header_crc = lb_ring_header_crc(header);
     atomic_store(&header->next_sequence, 1);
 
-    b->ring_fd = lb_open_in(path, "ring.new", O_RDWR | O_CREAT | O_TRUNC);
+    b->ring_fd = lb_file_create_at(b->dir_fd, "ring.new", b->path);
     if (b->ring_fd < 0) return b->ring_fd;
     off_t length = (off_t)LB_RING_HEADER_SIZE + (off_t)count * options->chunk_size;
     int err = posix_fallocate(b->ring_fd, 0, length);
-    if (err) return -err;
+    if (err) {
+        lb_error_detail_set("cannot allocate the %lld-byte ring: %s", (long long)length, strerror(err));
+        return -err;
+    }
     int rc = lb_pwrite_full(b->ring_fd, header, sizeof *header, 0);
     if (rc) return rc;
 
-    b->meta_fd = lb_open_in(path, "meta.new", O_RDWR | O_CREAT | O_TRUNC);
+    b->meta_fd = lb_file_create_at(b->dir_fd, "meta.new", b->path);
     if (b->meta_fd < 0) return b->meta_fd;
     lb_meta_file_header meta;
     memset(&meta, 0, sizeof meta);
@@ -561,18 +575,60 @@ static int create_files_in_place(lb_bundle *b, const char *path, const lb_option
     rc = lb_pwrite_full(b->meta_fd, &meta, sizeof meta, 0);
     if (rc) return rc;
     if (fsync(b->meta_fd) != 0 || fsync(b->ring_fd) != 0) return -errno;
-    rc = rename_in(path, "meta.new", "meta");
-    if (!rc) rc = rename_in(path, "ring.new", "ring");
-    if (rc) return rc;
-    int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir >= 0) {
-        fsync(dir);
-        close(dir);
-    }
+    if (renameat(b->dir_fd, "meta.new", b->dir_fd, "meta") != 0 ||
+        renameat(b->dir_fd, "ring.new", b->dir_fd, "ring") != 0)
+        return -errno;
+    fsync(b->dir_fd);
     return 0;
 }
 
+/* Opens the existing ring and meta and checks the ring header: -EPROTO, with a detail saying what
+ * is wrong, for anything that is not a usable bundle of this format version. */
+static int open_existing_files(lb_bundle *b, const lb_options *options, lb_ring_header *header) {
+    b->meta_fd = lb_file_open_at(b->dir_fd, "meta", O_RDWR, b->path);
+    if (b->meta_fd == -ENOENT) {
+        lb_error_detail_set("'%s/meta' is missing: the bundle's meta file was deleted", b->path);
+        return -EPROTO;
+    }
+    if (b->meta_fd < 0) return b->meta_fd;
+    ssize_t n = lb_pread_full(b->ring_fd, header, sizeof *header, 0);
+    if (n < 0) return (int)n;
+    if ((size_t)n < sizeof *header || memcmp(header->magic, LB_RING_MAGIC, 8) != 0) {
+        lb_error_detail_set("'%s/ring' is not a Logbook ring (no ring header)", b->path);
+        return -EPROTO;
+    }
+    if (header->format_version != LB_FORMAT_VERSION) {
+        lb_error_detail_set("'%s/ring' is of format version %u; this library reads and writes version %u",
+                            b->path, header->format_version, LB_FORMAT_VERSION);
+        return -EPROTO;
+    }
+    lb_options geometry = *options;
+    geometry.chunk_size = header->chunk_size;
+    geometry.capacity = (uint64_t)header->chunk_count * header->chunk_size;
+    geometry.wrap_policy = header->wrap_policy;
+    if (header->header_crc != lb_ring_header_crc(header) || header->header_size != LB_RING_HEADER_SIZE ||
+        !valid_options(&geometry)) {
+        lb_error_detail_set("'%s/ring' has a damaged header (its checksum or geometry is wrong); "
+                            "`logbook verify` reads what is left", b->path);
+        return -EPROTO;
+    }
+    struct stat st;
+    if (fstat(b->ring_fd, &st) != 0) return -errno;
+    if ((uint64_t)st.st_size < LB_RING_HEADER_SIZE + geometry.capacity) {
+        lb_error_detail_set("'%s/ring' is cut short: %lld bytes of the %llu its header describes",
+                            b->path, (long long)st.st_size,
+                            (unsigned long long)(LB_RING_HEADER_SIZE + geometry.capacity));
+        return -EPROTO;
+    }
+    int rc = meta_prepare(b);
+    if (rc == -EPROTO)
+        lb_error_detail_set("'%s/meta' is not a Logbook meta file of format version %u", b->path,
+                            LB_FORMAT_VERSION);
+    return rc;
+}
+
 int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out) {
+    lb_error_detail_clear();
     if (!path || !out) return -EINVAL;
     lb_options defaults;
     lb_options_init(&defaults);
@@ -581,7 +637,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
 
     lb_bundle *b = calloc(1, sizeof *b);
     if (!b) return -ENOMEM;
-    b->ring_fd = b->meta_fd = b->lock_fd = -1;
+    b->ring_fd = b->meta_fd = b->lock_fd = b->dir_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
     pthread_mutex_init(&b->sealer_lock, NULL);
     pthread_cond_init(&b->sealer_wake, NULL);
@@ -592,8 +648,9 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     rc = lb_filter_open(b, options);  /* before any logger can be registered */
     if (rc) goto fail;
 
-    if (mkdir(path, 0700) != 0 && errno != EEXIST) { rc = -errno; goto fail; }
-    b->lock_fd = lb_open_in(path, "lock", O_RDWR | O_CREAT);
+    b->dir_fd = lb_dir_open_private(path, "bundle directory", 1);
+    if (b->dir_fd < 0) { rc = b->dir_fd; goto fail; }
+    b->lock_fd = lb_file_open_at(b->dir_fd, "lock", O_RDWR | O_CREAT, path);
     if (b->lock_fd < 0) { rc = b->lock_fd; goto fail; }
     rc = take_writer_lock(b->lock_fd);
     if (rc) goto fail;
@@ -602,36 +659,16 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
 
     int created = 0;
     lb_ring_header header;
-    b->ring_fd = lb_open_in(path, "ring", O_RDWR);
+    b->ring_fd = lb_file_open_at(b->dir_fd, "ring", O_RDWR, path);
     if (b->ring_fd == -ENOENT) {
         created = 1;
-        rc = create_files(b, path, options, &header);
-        if (rc) goto fail;
+        rc = create_files(b, options, &header);
     } else if (b->ring_fd < 0) {
         rc = b->ring_fd;
-        goto fail;
     } else {
-        b->meta_fd = lb_open_in(path, "meta", O_RDWR);
-        if (b->meta_fd == -ENOENT) { rc = -EPROTO; goto fail; }
-        if (b->meta_fd < 0) { rc = b->meta_fd; goto fail; }
-        ssize_t n = lb_pread_full(b->ring_fd, &header, sizeof header, 0);
-        if (n < 0) { rc = (int)n; goto fail; }
-        if ((size_t)n < sizeof header || memcmp(header.magic, LB_RING_MAGIC, 8) != 0 ||
-            header.format_version != LB_FORMAT_VERSION ||
-            header.header_crc != lb_ring_header_crc(&header) ||
-            header.header_size != LB_RING_HEADER_SIZE) {
-            rc = -EPROTO;
-            goto fail;
-        }
-        lb_options geometry = *options;
-        geometry.chunk_size = header.chunk_size;
-        geometry.capacity = (uint64_t)header.chunk_count * header.chunk_size;
-        geometry.wrap_policy = header.wrap_policy;
-        if (!valid_options(&geometry)) { rc = -EPROTO; goto fail; }
-        struct stat st;
-        if (fstat(b->ring_fd, &st) != 0) { rc = -errno; goto fail; }
-        if ((uint64_t)st.st_size < LB_RING_HEADER_SIZE + geometry.capacity) { rc = -EPROTO; goto fail; }
+        rc = open_existing_files(b, options, &header);
     }
+    if (rc) goto fail;
     b->chunk_size = header.chunk_size;
     b->chunk_count = header.chunk_count;
     b->wrap_policy = header.wrap_policy;
@@ -646,13 +683,8 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
         for (size_t i = 0; i < b->map_length; i += 4096) p[i] = p[i];
     }
 
-    if (created) {
-        b->meta_offset = sizeof(lb_meta_file_header);
-    } else {
-        rc = meta_prepare(b);
-        if (rc) goto fail;
-        recover_chunks(b);
-    }
+    if (created) b->meta_offset = sizeof(lb_meta_file_header);
+    else recover_chunks(b);
     /* A session that did not close cleanly may have left the counters short (a seal cut short
      * between its state and its counters): verify then stops demanding exact counts. */
     if (atomic_exchange(&b->ring->writer_state, LB_WRITER_STATE_OPEN) == LB_WRITER_STATE_OPEN)
@@ -692,7 +724,7 @@ int lb_bundle_shutdown(lb_bundle *b) {
     if (!b) return -EINVAL;
     if (b->forked) return 0;  /* a forked child leaves the parent's chunks and lock alone */
     int expected = 0;
-    if (!atomic_compare_exchange_strong(&b->closed, &expected, 1)) return 0;
+    if (!atomic_compare_exchange_strong(&b->closed, &expected, 1)) return -EBADF;
     stop_sealer(b);
     lb_bundle_chunks_released(b);  /* lossless writers waiting for a chunk see `closed` */
     lb_writers_detach_all(b, 1);
@@ -715,13 +747,17 @@ int lb_bundle_shutdown(lb_bundle *b) {
 
 int lb_bundle_close(lb_bundle *b) {
     if (!b) return -EINVAL;
-    int rc = lb_bundle_shutdown(b);
+    int rc = atomic_load(&b->closed) ? 0 : lb_bundle_shutdown(b);
     lb_registry_remove_bundle(b);
-    if (b->forked && b->lock_fd >= 0) {
+    if (b->forked) {
         /* Closing the child's copy of the descriptor keeps the parent's OFD lock (it belongs to
          * the open file description, which the parent still holds). */
-        close(b->lock_fd);
+        if (b->lock_fd >= 0) close(b->lock_fd);
         b->lock_fd = -1;
+        /* The archiver's thread stayed in the parent: free the child's copy of its memory and
+         * descriptors without joining, signalling or destroying anything the parent uses. */
+        if (b->archiver_forget && b->archiver) b->archiver_forget(b->archiver);
+        b->archiver = NULL;
     }
     bundle_free(b);
     return rc;

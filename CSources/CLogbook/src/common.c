@@ -5,7 +5,10 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- CRC-32C (Castagnoli): headers, meta entries and archived frames; never on the record hot
@@ -228,15 +231,154 @@ char *lb_path_join(const char *dir, const char *name) {
     return p;
 }
 
-int lb_open_in(const char *dir, const char *name, int flags) {
-    char *p = lb_path_join(dir, name);
-    if (!p) return -ENOMEM;
+/* ---- what went wrong, in words: the open calls say which file, option or directory failed and
+ * why, in a thread-local sentence (lb_error_detail), beside their -errno. ---- */
+static _Thread_local char error_detail[512];
+
+const char *lb_error_detail(void) { return error_detail; }
+
+void lb_error_detail_clear(void) { error_detail[0] = 0; }
+
+void lb_error_detail_set(const char *format, ...) {
+    va_list arguments;
+    va_start(arguments, format);
+    vsnprintf(error_detail, sizeof error_detail, format, arguments);
+    va_end(arguments);
+}
+
+/* ---- files Logbook writes: only in a directory this user owns and nobody else can write to, and
+ * only relative to that directory's descriptor, never through a symlink, never blocking on a FIFO,
+ * new files created exclusively. Once the directory is checked, nobody but this user (and root)
+ * can plant anything in it. ---- */
+static const char *file_type_name(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISLNK(mode)) return "a symbolic link";
+    if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    return "not a regular file";
+}
+
+int lb_dir_check_private(int dir_fd, const char *role, const char *path) {
+    struct stat st;
+    if (fstat(dir_fd, &st) != 0) {
+        int err = errno;
+        lb_error_detail_set("%s '%s': %s", role, path, strerror(err));
+        return -err;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        lb_error_detail_set("%s '%s' is %s, not a directory", role, path, file_type_name(st.st_mode));
+        return -ENOTDIR;
+    }
+    uid_t me = geteuid();
+    if (st.st_uid != me) {
+        lb_error_detail_set("%s '%s' is owned by uid %u, not by this user (uid %u): refusing to write "
+                            "into a directory another user controls", role, path,
+                            (unsigned)st.st_uid, (unsigned)me);
+        return -EPERM;
+    }
+    /* Group-writable is accepted only for this user's own group (user private groups). */
+    if ((st.st_mode & S_IWOTH) || ((st.st_mode & S_IWGRP) && st.st_gid != getegid())) {
+        lb_error_detail_set("%s '%s' is writable by %s (mode %04o): another user could plant files in "
+                            "it; chmod go-w it or choose another directory", role, path,
+                            (st.st_mode & S_IWOTH) ? "every user" : "its group",
+                            (unsigned)(st.st_mode & 07777));
+        return -EPERM;
+    }
+    return 0;
+}
+
+/* A symlink as the last component is followed only when this user or root made it: one planted in
+ * a shared directory (/tmp) by someone else must not redirect where Logbook writes. */
+static int symlink_is_trusted(const char *path, int *is_link) {
+    struct stat st;
+    *is_link = lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+    return *is_link && (st.st_uid == geteuid() || st.st_uid == 0);
+}
+
+int lb_dir_open_private(const char *path, const char *role, int create) {
     int fd;
-    do fd = open(p, flags | O_CLOEXEC, 0600);
+    do fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     while (fd < 0 && errno == EINTR);
-    int err = errno;
-    free(p);
-    return fd < 0 ? -err : fd;
+    if (fd < 0 && errno == ENOENT && create) {
+        if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+            int err = errno;
+            lb_error_detail_set("cannot create %s '%s': %s", role, path, strerror(err));
+            return -err;
+        }
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+        int err = errno, is_link;
+        if (symlink_is_trusted(path, &is_link)) {
+            fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        } else if (is_link) {
+            lb_error_detail_set("%s '%s' is a symbolic link that neither this user nor root owns: "
+                                "not followed", role, path);
+            return -ELOOP;
+        } else {
+            errno = err;
+        }
+    }
+    if (fd < 0) {
+        int err = errno;
+        if (err == ENOTDIR) lb_error_detail_set("%s '%s' is not a directory", role, path);
+        else lb_error_detail_set("%s '%s': %s", role, path, strerror(err));
+        return -err;
+    }
+    int rc = lb_dir_check_private(fd, role, path);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+int lb_file_open_at(int dir_fd, const char *name, int flags, const char *dir_path) {
+    int fd;
+    do fd = openat(dir_fd, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        int err = errno;
+        if (dir_path && err == ELOOP)
+            lb_error_detail_set("'%s/%s' is a symbolic link: not followed", dir_path, name);
+        else if (dir_path && err != ENOENT)
+            lb_error_detail_set("'%s/%s': %s", dir_path, name, strerror(err));
+        return -err;
+    }
+    struct stat st = {0};
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (dir_path)
+            lb_error_detail_set("'%s/%s' is %s, not a regular file", dir_path, name,
+                                file_type_name(st.st_mode));
+        close(fd);
+        return -EINVAL;
+    }
+    if (flags & O_NONBLOCK) return fd;
+    /* O_NONBLOCK means nothing for a regular file, but it stays off the caller's descriptor. */
+    int status = fcntl(fd, F_GETFL);
+    if (status >= 0) fcntl(fd, F_SETFL, status & ~O_NONBLOCK);
+    return fd;
+}
+
+int lb_file_create_at(int dir_fd, const char *name, const char *dir_path) {
+    /* A leftover of a crash (or anything else under this name) goes first; unlinkat removes a
+     * symlink itself, never its target. */
+    if (unlinkat(dir_fd, name, 0) != 0 && errno != ENOENT && errno != EISDIR) {
+        int err = errno;
+        lb_error_detail_set("cannot remove '%s/%s': %s", dir_path, name, strerror(err));
+        return -err;
+    }
+    int fd;
+    do fd = openat(dir_fd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        int err = errno;
+        lb_error_detail_set("cannot create '%s/%s': %s", dir_path, name, strerror(err));
+        return -err;
+    }
+    return fd;
 }
 
 ssize_t lb_pread_full(int fd, void *buffer, size_t length, uint64_t offset) {

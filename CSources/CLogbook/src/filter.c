@@ -312,7 +312,14 @@ const char *lb_bundle_filter_warning(lb_bundle *b) { return b ? b->filter_warnin
 
 int lb_filter_open(lb_bundle *b, const lb_options *options) {
     pthread_mutex_lock(&b->lock);
-    int rc = options->filter ? merge_spec(b, options->filter, 0, NULL) : 0;
+    int rc = 0;
+    if (options->filter) {
+        lb_filter_error error;
+        rc = merge_spec(b, options->filter, 0, &error);
+        if (rc == -EINVAL)
+            lb_error_detail_set("filter \"%.120s\": %s (at byte %u)", options->filter, error.message,
+                                error.offset);
+    }
     const char *env = options->ignore_environment_filter ? NULL : getenv("LOGBOOK_FILTER");
     if (rc == 0 && env) {
         lb_filter_error error;

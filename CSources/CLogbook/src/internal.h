@@ -87,8 +87,28 @@ int lb_meta_parse_entries(const uint8_t *bytes, size_t length, lb_meta_visitor v
 ssize_t lb_pread_full(int fd, void *buffer, size_t length, uint64_t offset);
 /* "dir/name", malloc'd, or NULL. */
 char *lb_path_join(const char *dir, const char *name);
-/* open(dir/name, flags | O_CLOEXEC, 0600): the descriptor or -errno. */
-int lb_open_in(const char *dir, const char *name, int flags);
+
+/* ---- error details (lb_error_detail): set by the open calls beside their -errno ---- */
+void lb_error_detail_clear(void);
+void lb_error_detail_set(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- files Logbook writes (common.c): see "Safe files" in docs/ARCHITECTURE.md ---- */
+/* Checks an open directory to write in: a directory this user owns that no other user (nor a
+ * group other than this user's own) can write to. 0, or -ENOTDIR / -EPERM with a detail naming
+ * `role` ("bundle directory") and `path`. */
+int lb_dir_check_private(int dir_fd, const char *role, const char *path);
+/* Opens directory `path` to write in (O_DIRECTORY | O_CLOEXEC), creating it 0700 when `create` and
+ * it is missing, then lb_dir_check_private. A symlink as the last component is followed only when
+ * this user or root owns it (-ELOOP otherwise). The descriptor, or -errno with a detail. */
+int lb_dir_open_private(const char *path, const char *role, int create);
+/* Opens `name` in `dir_fd` with `flags` (O_RDONLY, O_RDWR, optionally O_CREAT) plus O_CLOEXEC,
+ * O_NOFOLLOW and O_NONBLOCK (a FIFO never blocks the open; the flag is cleared again unless the
+ * caller asked for it): the descriptor, -ENOENT, -ELOOP for a symlink, -EINVAL for anything but a
+ * regular file. With `dir_path`, a failure other than -ENOENT sets a detail naming the file. */
+int lb_file_open_at(int dir_fd, const char *name, int flags, const char *dir_path);
+/* Creates `name` in `dir_fd` afresh: removes whatever has the name (a symlink itself, never its
+ * target), then O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600. The descriptor, or -errno with a detail. */
+int lb_file_create_at(int dir_fd, const char *name, const char *dir_path);
 int lb_pwrite_full(int fd, const void *buffer, size_t length, uint64_t offset);
 
 /* ---- archive files: names and frames, shared by the archiver and the reader ---- */
@@ -144,6 +164,7 @@ typedef struct lb_site_entry {
 struct lb_bundle {
     lb_bundle_hot hot;             /* must stay first: read by inline lb_site_lookup */
     char *path;
+    int dir_fd;                    /* the bundle directory, checked: every file is opened in it */
     int ring_fd, meta_fd, lock_fd;
     lb_ring_header *ring;
     size_t map_length;
@@ -169,6 +190,7 @@ struct lb_bundle {
     int archiving;                         /* an archiver was attached (never cleared) */
     void *archiver;                        /* its state, for archiver_stop */
     int (*archiver_stop)(void *archiver);  /* drains sealed chunks and stops; called by shutdown */
+    void (*archiver_forget)(void *archiver); /* frees a forked child's copy (lb_bundle_close) */
     _Atomic uint32_t sealed_generation;    /* futex: bumped when a chunk is sealed */
     _Atomic uint32_t archiver_sleeping;    /* the archiver waits on sealed_generation */
     _Atomic uint32_t archiver_seen_generation; /* sealed_generation at its last pass */
@@ -220,8 +242,10 @@ void lb_chunk_seal(lb_bundle *b, lb_chunk_header *chunk);
 /* Futex wait while *word == expected, at most timeout_ms (0: no limit); futex wake of all. */
 void lb_futex_wait(_Atomic uint32_t *word, uint32_t expected, uint32_t timeout_ms);
 void lb_futex_wake_all(_Atomic uint32_t *word);
-/* Attaches an archiver: `stop` runs in shutdown after every chunk is sealed. */
-void lb_bundle_attach_archiver(lb_bundle *b, void *archiver, int (*stop)(void *archiver));
+/* Attaches an archiver: `stop` runs in shutdown after every chunk is sealed; `forget` frees a
+ * forked child's copy of it (memory and descriptors only). */
+void lb_bundle_attach_archiver(lb_bundle *b, void *archiver, int (*stop)(void *archiver),
+                               void (*forget)(void *archiver));
 /* Wakes lossless writers waiting for a reusable chunk. */
 void lb_bundle_chunks_released(lb_bundle *b);
 /* The bundle's directory and geometry, for the archiver. */

@@ -747,16 +747,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
  * as `ring` must not hang a reader), and only a regular file. -ENOENT when absent, -ELOOP for a
  * symlink, -EINVAL for anything but a regular file. */
 static int open_bundle_file(int dir_fd, const char *name) {
-    int fd;
-    do fd = openat(dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0) return -errno;
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return -EINVAL;
-    }
-    return fd;
+    return lb_file_open_at(dir_fd, name, O_RDONLY, NULL);
 }
 
 static int directory_has_archive_files(int dir_fd) {
@@ -789,10 +780,15 @@ static const char *bundle_file_problem(int rc) {
 }
 
 int lb_reader_open(const char *path, lb_reader **out) {
+    lb_error_detail_clear();
     if (!path || !out) return -EINVAL;
     struct stat st;
     if (stat(path, &st) != 0) return -errno;
-    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) return -EINVAL;
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+        lb_error_detail_set("'%s' is neither a directory nor a regular file (a FIFO, socket or device): "
+                            "not read", path);
+        return -EINVAL;
+    }
     lb_reader *r = calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
     r->ring_fd = r->meta_fd = r->lock_fd = -1;
@@ -838,6 +834,8 @@ int lb_reader_open(const char *path, lb_reader **out) {
                 if (!r->archive_dir) rc = -ENOMEM;
             } else {
                 rc = -EPROTO;  /* neither a bundle nor an archive directory: nothing to read */
+                lb_error_detail_set("'%s' is neither a Logbook bundle (no ring, meta or lock) nor an "
+                                    "archive directory (no archive files)", path);
             }
             close(dir);
         }

@@ -76,6 +76,9 @@ static void fork_child(void) {
         b->sealer_running = 0;  /* the sealer thread was not copied */
         pthread_mutex_init(&b->lock, NULL);
         pthread_mutex_init(&b->sealer_lock, NULL);
+        /* The parent's sealer may have been waiting on it: destroying the inherited condition
+         * variable would wait for that waiter forever (glibc), so the child gets a fresh one. */
+        pthread_cond_init(&b->sealer_wake, NULL);
         for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
             lb_writer_cold *c = COLD(w);
             pthread_mutex_init(&c->lock, NULL);

@@ -79,17 +79,23 @@ void lb_archive_options_init(lb_archive_options *options);
  * so the records of a crashed run are in the archive before new ones are logged. Returns the
  * errors of lb_bundle_open, -EINVAL for bad archive options (max_file_size under 64 KiB, a quota
  * under max_file_size), or -errno when the archive directory cannot be made or opened (-ENOTDIR:
- * "archive" exists and is no directory; -ENOENT: a dangling "archive" symlink). */
+ * "archive" exists and is no directory; -ENOENT: a dangling "archive" symlink). The archive
+ * directory is held to the bundle directory's rules (lb_bundle_open): owned by this user, not
+ * writable by others (-EPERM), a custom one's last component a symlink only if this user or root
+ * owns it (-ELOOP); archive files are created exclusively and opened without following symlinks.
+ * lb_error_detail() names the option or the directory that failed, and why. */
 int lb_bundle_open_archived(const char *path, const lb_options *options,
                             const lb_archive_options *archive, lb_bundle **out);
 
 /* Rolls the file being written now (when it holds any chunk): seals every thread's chunk, archives
- * everything sealed, completes the file and calls on_roll. -ENOTSUP without an archiver. */
+ * everything sealed, completes the file and calls on_roll. -ENOTSUP without an archiver, -EBADF
+ * after lb_bundle_shutdown. */
 int lb_archive_roll(lb_bundle *bundle);
 
 /* Seals every thread's chunk, waits until every sealed chunk is archived and the current file is
  * fsynced (the records logged before the call survive power loss). Returns 0, the archiver's
- * error (e.g. -ENOSPC), or -ETIMEDOUT after timeout_ms (0: wait without limit). */
+ * error (e.g. -ENOSPC), -ETIMEDOUT after timeout_ms (0: wait without limit), -EBADF after
+ * lb_bundle_shutdown, -ENOTSUP without an archiver. */
 int lb_archive_sync(lb_bundle *bundle, uint32_t timeout_ms);
 
 typedef struct lb_archive_stats {

@@ -1008,7 +1008,7 @@ static int reconcile_ring(archiver *a) {
             continue;
         r.chunks[r.count++] = (ring_chunk){h->sequence, h->claim, slot, atomic_load(&h->committed), 0};
     }
-    qsort(r.chunks, r.count, sizeof *r.chunks, compare_ring_chunks);
+    if (r.count > 1) qsort(r.chunks, r.count, sizeof *r.chunks, compare_ring_chunks);
     r.unresolved = r.count;
     if (r.unresolved && a->cur.fd >= 0)
         reconcile_file(&r, a->cur.number, LB_ARCHIVE_NAME_WRITING, NULL);
@@ -1066,7 +1066,7 @@ static int recover_directory(archiver *a) {
         close(file);
     }
     closedir(d);
-    qsort(writing, writing_count, sizeof *writing, compare_u64);
+    if (writing_count > 1) qsort(writing, writing_count, sizeof *writing, compare_u64);
     /* Never reuse a number, not even one whose file went missing: readers would take the new
      * file for the old one (only a file removed below, that never had a header, gives its number
      * back). */
@@ -1180,12 +1180,12 @@ static void wake(archiver *a) {
     lb_futex_wake_all(&a->b->sealed_generation);
 }
 
-static void archiver_free(archiver *a) {
+/* Memory and descriptors only: in a forked child this is all that may be let go of (the thread,
+ * its lock and condition variable belong to the parent). */
+static void archiver_release(archiver *a) {
     if (a->cur.fd >= 0) close(a->cur.fd);
     if (a->dir_fd >= 0) close(a->dir_fd);
     if (a->uring_ready) io_uring_queue_exit(&a->uring);
-    pthread_mutex_destroy(&a->lock);
-    pthread_cond_destroy(&a->done);
     free(a->cur.sessions);
     free(a->files);
     free(a->meta);
@@ -1195,6 +1195,14 @@ static void archiver_free(archiver *a) {
     free(a->dir);
     free(a);
 }
+
+static void archiver_free(archiver *a) {
+    pthread_mutex_destroy(&a->lock);
+    pthread_cond_destroy(&a->done);
+    archiver_release(a);
+}
+
+static void archiver_forget(void *context) { archiver_release(context); }
 
 /* Called by lb_bundle_shutdown once every chunk is sealed: archive them all, sync, stop. */
 static int archiver_stop(void *context) {
@@ -1221,42 +1229,97 @@ void lb_archive_options_init(lb_archive_options *o) {
     o->quota = 256u << 20;
 }
 
-/* "<bundle>/archive" is the directory, or a symlink to the custom one. */
-static int link_custom_directory(const char *bundle, const char *dir) {
-    char *link = lb_path_join(bundle, "archive");
+/* "<bundle>/archive" is the directory, or a symlink to the custom one: made relative to the
+ * bundle's (checked) directory. */
+static int link_custom_directory(lb_bundle *b, const char *dir) {
     char *target = realpath(dir, NULL);
-    int rc = (!link || !target) ? -ENOMEM : 0;
-    if (!rc) {
-        struct stat st;
-        if (lstat(link, &st) == 0) {
-            if (S_ISLNK(st.st_mode)) {
-                char old[4096];
-                ssize_t n = readlink(link, old, sizeof old - 1);
-                if (n >= 0) old[n] = 0;
-                if (n < 0 || strcmp(old, target) != 0) {
-                    unlink(link);
-                    if (symlink(target, link) != 0) rc = -errno;
-                }
+    if (!target) return -errno;
+    int rc = 0;
+    struct stat st;
+    if (fstatat(b->dir_fd, "archive", &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        if (S_ISLNK(st.st_mode)) {
+            char old[4096];
+            ssize_t n = readlinkat(b->dir_fd, "archive", old, sizeof old - 1);
+            if (n >= 0) old[n] = 0;
+            if (n < 0 || strcmp(old, target) != 0) {
+                unlinkat(b->dir_fd, "archive", 0);
+                if (symlinkat(target, b->dir_fd, "archive") != 0) rc = -errno;
             }
-            /* A real directory from an earlier default stays: readers keep finding its files. */
-        } else if (symlink(target, link) != 0) {
-            rc = -errno;
         }
+        /* A real directory from an earlier default stays: readers keep finding its files. */
+    } else if (symlinkat(target, b->dir_fd, "archive") != 0) {
+        rc = -errno;
     }
-    free(link);
+    if (rc)
+        lb_error_detail_set("cannot link '%s/archive' to archive directory '%s': %s", b->path, target,
+                            strerror(-rc));
     free(target);
     return rc;
 }
 
+/* The archive directory, checked like the bundle's: the default one is made inside the bundle
+ * directory (where "archive" may be this user's symlink to a custom directory of an earlier run). */
+static int open_archive_directory(archiver *a, const char *custom) {
+    lb_bundle *b = a->b;
+    if (custom) {
+        int fd = lb_dir_open_private(custom, "archive directory", 1);
+        if (fd < 0) return fd;
+        int rc = link_custom_directory(b, custom);
+        if (rc) {
+            close(fd);
+            return rc;
+        }
+        return fd;
+    }
+    if (mkdirat(b->dir_fd, "archive", 0700) != 0 && errno != EEXIST) {
+        int err = errno;
+        lb_error_detail_set("cannot create archive directory '%s': %s", a->dir, strerror(err));
+        return -err;
+    }
+    int fd = openat(b->dir_fd, "archive", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        if (err == ENOTDIR) lb_error_detail_set("archive directory '%s' is not a directory", a->dir);
+        else lb_error_detail_set("archive directory '%s': %s", a->dir, strerror(err));
+        return -err;
+    }
+    int rc = lb_dir_check_private(fd, "archive directory", a->dir);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+/* 1 when the archive options are usable; otherwise 0 with a detail naming the option. */
+static int valid_archive_options(const lb_archive_options *o) {
+    if (o->max_file_size < 64u * 1024) {
+        lb_error_detail_set("max file size %llu bytes is under the minimum of 65536 bytes (64 KiB)",
+                            (unsigned long long)o->max_file_size);
+        return 0;
+    }
+    if (o->quota && o->quota < o->max_file_size) {
+        lb_error_detail_set("quota %llu bytes is under max file size %llu bytes: it must hold at least "
+                            "one file (or be 0: no quota)", (unsigned long long)o->quota,
+                            (unsigned long long)o->max_file_size);
+        return 0;
+    }
+    if (o->backend && o->backend != LB_ARCHIVE_BACKEND_IO_URING && o->backend != LB_ARCHIVE_BACKEND_PWRITE) {
+        lb_error_detail_set("archive backend %u is neither io_uring (%u) nor pwrite (%u)", o->backend,
+                            LB_ARCHIVE_BACKEND_IO_URING, LB_ARCHIVE_BACKEND_PWRITE);
+        return 0;
+    }
+    return 1;
+}
+
 int lb_bundle_open_archived(const char *path, const lb_options *options,
                             const lb_archive_options *archive, lb_bundle **out) {
+    lb_error_detail_clear();
     if (!path || !out) return -EINVAL;
     lb_archive_options o;
     if (archive) o = *archive;
     else lb_archive_options_init(&o);
-    if (o.max_file_size < 64u * 1024 || (o.quota && o.quota < o.max_file_size) ||
-        (o.backend && o.backend != LB_ARCHIVE_BACKEND_IO_URING && o.backend != LB_ARCHIVE_BACKEND_PWRITE))
-        return -EINVAL;
+    if (!valid_archive_options(&o)) return -EINVAL;
     lb_bundle *b;
     int rc = lb_bundle_open(path, options, &b);
     if (rc) return rc;
@@ -1277,10 +1340,8 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
     a->candidates = malloc((size_t)b->chunk_count * sizeof *a->candidates);
     a->o.directory = NULL;  /* the caller's string is not kept */
     if (!a->dir || !a->candidates) { rc = -ENOMEM; goto fail; }
-    if (mkdir(a->dir, 0700) != 0 && errno != EEXIST) { rc = -errno; goto fail; }
-    if (o.directory && (rc = link_custom_directory(path, a->dir)) != 0) goto fail;
-    a->dir_fd = open(a->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (a->dir_fd < 0) { rc = -errno; goto fail; }
+    a->dir_fd = open_archive_directory(a, o.directory);
+    if (a->dir_fd < 0) { rc = a->dir_fd; goto fail; }
 
     const char *env = getenv("LOGBOOK_ARCHIVE_BACKEND");
     int forced = o.backend == LB_ARCHIVE_BACKEND_PWRITE || (env && strcmp(env, "pwrite") == 0);
@@ -1303,7 +1364,7 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
     /* Records a crashed run left in the ring go to the archive before new ones are logged. A
      * failure here (a full disk) is not fatal: the thread keeps retrying, and stats report it. */
     (void)archive_sealed(a);
-    lb_bundle_attach_archiver(b, a, archiver_stop);
+    lb_bundle_attach_archiver(b, a, archiver_stop, archiver_forget);
     if (pthread_create(&a->thread, NULL, archiver_main, a) != 0) {
         rc = -EAGAIN;
         b->archiver_stop = NULL;
@@ -1340,6 +1401,7 @@ static int wait_request(archiver *a, uint64_t *done, uint64_t target, uint32_t t
 }
 
 int lb_archive_roll(lb_bundle *b) {
+    if (b && atomic_load(&b->closed)) return -EBADF;
     archiver *a = archiver_of(b);
     if (!a) return -ENOTSUP;
     lb_bundle_flush(b);
@@ -1354,6 +1416,7 @@ int lb_archive_roll(lb_bundle *b) {
 }
 
 int lb_archive_sync(lb_bundle *b, uint32_t timeout_ms) {
+    if (b && atomic_load(&b->closed)) return -EBADF;
     archiver *a = archiver_of(b);
     if (!a) return -ENOTSUP;
     lb_bundle_flush(b);

@@ -1,0 +1,406 @@
+/* safety_test: hostile paths, planted files, FIFOs, fork, closed bundles and the error details,
+ * through logbook.h and logbook_archive.h only. Prints "N passed, N failed". A case that needs
+ * root (files owned by another user) says "skipped" and why when not run as root.
+ *
+ *   cc -pthread -I CSources/CLogbook/include -I CSources/CLogbookArchive/include \
+ *      Tests/CTests/safety_test.c CSources/CLogbook/src/?*.c CSources/CLogbookArchive/src/?*.c -luring
+ */
+#define _GNU_SOURCE
+#include "logbook.h"
+#include "logbook_archive.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int passed, failed;
+
+#define CHECK(cond)                                                               \
+    do {                                                                          \
+        if (cond) passed++;                                                       \
+        else {                                                                    \
+            failed++;                                                             \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+        }                                                                         \
+    } while (0)
+
+/* The detail of the last failed open contains `text`. */
+#define CHECK_DETAIL(text)                                                                   \
+    do {                                                                                     \
+        if (strstr(lb_error_detail(), text)) passed++;                                       \
+        else {                                                                               \
+            failed++;                                                                        \
+            fprintf(stderr, "%s:%d: detail \"%s\" lacks \"%s\"\n", __FILE__, __LINE__,       \
+                    lb_error_detail(), text);                                                \
+        }                                                                                    \
+    } while (0)
+
+static char dir[256];
+static const uid_t other_uid = 65534;  /* nobody */
+
+static void path_of(char *out, size_t size, const char *name) { snprintf(out, size, "%s/%s", dir, name); }
+
+static void small_options(lb_options *o) {
+    lb_options_init(o);
+    o->capacity = 256 << 10;
+    o->chunk_size = 16 << 10;
+}
+
+/* A file whose bytes must survive whatever Logbook is made to do. */
+static void make_victim(const char *path) {
+    FILE *f = fopen(path, "w");
+    fputs("precious", f);
+    fclose(f);
+}
+
+static int victim_intact(const char *path) {
+    char text[32] = "";
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = 0;
+    struct stat st;
+    return strcmp(text, "precious") == 0 && stat(path, &st) == 0 && st.st_size == 8;
+}
+
+static int exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+static void test_directory_writable_by_others_is_refused(void) {
+    char path[512], file[600];
+    path_of(path, sizeof path, "shared.logbook");
+    mkdir(path, 0700);
+    chmod(path, 0777);  /* not through umask */
+    lb_options o;
+    small_options(&o);
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open(path, &o, &b) == -EPERM);
+    CHECK_DETAIL("is writable by every user (mode 0777)");
+    snprintf(file, sizeof file, "%s/lock", path);
+    CHECK(!exists(file));  /* refused before anything was created in it */
+    chmod(path, 0770);     /* group-writable, by root's group when root: this user's own group */
+    int rc = lb_bundle_open(path, &o, &b);
+    CHECK(rc == 0);  /* the directory's group is this process's group */
+    if (rc == 0) lb_bundle_close(b);
+    if (getegid() == 0 && chown(path, 0, 100) == 0) {  /* a group that is not ours */
+        CHECK(lb_bundle_open(path, &o, &b) == -EPERM);
+        CHECK_DETAIL("is writable by its group");
+    }
+    chmod(path, 0700);
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    lb_bundle_close(b);
+}
+
+static void test_directory_of_another_user_is_refused(void) {
+    if (geteuid() != 0) {
+        printf("skipped: directories of another user need root to make (uid %u)\n", (unsigned)geteuid());
+        return;
+    }
+    char path[512];
+    path_of(path, sizeof path, "theirs.logbook");
+    mkdir(path, 0700);
+    CHECK(chown(path, other_uid, other_uid) == 0);
+    lb_options o;
+    small_options(&o);
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open(path, &o, &b) == -EPERM);
+    CHECK_DETAIL("is owned by uid 65534, not by this user (uid 0)");
+
+    /* A symlink planted by another user as the bundle path is not followed, even to a directory
+     * this user owns; this user's own symlink is. */
+    char mine[512], link[512];
+    path_of(mine, sizeof mine, "mine.logbook");
+    path_of(link, sizeof link, "link.logbook");
+    mkdir(mine, 0700);
+    CHECK(symlink(mine, link) == 0);
+    CHECK(lchown(link, other_uid, other_uid) == 0);
+    CHECK(lb_bundle_open(link, &o, &b) == -ELOOP);
+    CHECK_DETAIL("is a symbolic link that neither this user nor root owns");
+    CHECK(lchown(link, 0, 0) == 0);
+    CHECK(lb_bundle_open(link, &o, &b) == 0);
+    lb_bundle_close(b);
+}
+
+/* ring.new and meta.new planted as symlinks in a (private) directory before the bundle is made:
+ * the symlinks are replaced, the victim files they point to are untouched. */
+static void test_planted_symlinks_are_never_followed(void) {
+    char path[512], victim[512], link[600];
+    path_of(path, sizeof path, "planted.logbook");
+    path_of(victim, sizeof victim, "victim");
+    mkdir(path, 0700);
+    make_victim(victim);
+    snprintf(link, sizeof link, "%s/ring.new", path);
+    CHECK(symlink(victim, link) == 0);
+    snprintf(link, sizeof link, "%s/meta.new", path);
+    CHECK(symlink(victim, link) == 0);
+    lb_options o;
+    small_options(&o);
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    if (b) lb_bundle_close(b);
+    CHECK(victim_intact(victim));
+
+    /* `lock` as a symlink (to a file that does not exist yet): refused, nothing created. */
+    char other[512], target[600];
+    path_of(other, sizeof other, "lock-planted.logbook");
+    mkdir(other, 0700);
+    snprintf(target, sizeof target, "%s/created-by-logbook", dir);
+    snprintf(link, sizeof link, "%s/lock", other);
+    CHECK(symlink(target, link) == 0);
+    CHECK(lb_bundle_open(other, &o, &b) == -ELOOP);
+    CHECK_DETAIL("/lock' is a symbolic link: not followed");
+    CHECK(!exists(target));
+
+    /* `ring` of an existing bundle replaced by a symlink to the victim: refused, victim intact. */
+    char ring[600];
+    snprintf(ring, sizeof ring, "%s/ring", path);
+    unlink(ring);
+    CHECK(symlink(victim, ring) == 0);
+    CHECK(lb_bundle_open(path, &o, &b) == -ELOOP);
+    CHECK_DETAIL("/ring' is a symbolic link: not followed");
+    CHECK(victim_intact(victim));
+}
+
+/* Opening a FIFO blocks until a writer comes: every file is opened non-blocking and refused unless
+ * it is a regular file. An alarm turns a hang into a failure. */
+static void test_fifos_are_refused_without_blocking(void) {
+    static const char *names[] = {"lock", "ring", "meta"};
+    for (int i = 0; i < 3; i++) {
+        char path[512], fifo[600];
+        snprintf(path, sizeof path, "%s/fifo-%s.logbook", dir, names[i]);
+        lb_options o;
+        small_options(&o);
+        lb_bundle *b = NULL;
+        if (i > 0) {  /* a real bundle first, then its file replaced */
+            CHECK(lb_bundle_open(path, &o, &b) == 0);
+            lb_bundle_close(b);
+        } else {
+            mkdir(path, 0700);
+        }
+        snprintf(fifo, sizeof fifo, "%s/%s", path, names[i]);
+        unlink(fifo);
+        CHECK(mkfifo(fifo, 0600) == 0);
+        alarm(20);
+        CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
+        CHECK_DETAIL("is a FIFO, not a regular file");
+        lb_reader *r = NULL;
+        if (lb_reader_open(path, &r) == 0) lb_reader_close(r);  /* the reader: no hang either */
+        alarm(0);
+    }
+}
+
+static void test_archive_directory_is_checked_and_its_files_never_followed(void) {
+    char path[512], custom[512], victim[512];
+    path_of(path, sizeof path, "archived.logbook");
+    path_of(custom, sizeof custom, "custom-archive");
+    path_of(victim, sizeof victim, "archive-victim");
+    make_victim(victim);
+    mkdir(custom, 0700);
+    chmod(custom, 0777);
+    lb_options o;
+    small_options(&o);
+    lb_archive_options a;
+    lb_archive_options_init(&a);
+    a.directory = custom;
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open_archived(path, &o, &a, &b) == -EPERM);
+    CHECK_DETAIL("archive directory '");
+    CHECK_DETAIL("custom-archive' is writable by every user");
+    chmod(custom, 0700);
+
+    /* The file the archiver will write first, planted as a symlink to the victim. */
+    char planted[600];
+    snprintf(planted, sizeof planted, "%s/archive-0000000001.lba.writing", custom);
+    CHECK(symlink(victim, planted) == 0);
+    int rc = lb_bundle_open_archived(path, &o, &a, &b);
+    CHECK(rc == 0);
+    if (rc == 0) {
+        lb_logger *log;
+        lb_logger_register(b, "safety", &log);
+        for (int i = 0; i < 2000; i++) LB_INFO(log, "archived record {}", i);
+        CHECK(lb_archive_sync(b, 10000) == 0);
+        CHECK(lb_bundle_close(b) == 0);
+    }
+    CHECK(victim_intact(victim));
+
+    /* The default archive directory, replaced by a symlink to a directory others can write. */
+    char plain[512], open_dir[512], link[600];
+    path_of(plain, sizeof plain, "default-archive.logbook");
+    path_of(open_dir, sizeof open_dir, "world-writable");
+    mkdir(open_dir, 0700);
+    chmod(open_dir, 0777);
+    CHECK(lb_bundle_open(plain, &o, &b) == 0);
+    lb_bundle_close(b);
+    snprintf(link, sizeof link, "%s/archive", plain);
+    CHECK(symlink(open_dir, link) == 0);
+    CHECK(lb_bundle_open_archived(plain, &o, NULL, &b) == -EPERM);
+    CHECK_DETAIL("/default-archive.logbook/archive' is writable by every user");
+}
+
+static void test_errors_name_what_was_wrong(void) {
+    char path[512];
+    path_of(path, sizeof path, "errors.logbook");
+    lb_options o;
+    lb_bundle *b = NULL, *second = NULL;
+    small_options(&o);
+    o.chunk_size = 1000;
+    CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
+    CHECK_DETAIL("chunk size 1000 is not a power of two from 4096 to 16777216 bytes");
+    small_options(&o);
+    o.capacity = 0;
+    CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
+    CHECK_DETAIL("capacity 0 bytes holds 0 chunks of 16384 bytes; a ring needs 2 to");
+    small_options(&o);
+    o.wrap_policy = 9;
+    CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
+    CHECK_DETAIL("wrap policy 9");
+    small_options(&o);
+    o.filter = "net=loud";
+    CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
+    CHECK_DETAIL("filter \"net=loud\"");
+    lb_archive_options a;
+    lb_archive_options_init(&a);
+    a.max_file_size = 1;
+    small_options(&o);
+    CHECK(lb_bundle_open_archived(path, &o, &a, &b) == -EINVAL);
+    CHECK_DETAIL("max file size 1 bytes is under the minimum of 65536 bytes");
+    lb_archive_options_init(&a);
+    a.quota = 100000;
+    a.max_file_size = 200000;
+    CHECK(lb_bundle_open_archived(path, &o, &a, &b) == -EINVAL);
+    CHECK_DETAIL("quota 100000 bytes is under max file size 200000 bytes");
+
+    /* A second writer gets the same words whether it asked for an archiver or not. */
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    CHECK(lb_bundle_open(path, &o, &second) == -EWOULDBLOCK);
+    CHECK(strcmp(lb_error_detail(), "another process is writing to this bundle") == 0);
+    CHECK(lb_bundle_open_archived(path, &o, NULL, &second) == -EWOULDBLOCK);
+    CHECK(strcmp(lb_error_detail(), "another process is writing to this bundle") == 0);
+    lb_bundle_close(b);
+
+    /* A success clears the detail. */
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    CHECK(strcmp(lb_error_detail(), "") == 0);
+    lb_bundle_close(b);
+
+    /* Damage is named: a version-1 ring, a ring cut short, a missing meta file. */
+    char file[600];
+    snprintf(file, sizeof file, "%s/ring", path);
+    int fd = open(file, O_RDWR);
+    uint32_t version = 1;
+    CHECK(pwrite(fd, &version, 4, 8) == 4);  /* format_version sits after the 8-byte magic */
+    CHECK(lb_bundle_open(path, &o, &b) == -EPROTO);
+    CHECK_DETAIL("is of format version 1; this library reads and writes version 2");
+    version = LB_FORMAT_VERSION;
+    CHECK(pwrite(fd, &version, 4, 8) == 4);
+    CHECK(ftruncate(fd, 8192) == 0);
+    close(fd);
+    CHECK(lb_bundle_open(path, &o, &b) == -EPROTO);
+    CHECK_DETAIL("/ring' is cut short: 8192 bytes of the");
+    snprintf(file, sizeof file, "%s/meta", path);
+    unlink(file);
+    CHECK(lb_bundle_open(path, &o, &b) == -EPROTO);
+    CHECK_DETAIL("/meta' is missing");
+}
+
+static void test_closed_bundle_says_so_consistently(void) {
+    char path[512];
+    path_of(path, sizeof path, "closed.logbook");
+    lb_options o;
+    small_options(&o);
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open_archived(path, &o, NULL, &b) == 0);
+    lb_logger *log;
+    CHECK(lb_logger_register(b, "before", &log) == 0);
+    CHECK(lb_bundle_shutdown(b) == 0);
+    CHECK(lb_bundle_shutdown(b) == -EBADF);
+    CHECK(lb_bundle_flush(b) == -EBADF);
+    CHECK(lb_logger_register(b, "after", &log) == -EBADF);
+    CHECK(lb_logger_register(b, "before", &log) == -EBADF);
+    CHECK(lb_archive_roll(b) == -EBADF);
+    CHECK(lb_archive_sync(b, 1000) == -EBADF);
+    CHECK(lb_bundle_close(b) == 0);  /* close after shutdown: frees, nothing to report */
+}
+
+/* Waits for `pid` at most `seconds`; a child still running then is killed and reported. */
+static int wait_child(pid_t pid, int seconds) {
+    for (int i = 0; i < seconds * 100; i++) {
+        int status;
+        pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        if (done < 0) return -errno;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    fprintf(stderr, "the forked child hung for %d s\n", seconds);
+    return -ETIMEDOUT;
+}
+
+/* Default options (the idle sealer runs and waits on its condition variable), an archiver or not:
+ * a child forked after 100 ms closes the inherited bundle at once, and the parent goes on. */
+static void test_forked_child_closes_without_hanging(int archived) {
+    char path[512];
+    path_of(path, sizeof path, archived ? "fork-archived.logbook" : "fork.logbook");
+    lb_bundle *b = NULL;
+    int rc = archived ? lb_bundle_open_archived(path, NULL, NULL, &b) : lb_bundle_open(path, NULL, &b);
+    CHECK(rc == 0);
+    if (rc) return;
+    lb_logger *log;
+    lb_logger_register(b, "fork", &log);
+    for (int i = 0; i < 100; i++) LB_INFO(log, "parent before fork {}", i);
+    usleep(100 * 1000);
+    for (int round = 0; round < 5; round++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            LB_INFO(log, "child {}", round);  /* refused: the parent's chunks are not ours */
+            int flushed = lb_bundle_flush(b);
+            int closed = lb_bundle_close(b);
+            _exit(flushed == -EBADF && closed == 0 ? 0 : 1);
+        }
+        CHECK(wait_child(pid, 20) == 0);
+        LB_INFO(log, "parent after fork {}", round);
+    }
+    lb_counters counters;
+    lb_bundle_counters(b, &counters);
+    CHECK(counters.dropped == 0);
+    CHECK(lb_bundle_close(b) == 0);
+
+    lb_reader *r = NULL;
+    CHECK(lb_reader_open(path, &r) == 0);
+    if (!r) return;
+    CHECK(lb_reader_scan(r) == 105);
+    lb_reader_close(r);
+}
+
+int main(void) {
+    setenv("LOGBOOK_CLOCK", "monotonic", 1);
+    unsetenv("LOGBOOK_FILTER");
+    umask(022);
+    snprintf(dir, sizeof dir, "/tmp/logbook-safety-test-XXXXXX");
+    if (!mkdtemp(dir)) return 2;
+    test_directory_writable_by_others_is_refused();
+    test_directory_of_another_user_is_refused();
+    test_planted_symlinks_are_never_followed();
+    test_fifos_are_refused_without_blocking();
+    test_archive_directory_is_checked_and_its_files_never_followed();
+    test_errors_name_what_was_wrong();
+    test_closed_bundle_says_so_consistently();
+    test_forked_child_closes_without_hanging(0);
+    test_forked_child_closes_without_hanging(1);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
