@@ -115,19 +115,21 @@ public func parseRFC3339(_ text: String) -> Int64? {
 /// every escaper: text without any of these bytes is copied as it is.
 enum Escaping {
     case none
-    /// C0 and C1 controls, DEL, U+2028/2029 (`escapingControlCharacters`).
+    /// Everything a terminal would act on or hide (`isUnsafeForTerminal`), written `\u{…}`.
     case terminal
-    /// Quote, backslash, C0 controls, U+2028/2029 (`escapingJSON`).
+    /// Quote, backslash, and everything `isUnsafeForTerminal` as `\uXXXX` (JSON lines are read in
+    /// terminals too).
     case json
 
-    /// Whether `byte` can never start something this escaping changes. C1 controls are C2 80–9F
-    /// and U+2028/2029 are E2 80 A8/A9, so C2 and E2 lead bytes send the text to the slow path.
+    /// Whether `byte` can never start something this escaping changes: printable ASCII (and for
+    /// the terminal, any ASCII but quote and backslash matter only to JSON). Any non-ASCII byte
+    /// sends the text to the scalar-by-scalar path, which keeps what is harmless.
     @inline(__always)
     func isClean(_ byte: UInt8) -> Bool {
         switch self {
         case .none: true
-        case .terminal: byte >= 0x20 && byte != 0x7F && byte != 0xC2 && byte != 0xE2
-        case .json: byte >= 0x20 && byte != 0x22 && byte != 0x5C && byte != 0xE2
+        case .terminal: byte >= 0x20 && byte < 0x7F
+        case .json: byte >= 0x20 && byte < 0x7F && byte != 0x22 && byte != 0x5C
         }
     }
 
@@ -140,26 +142,36 @@ enum Escaping {
     }
 }
 
-/// Makes logged text safe for a terminal: control characters become `\n`, `\t`, `\u{1b}`...
+/// Makes logged text safe for a terminal: control characters become `\n`, `\t`, `\u{1b}`...,
+/// and so do the invisible characters that change how a line reads (bidirectional overrides and
+/// isolates such as U+202E, zero-width characters, the byte order mark: Unicode's format
+/// characters), so that what a terminal shows is what was logged.
 public func escapingControlCharacters(_ text: String) -> String {
     if text.utf8.allSatisfy(Escaping.terminal.isClean) { return text }
-    guard text.unicodeScalars.contains(where: isControl) else { return text }
+    guard text.unicodeScalars.contains(where: isUnsafeForTerminal) else { return text }
     var out = ""
     for scalar in text.unicodeScalars {
         switch scalar {
         case "\n": out += "\\n"
         case "\r": out += "\\r"
         case "\t": out += "\\t"
-        case _ where isControl(scalar): out += "\\u{" + String(scalar.value, radix: 16) + "}"
+        case _ where isUnsafeForTerminal(scalar): out += "\\u{" + String(scalar.value, radix: 16) + "}"
         default: out.unicodeScalars.append(scalar)
         }
     }
     return out
 }
 
-private func isControl(_ scalar: Unicode.Scalar) -> Bool {
-    scalar.value < 0x20 || scalar.value == 0x7F || (0x80...0x9F).contains(scalar.value)
-        || scalar.value == 0x2028 || scalar.value == 0x2029
+/// The one decision of what a terminal must not receive raw: C0 and C1 controls and DEL (escape
+/// sequences: colours, titles, cursor moves), the line and paragraph separators, and Unicode's
+/// format characters (general category Cf: U+200B–U+200F, U+202A–U+202E, U+2060–U+2064,
+/// U+2066–U+206F, U+FEFF, U+00AD, U+061C, tags...), which are invisible and can reorder a line.
+func isUnsafeForTerminal(_ scalar: Unicode.Scalar) -> Bool {
+    let value = scalar.value
+    if value < 0xA0 { return value < 0x20 || value >= 0x7F }
+    if value == 0xAD || value == 0x2028 || value == 0x2029 { return true }
+    if (0x2070..<0xFEFF).contains(value) || (0x300..<0x600).contains(value) { return false }  // no Cf here
+    return scalar.properties.generalCategory == .format
 }
 
 /// Escapes text for a JSON string literal (without the quotes).
@@ -174,11 +186,19 @@ public func escapingJSON(_ text: String) -> String {
         case "\n": out += "\\n"
         case "\r": out += "\\r"
         case "\t": out += "\\t"
-        case _ where scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029:
-            let hex = String(scalar.value, radix: 16)
-            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+        case _ where isUnsafeForTerminal(scalar):
+            if scalar.value > 0xFFFF {  // JSON spells a scalar past the BMP as a surrogate pair
+                for unit in String(scalar).utf16 { out += "\\u" + hex4(UInt32(unit)) }
+            } else {
+                out += "\\u" + hex4(scalar.value)
+            }
         default: out.unicodeScalars.append(scalar)
         }
     }
     return out
+}
+
+private func hex4(_ value: UInt32) -> String {
+    let hex = String(value, radix: 16)
+    return String(repeating: "0", count: max(0, 4 - hex.count)) + hex
 }

@@ -51,8 +51,15 @@ struct Output {
 let bundleArgumentHelp: ArgumentHelp =
     "A .logbook bundle (its archive files included), an archive directory, or one archive file."
 
+/// Every line of text the CLI prints besides entries (which the renderer escapes) goes through
+/// here or `warn`: paths, host and executable names, issue descriptions and error text come from
+/// files anyone may have named, so they reach the terminal escaped (`escapingControlCharacters`).
+func say(_ line: String) {
+    print(escapingControlCharacters(line))
+}
+
 func warn(_ message: String) {
-    let text = Array("logbook: \(message)\n".utf8)
+    let text = Array("logbook: \(escapingControlCharacters(message))\n".utf8)
     _ = text.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
 }
 
@@ -71,7 +78,7 @@ func parseTime(_ text: String, option: String) throws -> Int64 {
         let nowNanoseconds = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
         return nowNanoseconds - amount * scale * 1_000_000_000
     }
-    throw ValidationError("\(option) takes an RFC 3339 time (2026-11-21T08:00:00Z) or a duration before now (90s, 15m, 2h, 1d), not '\(text)'")
+    throw ValidationError("\(option) takes an RFC 3339 time (2026-11-21T08:00:00Z) or a duration before now (90s, 15m, 2h, 1d), not '\(escapingControlCharacters(text))'")
 }
 
 struct Show: ParsableCommand {
@@ -111,7 +118,7 @@ struct Show: ParsableCommand {
         let minimum: LogLevel?
         if let level {
             guard let parsed = LogLevel(name: level) else {
-                throw ValidationError("--level takes trace, debug, info, notice, warning, error or critical, not '\(level)'")
+                throw ValidationError("--level takes trace, debug, info, notice, warning, error or critical, not '\(escapingControlCharacters(level))'")
             }
             minimum = parsed
         } else {
@@ -121,7 +128,7 @@ struct Show: ParsableCommand {
         let untilNanoseconds = try until.map { try parseTime($0, option: "--until") }
         let pattern: Regex<AnyRegexOutput>?
         do { pattern = try grep.map { try Regex($0) } } catch {
-            throw ValidationError("--grep: not a valid regular expression: \(error)")
+            throw ValidationError("--grep: not a valid regular expression: \(escapingControlCharacters("\(error)"))")
         }
         let reader: LogReader
         do { reader = try LogReader(path: bundle) } catch { fail("\(error)") }
@@ -198,22 +205,22 @@ struct Verify: ParsableCommand {
         do { try reader.scan { _ in count += 1 } } catch let error as LogbookError { unreadable = error }
         let summary = unreadable == nil ? try? reader.verify() : nil
         let issues = reader.issues
-        for issue in issues { print(issue) }
+        for issue in issues { say("\(issue)") }
         let failures = issues.filter(\.isFailure).count
         if let unreadable {
-            print("unreadable: \(unreadable)")
+            say("unreadable: \(unreadable)")
             throw ExitCode(1)
         }
-        print("\(count) entries, \(issues.count) issues, \(failures) failures")
+        say("\(count) entries, \(issues.count) issues, \(failures) failures")
         if let summary {
             if let expected = summary.recordsExpected {
                 var line = "records: \(summary.recordsFound) read of \(expected) the bundle holds"
                 if summary.recordsUnreadable > 0 { line += ", \(summary.recordsUnreadable) unreadable" }
                 if summary.recordsLost > 0 { line += ", \(summary.recordsLost) missing" }
                 line += "; \(summary.recordsOverwritten) overwritten, \(summary.recordsRetired) in archive files retention deleted, \(summary.recordsDropped) dropped when logged"
-                print(line)
+                say(line)
             } else if summary.writerAlive {
-                print("records: a writer is running; records are counted once it stops")
+                say("records: a writer is running; records are counted once it stops")
             }
         }
         if failures > 0 { throw ExitCode(1) }
@@ -234,61 +241,61 @@ struct Info: ParsableCommand {
             try reader.scan { _ in entries += 1 }
             let files = try reader.archiveFiles()
             guard reader.isBundle else {
-                print("archive:         \(bundle)")
+                say("archive:         \(bundle)")
                 printArchiveFiles(files)
-                print("entries:         \(entries)")
+                say("entries:         \(entries)")
                 printIssues(reader)
                 return
             }
             let info: BundleInfo
             do { info = try reader.info() } catch {
                 // A damaged or missing ring hides its counters, not the rest.
-                print("bundle:          \(bundle)")
-                print("ring:            unreadable: \(error)")
+                say("bundle:          \(bundle)")
+                say("ring:            unreadable: \(error)")
                 printArchiveFiles(files)
-                print("entries:         \(entries)")
+                say("entries:         \(entries)")
                 printIssues(reader)
                 return
             }
-            print("bundle:          \(bundle)")
-            print("format:          version \(info.formatVersion)")
-            print("created:         \(formatRFC3339(nanoseconds: info.createdNanoseconds))")
-            print("ring:            \(info.chunkCount) chunks × \(info.chunkSize) bytes = \(UInt64(info.chunkCount) * UInt64(info.chunkSize)) bytes")
-            print("wrap policy:     \(info.wrapPolicy.map { "\($0)" } ?? "unknown")")
-            print("writer:          pid \(info.writerPID) (\(info.writerAlive ? "running" : "not running"))")
-            print("chunks:          \(info.chunksActive) active, \(info.chunksSealed) sealed, \(info.chunksArchived) archived, \(info.chunksFree) free")
-            print("entries now:     \(entries)")
+            say("bundle:          \(bundle)")
+            say("format:          version \(info.formatVersion)")
+            say("created:         \(formatRFC3339(nanoseconds: info.createdNanoseconds))")
+            say("ring:            \(info.chunkCount) chunks × \(info.chunkSize) bytes = \(UInt64(info.chunkCount) * UInt64(info.chunkSize)) bytes")
+            say("wrap policy:     \(info.wrapPolicy.map { "\($0)" } ?? "unknown")")
+            say("writer:          pid \(info.writerPID) (\(info.writerAlive ? "running" : "not running"))")
+            say("chunks:          \(info.chunksActive) active, \(info.chunksSealed) sealed, \(info.chunksArchived) archived, \(info.chunksFree) free")
+            say("entries now:     \(entries)")
             let c = info.counters
-            print("records written: \(c.records) (\(c.bytes) bytes, \(c.largeRecords) large)")
-            print("chunks claimed:  \(c.chunksClaimed) (\(c.chunksReused) reused older chunks)")
+            say("records written: \(c.records) (\(c.bytes) bytes, \(c.largeRecords) large)")
+            say("chunks claimed:  \(c.chunksClaimed) (\(c.chunksReused) reused older chunks)")
             let drops = c.drops.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-            print("dropped:         \(c.dropped) (\(drops))")
+            say("dropped:         \(c.dropped) (\(drops))")
             if info.recordsOverwritten > 0 {
-                print("overwritten:     \(info.recordsOverwritten) records before they were archived (overwrite policy)")
+                say("overwritten:     \(info.recordsOverwritten) records before they were archived (overwrite policy)")
             }
             if info.claimsAbandoned > 0 || info.chunksDiscarded > 0 {
-                print("recovery:        \(info.claimsAbandoned) chunk claims cut short by a crash, \(info.chunksDiscarded) damaged chunks cleared")
+                say("recovery:        \(info.claimsAbandoned) chunk claims cut short by a crash, \(info.chunksDiscarded) damaged chunks cleared")
             }
             let a = info.archive
             if let backend = a.backend {
-                print("archiver:        \(backend); \(a.archivedChunks) chunks (\(a.archivedBytes) bytes) archived")
+                say("archiver:        \(backend); \(a.archivedChunks) chunks (\(a.archivedBytes) bytes) archived")
                 var lag = "\(a.lagChunks) chunks (\(a.lagBytes) bytes) sealed, not archived yet"
                 if let oldest = a.oldestUnarchivedNanoseconds { lag += ", oldest from \(formatRFC3339(nanoseconds: oldest))" }
-                print("archive lag:     \(lag)")
+                say("archive lag:     \(lag)")
                 if a.failures > 0 {
                     let last = a.lastError == 0 ? "recovered" : "last: \(String(cString: strerror(a.lastError)))"
-                    print("archive errors:  \(a.failures) (\(last))")
+                    say("archive errors:  \(a.failures) (\(last))")
                 }
                 if a.chunksLostUnarchived > 0 {
-                    print("archive gaps:    \(a.chunksLostUnarchived) chunks overwritten before they were archived")
+                    say("archive gaps:    \(a.chunksLostUnarchived) chunks overwritten before they were archived")
                 }
                 if let numbers = a.fileNumbers, numbers.lowerBound > 1 {
-                    print("retention:       deleted files 1...\(numbers.lowerBound - 1) (\(a.retiredRecords) records)")
+                    say("retention:       deleted files 1...\(numbers.lowerBound - 1) (\(a.retiredRecords) records)")
                 }
                 printArchiveFiles(files)
             }
             for s in info.sessions {
-                print("session \(s.index):       pid \(s.pid) on \(s.host), \(s.executable), started \(formatRFC3339(nanoseconds: s.startedNanoseconds)), clock \(s.clock) at \(s.ticksPerSecond) Hz")
+                say("session \(s.index):       pid \(s.pid) on \(s.host), \(s.executable), started \(formatRFC3339(nanoseconds: s.startedNanoseconds)), clock \(s.clock) at \(s.ticksPerSecond) Hz")
             }
             printIssues(reader)
         } catch { fail("\(error)") }
@@ -299,11 +306,11 @@ struct Info: ParsableCommand {
         if files.unsyncedFiles > 0 { text += ", \(files.unsyncedFiles) whose fsync failed" }
         text += "; \(files.bytes) bytes"
         if let numbers = files.numbers { text += " (numbers \(numbers.lowerBound)...\(numbers.upperBound))" }
-        print("archive files:   \(text)")
+        say("archive files:   \(text)")
     }
 
     func printIssues(_ reader: LogReader) {
         let issues = reader.issues
-        if !issues.isEmpty { print("issues:          \(issues.count) (run `logbook verify`)") }
+        if !issues.isEmpty { say("issues:          \(issues.count) (run `logbook verify`)") }
     }
 }

@@ -1,0 +1,191 @@
+import Foundation
+import XCTest
+@testable import Logbook
+
+/// What a terminal receives from `logbook` (every output escaped by the one escaper), and errors
+/// that say what was wrong. The hostile-path, FIFO and fork cases of the C core are in
+/// Tests/CTests/safety_test.c (CProgramTests.testSafetyProgramPasses).
+final class TerminalEscapingTests: XCTestCase {
+    var logbook: String!
+
+    override func setUpWithError() throws {
+        guard let found = logbookExecutable() else { return XCTFail("`swift test` builds the logbook executable") }
+        logbook = found
+    }
+
+    /// Regression: bidi controls (U+202E, U+2066–U+2069) and other invisible format characters
+    /// were printed raw by `show`, so a line could read differently from what was logged.
+    func testShowEscapesBidiControlsAndInvisibleFormatCharacters() throws {
+        let path = makeTemporaryDirectory(self) + "/bidi.logbook"
+        let hostile = "invoice\u{202E}fdp.exe \u{2066}a\u{2067}b\u{2068}c\u{2069} zero\u{200B}width bom\u{FEFF} soft\u{AD}hyphen tag\u{E0041}"
+        let harmless = "café 東京 🙂 naïve ∑ “quoted” — dash"
+        do {
+            let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+            let log = try bundle.logger("bidi\u{202E}name")
+            log.info("text \(hostile)")
+            log.info("text \(harmless)")
+            log.info("literal \u{202E}in the template")
+            try bundle.close()
+        }
+        let text = try runProgram(logbook, ["show", path])
+        XCTAssertEqual(text.status, 0, text.output)
+        for scalar in ["\u{202E}", "\u{2066}", "\u{2067}", "\u{2068}", "\u{2069}", "\u{200B}", "\u{FEFF}", "\u{AD}", "\u{E0041}"] {
+            XCTAssertFalse(text.output.contains(scalar), "U+\(String(scalar.unicodeScalars.first!.value, radix: 16)) reached the terminal")
+        }
+        XCTAssertTrue(text.output.contains(#"invoice\u{202e}fdp.exe \u{2066}a\u{2067}b\u{2068}c\u{2069} zero\u{200b}width"#), text.output)
+        XCTAssertTrue(text.output.contains(#"bidi\u{202e}name: "#), text.output)
+        XCTAssertTrue(text.output.contains(#"literal \u{202e}in the template"#), text.output)
+        XCTAssertTrue(text.output.contains("text " + harmless), "harmless non-ASCII text is kept as it is: \(text.output)")
+
+        let json = try runProgram(logbook, ["show", "--json", path])
+        XCTAssertEqual(json.status, 0, json.output)
+        XCTAssertFalse(json.output.contains("\u{202E}"))
+        XCTAssertTrue(json.output.contains(#"\u202e"#), json.output)
+        XCTAssertTrue(json.output.contains(#"\udb40\udc41"#), "a tag character past the BMP is a surrogate pair: \(json.output)")
+        let messages = try json.output.split(separator: "\n").map { line in
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as! [String: Any]
+            return object["message"] as! String
+        }
+        XCTAssertEqual(messages, ["text " + hostile, "text " + harmless, "literal \u{202E}in the template"],
+                       "JSON escapes, it never alters")
+    }
+
+    /// Regression: `logbook info` printed a session's executable path raw: an executable named with
+    /// an OSC sequence set the terminal's title.
+    func testInfoEscapesTheExecutableAndEveryOtherLine() throws {
+        let dir = makeTemporaryDirectory(self)
+        let demo = URL(fileURLWithPath: logbook).deletingLastPathComponent().appendingPathComponent("logbook-demo").path
+        guard FileManager.default.isExecutableFile(atPath: demo) else {
+            return XCTFail("`swift test` builds logbook-demo; not found at \(demo)")
+        }
+        let hostileName = dir + "/demo\u{1b}]0;pwned\u{07}\u{202E}"
+        try FileManager.default.copyItem(atPath: demo, toPath: hostileName)
+        let bundle = dir + "/osc.logbook"
+        _ = try runProgram(hostileName, [bundle])  // logs for a second, then SIGKILLs itself
+        let info = try runProgram(logbook, ["info", bundle])
+        XCTAssertEqual(info.status, 0, info.output)
+        XCTAssertFalse(info.output.contains("\u{1b}") || info.output.contains("\u{07}") || info.output.contains("\u{202E}"),
+                       "a control character reached the terminal: \(info.output.debugDescription)")
+        XCTAssertTrue(info.output.contains(#"demo\u{1b}]0;pwned\u{7}\u{202e}"#), info.output)
+
+        let verify = try runProgram(logbook, ["verify", bundle])
+        XCTAssertFalse(verify.output.contains("\u{1b}"), verify.output)
+    }
+
+    /// Error text names a path the user typed (or a file someone planted): escaped too.
+    func testErrorsAndIssuesAreEscaped() throws {
+        let dir = makeTemporaryDirectory(self)
+        let missing = dir + "/no\u{1b}]0;pwned\u{07}such.logbook"
+        for command in [["show", missing], ["verify", missing], ["info", missing], ["show", "--since", "\u{1b}[2J", dir]] {
+            let result = try runProgram(logbook, command)
+            XCTAssertNotEqual(result.status, 0, "\(command)")
+            XCTAssertFalse(result.output.contains("\u{1b}") || result.output.contains("\u{07}"),
+                           "\(command): \(result.output.debugDescription)")
+            XCTAssertTrue(result.output.contains(#"\u{1b}"#), "\(command): \(result.output)")
+        }
+
+        // A bundle whose path holds an escape: every issue line of verify is escaped.
+        let bundle = dir + "/b\u{1b}[31mred.logbook"
+        do {
+            let written = try LogBundle(path: bundle, capacity: 64 << 10, chunkSize: 4096)
+            let log = try written.logger("x")
+            for i in 0..<2000 { log.info("record \(i)") }
+            try written.close()
+        }
+        try FileManager.default.removeItem(atPath: bundle + "/meta")
+        let verify = try runProgram(logbook, ["verify", bundle])
+        XCTAssertEqual(verify.status, 1, verify.output)
+        XCTAssertFalse(verify.output.contains("\u{1b}"), verify.output.debugDescription)
+    }
+
+    func testEscapersKeepWhatIsHarmlessAndEscapeEveryFormatCharacter() {
+        XCTAssertEqual(escapingControlCharacters("plain ASCII"), "plain ASCII")
+        XCTAssertEqual(escapingControlCharacters("é東🙂"), "é東🙂")
+        XCTAssertEqual(escapingControlCharacters("a\u{85}b\u{9B}c\u{7F}"), #"a\u{85}b\u{9b}c\u{7f}"#)
+        XCTAssertEqual(escapingControlCharacters("\u{061C}\u{180E}\u{2060}\u{206F}\u{FFF9}"),
+                       #"\u{61c}\u{180e}\u{2060}\u{206f}\u{fff9}"#)
+        XCTAssertEqual(escapingJSON("\u{202E}\u{9B}\"\\"), #"\u202e\u009b\"\\"#)
+        // Every format character (Cf) of the BMP is escaped for the terminal.
+        for value in UInt32(0)...0xFFFF {
+            guard let scalar = Unicode.Scalar(value), scalar.properties.generalCategory == .format else { continue }
+            XCTAssertNotEqual(escapingControlCharacters(String(scalar)), String(scalar), "U+\(String(value, radix: 16))")
+        }
+    }
+}
+
+/// Errors a user can act on: they name the option and its range, the directory that failed, and
+/// say "the bundle is closed" for every call after close.
+final class ErrorMessageTests: XCTestCase {
+    func testInvalidOptionsNameTheOptionTheValueAndTheRange() {
+        let path = makeTemporaryDirectory(self) + "/options.logbook"
+        func message(_ open: () throws -> Void) -> String {
+            do { try open() } catch { return "\(error)" }
+            return "no error"
+        }
+        XCTAssertTrue(message { _ = try LogBundle(path: path, chunkSize: 1000) }
+            .contains("chunk size 1000 is not a power of two from 4096 to 16777216 bytes"))
+        XCTAssertTrue(message { _ = try LogBundle(path: path, capacity: 0) }
+            .contains("capacity 0 bytes holds 0 chunks of 65536 bytes; a ring needs 2 to"))
+        XCTAssertTrue(message { _ = try LogBundle(path: path, archive: ArchiveOptions(maxFileSize: 1)) }
+            .contains("max file size 1 bytes is under the minimum of 65536 bytes"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path), "nothing is created for bad options")
+    }
+
+    /// Regression: the second writer of an archived bundle got "Resource temporarily unavailable".
+    func testSecondWriterGetsOneMessageWithOrWithoutAnArchiver() throws {
+        let path = makeTemporaryDirectory(self) + "/locked.logbook"
+        let first = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+        for archive in [nil, ArchiveOptions()] {
+            XCTAssertThrowsError(try LogBundle(path: path, archive: archive)) { error in
+                let error = error as! LogbookError
+                XCTAssertTrue(error.isLockedByAnotherWriter)
+                XCTAssertTrue("\(error)".contains(": another process is writing to this bundle (errno"), "\(error)")
+            }
+        }
+        try first.close()
+    }
+
+    /// Regression: a failing archive directory was reported under the bundle's path only.
+    func testFailingArchiveDirectoryIsNamed() throws {
+        let dir = makeTemporaryDirectory(self)
+        let notADirectory = dir + "/plain-file"
+        _ = FileManager.default.createFile(atPath: notADirectory, contents: Data("x".utf8))
+        XCTAssertThrowsError(try LogBundle(path: dir + "/a.logbook", archive: ArchiveOptions(directory: notADirectory))) { error in
+            XCTAssertTrue("\(error)".contains("archive directory '\(notADirectory)' is not a directory"), "\(error)")
+        }
+        let shared = dir + "/shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: false)
+        chmod(shared, 0o777)
+        XCTAssertThrowsError(try LogBundle(path: dir + "/b.logbook", archive: ArchiveOptions(directory: shared))) { error in
+            XCTAssertEqual((error as! LogbookError).errno, EPERM)
+            XCTAssertTrue("\(error)".contains("archive directory '\(shared)' is writable by every user (mode 0777)"), "\(error)")
+        }
+        XCTAssertThrowsError(try LogBundle(path: shared)) { error in
+            XCTAssertTrue("\(error)".contains("bundle directory '\(shared)' is writable by every user"), "\(error)")
+        }
+    }
+
+    /// Regression: flush() after close() said "Bad file descriptor"; close() twice and logger()
+    /// after close said nothing.
+    func testEveryCallAfterCloseSaysTheBundleIsClosed() throws {
+        let bundle = try LogBundle(path: makeTemporaryDirectory(self) + "/closed.logbook", capacity: 1 << 20,
+                                   chunkSize: 16 << 10, archive: ArchiveOptions())
+        _ = try bundle.logger("before")
+        try bundle.close()
+        let calls: [(String, () throws -> Void)] = [
+            ("close", { try bundle.close() }),
+            ("flush", { try bundle.flush() }),
+            ("logger", { _ = try bundle.logger("after") }),
+            ("logger of an earlier name", { _ = try bundle.logger("before") }),
+            ("rollArchive", { try bundle.rollArchive() }),
+            ("syncArchive", { try bundle.syncArchive() }),
+        ]
+        for (name, call) in calls {
+            XCTAssertThrowsError(try call(), name) { error in
+                let error = error as! LogbookError
+                XCTAssertTrue(error.isClosed, "\(name): \(error)")
+                XCTAssertTrue("\(error)".contains(": the bundle is closed (errno"), "\(name): \(error)")
+            }
+        }
+    }
+}
