@@ -432,11 +432,10 @@ static void publish_directory_stats(archiver *a) {
  * -1. */
 static int open_archive_file(archiver *a, const char *name, lb_archive_file_header *h,
                              uint64_t *size) {
-    int fd = openat(a->dir_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    int fd = lb_file_open_at(a->dir_fd, name, O_RDONLY, NULL);
     if (fd < 0) return -1;
     struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-        lb_pread_full(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h &&
+    if (fstat(fd, &st) == 0 && lb_pread_full(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h &&
         !lb_archive_header_problem(h, (uint64_t)st.st_size)) {
         *size = (uint64_t)st.st_size;
         return fd;
@@ -539,7 +538,8 @@ static int open_new_file(archiver *a) {
     uint64_t number = a->next_number;
     char name[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, number, LB_ARCHIVE_NAME_WRITING);
-    int fd = openat(a->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    /* Exclusive: a number is never reused, so whatever has this name already is not ours. */
+    int fd = openat(a->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return fail(a, "cannot create", name, -errno);
     lb_archive_file_header h;
     memset(&h, 0, sizeof h);
@@ -833,12 +833,12 @@ static int sync_current(archiver *a) {
 static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
     char name[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, number, LB_ARCHIVE_NAME_WRITING);
-    int fd = openat(a->dir_fd, name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    int fd = lb_file_open_at(a->dir_fd, name, O_RDWR, NULL);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    if (fd < 0 || fstat(fd, &st) != 0) {
         /* Not a file we can take over (a symlink, directory or FIFO put in its place, or
          * unreadable): left alone; its chunks are reconciled like those of a missing file. */
-        const char *why = fd < 0 ? strerror(errno) : "a FIFO, device or directory";
+        const char *why = fd == -EINVAL ? "a FIFO, device or directory" : strerror(fd < 0 ? -fd : errno);
         if (fd >= 0) close(fd);
         fprintf(stderr, "logbook: archiver: %s/%s is not a regular file the archiver can resume "
                         "(%s): left alone; chunks the ring still holds are archived again\n",
@@ -1055,10 +1055,10 @@ static int recover_directory(archiver *a) {
                 writing[writing_count++] = number;
             continue;
         }
-        int file = openat(a->dir_fd, e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        int file = lb_file_open_at(a->dir_fd, e->d_name, O_RDONLY, NULL);
         struct stat st;
         if (file < 0) continue;
-        if (fstat(file, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (fstat(file, &st) == 0) {
             file_summary summary;
             read_end_frame(file, (uint64_t)st.st_size, a->b->chunk_size, &summary);
             add_complete(a, number, (uint64_t)st.st_size, kind == LB_ARCHIVE_NAME_UNSYNCED, &summary);
