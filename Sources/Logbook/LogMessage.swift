@@ -1,6 +1,8 @@
 import CLogbook
 
-/// Whether an interpolated value may reach the disk.
+/// Whether an interpolated value may reach the disk. A metadata value is withheld the same way:
+/// `metadata: ["user": .private(user)]` (`LogMetadataValue.private(_:)`) or
+/// `"\(user, privacy: .private)"`.
 public enum LogPrivacy: Sendable {
     /// The value is recorded.
     case `public`

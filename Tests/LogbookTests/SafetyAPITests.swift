@@ -1,6 +1,9 @@
 import Foundation
+import Logging
 import XCTest
 @testable import Logbook
+import LogbookLogging
+import LogbookTesting
 
 /// Issue 11, "safe by default": the API refuses what it cannot do with an error that names what
 /// was wrong, and does what its names say.
@@ -112,5 +115,112 @@ final class SafetyAPITests: XCTestCase {
         try bundle.close()
         let summary = try reader.verify()
         XCTAssertEqual(summary.recordsFound, 9)
+    }
+
+    // MARK: Private metadata values
+
+    /// Every file of a bundle (ring, meta, archive files), as bytes.
+    func bundleBytes(_ path: String) throws -> [(String, Data)] {
+        let files = FileManager.default.enumerator(atPath: path)!.compactMap { $0 as? String }
+        return try files.compactMap { name in
+            var isDirectory: ObjCBool = false
+            FileManager.default.fileExists(atPath: path + "/" + name, isDirectory: &isDirectory)
+            return isDirectory.boolValue ? nil : (name, try Data(contentsOf: URL(fileURLWithPath: path + "/" + name)))
+        }
+    }
+
+    func assertNoFileHolds(_ secret: String, in path: String, line: UInt = #line) throws {
+        let files = try bundleBytes(path)
+        XCTAssertTrue(files.contains { $0.0 == "ring" }, "\(files.map(\.0))", line: line)
+        for (name, bytes) in files {
+            XCTAssertNil(bytes.range(of: Data(secret.utf8)), "\(name) holds the secret", line: line)
+        }
+    }
+
+    /// The reader's form of a withheld value, in text (`user=<private>`) and JSON (null), as
+    /// for a message argument logged with `privacy: .private`.
+    func assertWithheld(_ entry: LogEntry, _ key: String, as type: LogArgumentType, line: UInt = #line) throws {
+        XCTAssertEqual(entry.metadata[key], .value(.redacted(type)), line: line)
+        XCTAssertEqual(entry.metadata[key]?.description, "<private>", line: line)
+        XCTAssertTrue(entry.textLine().contains(" \(key)=<private>"), entry.textLine(), line: line)
+        let json = try JSONSerialization.jsonObject(with: Data(entry.jsonLine().utf8)) as! [String: Any]
+        let metadata = try XCTUnwrap(json["metadata"] as? [String: Any], line: line)
+        XCTAssertTrue(metadata[key] is NSNull, "\(metadata)", line: line)
+    }
+
+    func testNativeMetadataValueMarkedPrivateNeverReachesTheDisk() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("auth")
+        let user = "alice-SECRET-4711"
+        let pin = 987_654_321
+        let account = "acct-SECRET-0042"
+        log.warning("login failed", metadata: [
+            "user": .private(user), "pin": .private(pin), "port": .private(.init(UInt16(8080))),
+            "account": "\(account, privacy: .private)", "note": "for \(account, privacy: .private) today",
+            "shown": "\(account.count, privacy: .public) chars", "attempt": 3, "visible": "visible-7f3a",
+        ])
+        let entry = try capture.expect(.warning, logger: "auth", message: "login failed", metadata: ["user": "<private>"])
+        try assertWithheld(entry, "user", as: .string)
+        try assertWithheld(entry, "pin", as: .int)
+        try assertWithheld(entry, "port", as: .uint16)
+        try assertWithheld(entry, "account", as: .string)
+        try assertWithheld(entry, "note", as: .string)
+        XCTAssertEqual(entry.metadata["shown"]?.string, "16 chars")
+        XCTAssertEqual(entry.metadata["attempt"], .value(.signed(3, .int)))
+        let ring = try Data(contentsOf: URL(fileURLWithPath: capture.path + "/ring"))
+        XCTAssertNotNil(ring.range(of: Data("visible-7f3a".utf8)), "a value not withheld is found where the scan looks")
+        try assertNoFileHolds(user, in: capture.path)
+        try assertNoFileHolds(account, in: capture.path)
+        try assertNoFileHolds(String(pin), in: capture.path)
+        var pinBytes = Int64(pin)
+        let binaryPin = withUnsafeBytes(of: &pinBytes) { Data($0) }
+        for (name, bytes) in try bundleBytes(capture.path) {
+            XCTAssertNil(bytes.range(of: binaryPin), "\(name) holds the pin in binary")
+        }
+        if let logbook = logbookExecutable() {
+            let text = try runProgram(logbook, ["show", capture.path])
+            XCTAssertTrue(text.output.contains("account=<private>"), text.output)
+            XCTAssertTrue(text.output.contains("user=<private>"), text.output)
+            let json = try runProgram(logbook, ["show", "--json", capture.path])
+            XCTAssertTrue(json.output.contains(#""user":null"#), json.output)
+        }
+    }
+
+    func testPrivateOfAListOrMapIsWithheldAsAString() {
+        XCTAssertEqual(LogMetadataValue.private(["a", 1]), .value(.redacted(.string)))
+        XCTAssertEqual(LogMetadataValue.private(["k": "v"]), .value(.redacted(.string)))
+        XCTAssertEqual(LogMetadataValue.private(true), .value(.redacted(.bool)))
+        XCTAssertEqual(LogMetadataValue.private(1.5), .value(.redacted(.double)))
+        XCTAssertEqual(LogMetadataValue.private("x"), .value(.redacted(.string)))
+        XCTAssertEqual(LogMetadataValue.private([UInt8]([1, 2])), .value(.redacted(.bytes)))
+        let interpolated: LogMetadataValue = "/v1/\(42)/\("items")"
+        XCTAssertEqual(interpolated.string, "/v1/42/items", "interpolation without privacy is a string, as before")
+    }
+
+    func testSwiftLogMetadataValueMarkedPrivateNeverReachesTheDisk() throws {
+        let capture = try LogCapture()
+        var logger = Logging.Logger(label: "auth") { LogbookLogHandler(label: $0, bundle: capture.bundle) }
+        let name = "bob-SECRET-1234"
+        let token = "tok-SECRET-5678"
+        logger[metadataKey: "session"] = .private(token)
+        logger.warning("login failed", metadata: ["user": .private(name), "pin": .private(424_242), "attempt": .stringConvertible(3)])
+        let entry = try capture.expect(.warning, logger: "auth", message: "login failed")
+        try assertWithheld(entry, "user", as: .string)
+        try assertWithheld(entry, "session", as: .string)
+        try assertWithheld(entry, "pin", as: .int)
+        XCTAssertEqual(entry.metadata["attempt"]?.description, "3")
+        try assertNoFileHolds(name, in: capture.path)
+        try assertNoFileHolds(token, in: capture.path)
+
+        // Other handlers see only "<private>": the value is not kept.
+        let value = Logging.Logger.MetadataValue.private(name)
+        XCTAssertEqual(value.description, "<private>")
+        XCTAssertFalse(String(reflecting: value).contains(name), String(reflecting: value))
+        var dumped = ""
+        dump(value, to: &dumped)
+        XCTAssertFalse(dumped.contains(name), dumped)
+        let wrapped = Logging.Logger.MetadataValue.stringConvertible(7)
+        guard case .stringConvertible(let withheld) = Logging.Logger.MetadataValue.private(wrapped) else { return XCTFail() }
+        XCTAssertEqual((withheld as? PrivateMetadataValue)?.withheldType, .int, "the type inside is found")
     }
 }
