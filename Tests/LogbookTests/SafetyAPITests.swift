@@ -223,4 +223,28 @@ final class SafetyAPITests: XCTestCase {
         guard case .stringConvertible(let withheld) = Logging.Logger.MetadataValue.private(wrapped) else { return XCTFail() }
         XCTAssertEqual((withheld as? PrivateMetadataValue)?.withheldType, .int, "the type inside is found")
     }
+
+    // MARK: What a test framework shows of a failed expectation
+
+    func testExpectationFailureLocalizedDescriptionListsTheCapturedEntries() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("net")
+        log.info("connected to \(8080)")
+        log.warning("retrying in \(2.5) s")
+        do {
+            try capture.expect(.error, logger: "net")
+            XCTFail("no error entry was logged")
+        } catch {
+            let shown = (error as Error).localizedDescription
+            XCTAssertTrue(shown.contains("expected level error, logger \"net\"; no entry matched. Captured 2:"), shown)
+            XCTAssertTrue(shown.contains("info     net: connected to 8080"), shown)
+            XCTAssertTrue(shown.contains("warning  net: retrying in 2.5 s"), shown)
+            XCTAssertFalse(shown.contains("could not be completed"), shown)
+            XCTAssertEqual(shown, "\(error)")
+        }
+        XCTAssertThrowsError(try capture.expectNone(.warning)) { error in
+            XCTAssertTrue(error.localizedDescription.contains("no entry with level warning; 1 entries matched"),
+                          error.localizedDescription)
+        }
+    }
 }
