@@ -247,4 +247,56 @@ final class SafetyAPITests: XCTestCase {
                           error.localizedDescription)
         }
     }
+
+    // MARK: Interpolating a type Logbook cannot store
+
+    /// The compiler's message for an unsupported type says what to write instead, with and
+    /// without `privacy:`; every supported type, a conforming type of one's own and
+    /// `describing:` still type-check (no ambiguity with the unavailable overloads).
+    func testUnsupportedInterpolationPointsAtDescribing() throws {
+        let modules = try BuiltModules.find()
+        let common = """
+            import Logbook
+            struct Point { var x = 1, y = 2 }
+            struct UserID: LogArgumentConvertible { var rawValue: UInt64; var logArgument: UInt64 { rawValue } }
+            let log = try LogBundle(path: "/tmp/unused.logbook").logger("typecheck")
+
+            """
+        let unsupported = common + """
+            log.info("at \\(Point())")
+            log.warning("at \\(Point(), privacy: .private)")
+            let maybe: Int? = 3
+            log.info("maybe \\(maybe)")
+            log.info("maybe \\(Optional("text"))")
+            log.info("maybe \\(maybe, privacy: .private)")
+
+            """
+        let supported = common + """
+            let bytes: [UInt8] = [1, 2]
+            let text = "abc"
+            log.info("\\(true) \\(Int8(1)) \\(Int16(2)) \\(Int32(3)) \\(Int64(4)) \\(5) \\(UInt8(6)) \\(UInt16(7))")
+            log.info("\\(UInt32(8)) \\(UInt64(9)) \\(UInt(10)) \\(Float(1.5)) \\(2.5) \\(text) \\(text.dropFirst()) \\(bytes)")
+            log.info("\\(bytes[...]) \\(UserID(rawValue: 7)) \\(UserID(rawValue: 8), privacy: .private) \\(text, privacy: .public)")
+            log.info("\\(describing: Point()) \\(describing: Point(), privacy: .private) \\(describing: Optional(3))")
+            let maybe: Int? = 3
+            log.info("\\(maybe ?? 0) \\(maybe ?? 0, privacy: .private) \\(maybe!)")
+
+            """
+        let results = modules.typecheck([unsupported, supported], in: makeTemporaryDirectory(self))
+        XCTAssertNotEqual(results[0].status, 0, results[0].output)
+        let errors = results[0].output.split(separator: "\n").filter { $0.contains("error:") }
+        XCTAssertEqual(errors.count, 5, results[0].output)
+        guard errors.count == 5 else { return }
+        for error in errors[0..<2] {
+            XCTAssertTrue(error.contains("Logbook logs typed values: use \\(describing: value"), String(error))
+        }
+        XCTAssertTrue(errors[1].contains("privacy: .private"), String(errors[1]))
+        for error in errors[2..<5] {
+            XCTAssertTrue(error.contains("unwrap the optional (\\(value ?? 0"), String(error))
+            XCTAssertTrue(error.contains("or use \\(describing: value"), String(error))
+        }
+        XCTAssertTrue(errors[4].contains("privacy: .private"), String(errors[4]))
+        XCTAssertEqual(results[1].status, 0, results[1].output)
+        XCTAssertFalse(results[1].output.contains("error:"), results[1].output)
+    }
 }
