@@ -1,6 +1,8 @@
 import CLogbook
 
-/// Whether an interpolated value may reach the disk.
+/// Whether an interpolated value may reach the disk. A metadata value is withheld the same way:
+/// `metadata: ["user": .private(user)]` (`LogMetadataValue.private(_:)`) or
+/// `"\(user, privacy: .private)"`.
 public enum LogPrivacy: Sendable {
     /// The value is recorded.
     case `public`
@@ -10,6 +12,11 @@ public enum LogPrivacy: Sendable {
 
 /// The message of a log call, written by string interpolation:
 /// `log.info("request \(id) took \(ms) ms ok=\(ok)")`.
+///
+/// Interpolated values are typed: the ``LogArgument`` types (Bool, the integers, Float, Double,
+/// String, Substring, StaticString, byte arrays) and types that conform to
+/// ``LogArgumentConvertible``. Any other value is a compile error that says to log it with
+/// `\(describing: value)` (its description, as a string) or to conform its type.
 ///
 /// A `LogMessage` carries nothing itself: while the logger builds a record, the interpolation
 /// writes each value's binary form straight into the record, and the constant text is stored once
@@ -81,5 +88,28 @@ public struct LogMessage: ExpressibleByStringInterpolation, Sendable {
             guard writer != nil else { return }
             appendInterpolation(String(describing: value), privacy: privacy)
         }
+
+        // Any other type: a compile error that says what to do, rather than "no exact matches in
+        // call to 'appendInterpolation'". The compiler takes an unavailable overload only when no
+        // available one fits, and an unconstrained generic is less specific than each one above,
+        // so every supported type still takes its own overload.
+
+        /// Not a typed value: log it with `\(describing: value)`, or conform its type to
+        /// ``LogArgumentConvertible``.
+        @available(*, unavailable, message: "Logbook logs typed values: use \\(describing: value) for any other type, or conform it to LogArgumentConvertible")
+        public mutating func appendInterpolation<Value>(_ value: Value) { fatalError("unavailable") }
+
+        /// Not a typed value: log it with `\(describing: value, privacy: .private)`, or conform
+        /// its type to ``LogArgumentConvertible``.
+        @available(*, unavailable, message: "Logbook logs typed values: use \\(describing: value, privacy: .private) for any other type, or conform it to LogArgumentConvertible")
+        public mutating func appendInterpolation<Value>(_ value: Value, privacy: LogPrivacy) { fatalError("unavailable") }
+
+        /// An optional: unwrap it (`\(count ?? 0)`), or log its description with
+        /// `\(describing: value)`.
+        @available(*, unavailable, message: "Logbook logs typed values: unwrap the optional (\\(value ?? 0)), or use \\(describing: value)")
+        public mutating func appendInterpolation<Value: LogArgument>(_ value: Value?) { fatalError("unavailable") }
+
+        @available(*, unavailable, message: "Logbook logs typed values: unwrap the optional (\\(value ?? 0, privacy: .private)), or use \\(describing: value, privacy: .private)")
+        public mutating func appendInterpolation<Value: LogArgument>(_ value: Value?, privacy: LogPrivacy) { fatalError("unavailable") }
     }
 }

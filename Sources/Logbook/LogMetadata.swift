@@ -144,6 +144,13 @@ extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByInteg
     ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
 {
     public init(stringLiteral value: String) { self = .value(.string(value, isStatic: false)) }
+    /// `"/v1/\(item)"` is a string; `"\(user, privacy: .private)"` is withheld (see
+    /// ``StringInterpolation``).
+    public init(stringInterpolation: StringInterpolation) {
+        self = stringInterpolation.isPrivate
+            ? .value(.redacted(.string))
+            : .value(.string(String(stringInterpolation: stringInterpolation.text), isStatic: false))
+    }
     public init(integerLiteral value: Int) { self.init(value) }
     public init(floatLiteral value: Double) { self = .value(.double(value)) }
     public init(booleanLiteral value: Bool) { self = .value(.bool(value)) }
@@ -175,6 +182,69 @@ extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByInteg
     public init(_ value: Bool) { self = .value(.bool(value)) }
     /// Raw bytes (shown as hex).
     public init(bytes: [UInt8]) { self = .value(.bytes(bytes)) }
+
+    // MARK: Withheld values
+
+    /// A value that never reaches the disk: only its type is recorded, and the reader, `logbook
+    /// show` and its JSON show it as a message argument logged with `privacy: .private` (`<private>`;
+    /// in JSON, null):
+    ///
+    /// ```swift
+    /// log.warning("login failed", metadata: ["user": .private(user), "attempt": 3])
+    /// ```
+    ///
+    /// The value is not kept: it only tells the type that is recorded.
+    public static func `private`<Value: LogArgument>(_ value: Value) -> LogMetadataValue {
+        .value(.redacted(Value.logArgumentType))
+    }
+
+    /// A value of your own type, withheld (only the type it logs as is recorded).
+    public static func `private`<Value: LogArgumentConvertible>(_ value: Value) -> LogMetadataValue {
+        .value(.redacted(Value.Argument.logArgumentType))
+    }
+
+    /// A metadata value, withheld: a list or map is recorded as a withheld string.
+    public static func `private`(_ value: LogMetadataValue) -> LogMetadataValue {
+        if case .value(let scalar) = value { return .value(.redacted(scalar.type)) }
+        return .value(.redacted(.string))
+    }
+
+    /// Builds a string value by interpolation, like a `String`, where a part can be withheld as in
+    /// a message: `"\(user, privacy: .private)"`. A metadata value is one value, so a value with a
+    /// private part is withheld whole: only its type (a string) is recorded, and it reads
+    /// `<private>`.
+    public struct StringInterpolation: StringInterpolationProtocol {
+        var text: DefaultStringInterpolation
+        /// Whether a part was interpolated with `privacy: .private`.
+        var isPrivate = false
+
+        public init(literalCapacity: Int, interpolationCount: Int) {
+            text = DefaultStringInterpolation(literalCapacity: literalCapacity, interpolationCount: interpolationCount)
+        }
+
+        public mutating func appendLiteral(_ literal: String) { text.appendLiteral(literal) }
+
+        // Any value, as in a `String`: the overloads of `DefaultStringInterpolation`, so that each
+        // type takes the same path (and costs the same) as it did before privacy was possible.
+        public mutating func appendInterpolation<Value: TextOutputStreamable & CustomStringConvertible>(_ value: Value) {
+            text.appendInterpolation(value)
+        }
+        public mutating func appendInterpolation<Value: TextOutputStreamable>(_ value: Value) {
+            text.appendInterpolation(value)
+        }
+        public mutating func appendInterpolation<Value: CustomStringConvertible>(_ value: Value) {
+            text.appendInterpolation(value)
+        }
+        public mutating func appendInterpolation<Value>(_ value: Value) { text.appendInterpolation(value) }
+
+        /// Any value, withheld (with `.private`) or shown as `String(describing:)` does.
+        public mutating func appendInterpolation<Value>(_ value: Value, privacy: LogPrivacy) {
+            switch privacy {
+            case .public: text.appendInterpolation(value)
+            case .private: isPrivate = true
+            }
+        }
+    }
 
     /// `depth` counts the open containers including this value's own: past the format's limit
     /// (`LB_ARG_MAX_DEPTH`) a list or map is stored as its text.

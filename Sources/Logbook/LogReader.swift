@@ -274,23 +274,72 @@ public struct BundleInfo: Sendable {
 /// for entry in try reader.readAll() { print(entry.timestamp, entry.message) }
 /// ```
 public final class LogReader {
-    let raw: OpaquePointer
+    private(set) var raw: OpaquePointer
     public let path: String
-    private var issuesSeen = 0
+    /// Whether `raw` has scanned: ``readAll()`` then starts again with a fresh C reader.
+    private var hasScanned = false
 
+    /// Opens a bundle, an archive directory or one archive file for reading; nothing is read
+    /// until ``readAll()``, ``readNew()`` or ``scan(_:)``.
+    ///
+    /// Throws a ``LogbookError`` naming the path when there is nothing of Logbook's to read:
+    /// a path that does not exist (`ENOENT`), a directory that is neither a bundle nor an archive
+    /// directory, and a file that is no archive file (`EPROTO`). A damaged bundle or archive file
+    /// opens, and its damage is reported in ``issues``.
     public init(path: String) throws(LogbookError) {
-        var reader: OpaquePointer?
-        try check(lb_reader_open(path, &reader), "lb_reader_open", path: path)
-        raw = reader!
+        raw = try Self.openReader(path)
         self.path = path
     }
 
     deinit { lb_reader_close(raw) }
 
-    /// Reads what is new since the last call and returns it in time order. Entries already
-    /// returned are not returned again. Memory of earlier calls is released.
+    private static func openReader(_ path: String) throws(LogbookError) -> OpaquePointer {
+        var reader: OpaquePointer?
+        try check(lb_reader_open(path, &reader), "lb_reader_open", path: path)
+        if !isArchiveFile(path) {
+            lb_reader_close(reader)
+            throw LogbookError(operation: "lb_reader_open", path: path, errno: EPROTO)
+        }
+        return reader!
+    }
+
+    /// Whether a regular file at `path` can be an archive file: it starts with the archive
+    /// magic, or it has an archive file's name (`archive-N.lba`, `.lba.writing`, `.lba.unsynced`),
+    /// so that a damaged one is read and its damage reported. `lb_reader_open` takes any regular
+    /// file for an archive file, so that a text file read as one gave 0 entries and one issue
+    /// instead of an error (issue 11). Anything that is not a regular file passes: the C reader
+    /// has decided on it.
+    static func isArchiveFile(_ path: String) -> Bool {
+        let name = path.split(separator: "/").last.map(String.init) ?? path
+        if isArchiveFileName(name) { return true }
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
+        guard fd >= 0 else { return true }  // vanished or unreadable: the scan reports it
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return true }
+        let magic = Array(LB_ARCHIVE_MAGIC.utf8)
+        var head = [UInt8](repeating: 0, count: magic.count)
+        return pread(fd, &head, head.count, 0) == head.count && head == magic
+    }
+
+    /// `archive-` and ten digits, then `.lba`, `.lba.writing` or `.lba.unsynced`
+    /// (`lb_archive_name_parse`).
+    static func isArchiveFileName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        let prefix = Array("archive-".utf8)
+        guard bytes.count > prefix.count + 10, bytes.starts(with: prefix) else { return false }
+        let digits = bytes[prefix.count..<prefix.count + 10]
+        guard digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return false }
+        let suffix = String(decoding: bytes[(prefix.count + 10)...], as: UTF8.self)
+        return suffix == ".lba" || suffix == ".lba.writing" || suffix == ".lba.unsynced"
+    }
+
+    /// Reads what is new since the last call (of this method, ``readAll()`` or ``scan(_:)``) and
+    /// returns it in time order. Entries already returned are not returned again. Memory of
+    /// earlier calls is released.
     public func readNew() throws(LogbookError) -> [LogEntry] {
         lb_reader_discard_entries(raw)
+        hasScanned = true
         let result = lb_reader_scan(raw)
         if result < 0 { try check(Int32(result), "lb_reader_scan", path: path) }
         var entries: [LogEntry] = []
@@ -299,12 +348,31 @@ public final class LogReader {
         return entries
     }
 
-    /// Reads every entry the bundle holds now (on a fresh reader: all of them).
-    public func readAll() throws(LogbookError) -> [LogEntry] { try readNew() }
+    /// Reads every entry the bundle holds now, from the beginning, in time order: also on a
+    /// reader that has read before (it reads the path again, as a new reader would), so two
+    /// calls return the same entries while nothing new is written. ``issues``,
+    /// ``overwrittenRecords`` and ``verify()`` then describe this read; a later ``readNew()``
+    /// returns what came after it.
+    public func readAll() throws(LogbookError) -> [LogEntry] {
+        if hasScanned { try reopen() }
+        return try readNew()
+    }
+
+    /// Starts again with a fresh C reader on the same path (a C reader only moves forward).
+    private func reopen() throws(LogbookError) {
+        let fresh = try Self.openReader(path)
+        lb_reader_close(raw)
+        raw = fresh
+        hasScanned = false
+        siteCache = [:]
+        loggerCache = [:]
+        lastSite = nil
+    }
 
     /// Scans for new entries and calls `body` for each, in time order, without collecting them.
     public func scan(_ body: (LogEntry) throws -> Void) throws {
         lb_reader_discard_entries(raw)
+        hasScanned = true
         let result = lb_reader_scan(raw)
         if result < 0 { try check(Int32(result), "lb_reader_scan", path: path) }
         var failure: Error?

@@ -144,6 +144,7 @@ public struct Logger: @unchecked Sendable {
     /// ```swift
     /// log.info("request done in \(ms) ms", metadata: ["path": "\(path)", "status": 200])
     /// log.error("fetch failed", error: error)
+    /// log.warning("login failed", metadata: ["user": .private(user)])  // only its type is stored
     /// ```
     ///
     /// A filtered-out call evaluates neither the message nor the metadata. Calls without either

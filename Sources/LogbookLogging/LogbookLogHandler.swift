@@ -15,7 +15,8 @@ import Logging
 /// Each record keeps the label as its logger, the level, the rendered message, the metadata as
 /// typed key/value pairs (handler metadata, then the metadata provider's, then the call's, later
 /// ones winning), an attached error (type and description), and the call site (source, file,
-/// function, line), which is stored once per site. The bundle's runtime filter
+/// function, line), which is stored once per site. A value marked `.private(_:)`
+/// (`metadata: ["user": .private(name)]`) is stored as its type only. The bundle's runtime filter
 /// (``Logbook/LogFilter``, `LOGBOOK_FILTER`) applies to labels as to native logger names.
 public struct LogbookLogHandler: LogHandler {
     /// The swift-log label, which is the Logbook logger name.
@@ -184,15 +185,59 @@ struct MetadataEncoder {
         }
     }
 
-    /// Numbers and booleans keep their type; anything else is stored as its description.
+    /// Numbers and booleans keep their type; a value marked `.private(_:)` only its type;
+    /// anything else is stored as its description.
     func putTyped(_ value: any CustomStringConvertible & Sendable) {
         switch value {
+        case let v as PrivateMetadataValue: lb_record_put_redacted(writer, v.withheldType.rawValue)
         case let v as Int: v.writeLogArgument(to: writer)
         case let v as String: v.writeLogArgument(to: writer)
         case let v as Double: v.writeLogArgument(to: writer)
         case let v as Bool: v.writeLogArgument(to: writer)
         case let v as any LogArgument: v.writeLogArgument(to: writer)
         default: value.description.writeLogArgument(to: writer)
+        }
+    }
+}
+
+// MARK: Withheld metadata values
+
+extension Logging.Logger.MetadataValue {
+    /// A value that never reaches a log: every handler sees `<private>` as its description, and
+    /// Logbook's records only its type, which the reader, `logbook show` and its JSON show as a
+    /// message argument logged with `privacy: .private` (`<private>`; in JSON, null).
+    ///
+    /// ```swift
+    /// logger.warning("login failed", metadata: ["user": .private(name), "attempt": 3])
+    /// ```
+    ///
+    /// The value is not kept, so no handler can print it, whatever it does with the metadata.
+    public static func `private`(_ value: some CustomStringConvertible & Sendable) -> Self {
+        .stringConvertible(PrivateMetadataValue(withholding: value))
+    }
+}
+
+/// A withheld swift-log metadata value (`.private(_:)`): its description is `<private>`, and
+/// ``LogbookLogHandler`` records only its type. It keeps nothing of the value but that type.
+public struct PrivateMetadataValue: CustomStringConvertible, CustomDebugStringConvertible, Sendable, Equatable {
+    /// The type the value would have been stored as (`string` for anything but Logbook's argument
+    /// types: other values are stored as their description).
+    public let withheldType: LogArgumentType
+
+    public init(withholding value: some CustomStringConvertible & Sendable) {
+        withheldType = Self.storedType(of: value)
+    }
+
+    public var description: String { "<private>" }
+    public var debugDescription: String { "<private>" }
+
+    private static func storedType(of value: any CustomStringConvertible & Sendable) -> LogArgumentType {
+        switch value {
+        case let argument as any LogArgument: type(of: argument).logArgumentType
+        case let metadata as Logging.Logger.MetadataValue:
+            if case .stringConvertible(let inner) = metadata { storedType(of: inner) } else { .string }
+        case let withheld as PrivateMetadataValue: withheld.withheldType
+        default: .string
         }
     }
 }

@@ -1,4 +1,11 @@
 import Logbook
+// For LocalizedError only: test frameworks show an error's localizedDescription, which without it
+// is Foundation's generic text ("The operation could not be completed…"), not the entries.
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -127,8 +134,9 @@ public final class LogCapture: @unchecked Sendable {
     }
 }
 
-/// A ``LogCapture`` expectation that did not hold; its description lists the captured entries.
-public struct LogExpectationFailure: Error, CustomStringConvertible {
+/// A ``LogCapture`` expectation that did not hold; its description lists the captured entries,
+/// and so does its `localizedDescription`, which is what test frameworks show of a thrown error.
+public struct LogExpectationFailure: Error, CustomStringConvertible, LocalizedError {
     /// What was expected.
     public var expected: String
     /// How many entries matched.
@@ -143,4 +151,7 @@ public struct LogExpectationFailure: Error, CustomStringConvertible {
         if captured.count > 50 { text += "\n  ... \(captured.count - 50) more" }
         return text
     }
+
+    /// The ``description``: what was expected and every entry captured.
+    public var errorDescription: String? { description }
 }
