@@ -295,43 +295,8 @@ public final class LogReader {
 
     private static func openReader(_ path: String) throws(LogbookError) -> OpaquePointer {
         var reader: OpaquePointer?
-        try check(lb_reader_open(path, &reader), "lb_reader_open", path: path)
-        if !isArchiveFile(path) {
-            lb_reader_close(reader)
-            throw LogbookError(operation: "lb_reader_open", path: path, errno: EPROTO)
-        }
+        try check(lb_reader_open(path, &reader), "lb_reader_open", path: path, detailed: true)
         return reader!
-    }
-
-    /// Whether a regular file at `path` can be an archive file: it starts with the archive
-    /// magic, or it has an archive file's name (`archive-N.lba`, `.lba.writing`, `.lba.unsynced`),
-    /// so that a damaged one is read and its damage reported. `lb_reader_open` takes any regular
-    /// file for an archive file, so that a text file read as one gave 0 entries and one issue
-    /// instead of an error (issue 11). Anything that is not a regular file passes: the C reader
-    /// has decided on it.
-    static func isArchiveFile(_ path: String) -> Bool {
-        let name = path.split(separator: "/").last.map(String.init) ?? path
-        if isArchiveFileName(name) { return true }
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)
-        guard fd >= 0 else { return true }  // vanished or unreadable: the scan reports it
-        defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return true }
-        let magic = Array(LB_ARCHIVE_MAGIC.utf8)
-        var head = [UInt8](repeating: 0, count: magic.count)
-        return pread(fd, &head, head.count, 0) == head.count && head == magic
-    }
-
-    /// `archive-` and ten digits, then `.lba`, `.lba.writing` or `.lba.unsynced`
-    /// (`lb_archive_name_parse`).
-    static func isArchiveFileName(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
-        let prefix = Array("archive-".utf8)
-        guard bytes.count > prefix.count + 10, bytes.starts(with: prefix) else { return false }
-        let digits = bytes[prefix.count..<prefix.count + 10]
-        guard digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return false }
-        let suffix = String(decoding: bytes[(prefix.count + 10)...], as: UTF8.self)
-        return suffix == ".lba" || suffix == ".lba.writing" || suffix == ".lba.unsynced"
     }
 
     /// Reads what is new since the last call (of this method, ``readAll()`` or ``scan(_:)``) and

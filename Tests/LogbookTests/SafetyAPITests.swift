@@ -74,16 +74,6 @@ final class SafetyAPITests: XCTestCase {
         XCTAssertFalse(damagedReader.issues.isEmpty, "the damage is reported")
     }
 
-    func testArchiveFileNames() {
-        for name in ["archive-0000000001.lba", "archive-0000000012.lba.writing", "archive-9999999999.lba.unsynced"] {
-            XCTAssertTrue(LogReader.isArchiveFileName(name), name)
-        }
-        for name in ["archive-1.lba", "archive-000000001x.lba", "archive-0000000001.lbax", "notes.txt", "archive-",
-                     "xarchive-0000000001.lba", "archive-0000000001.lba.bak"] {
-            XCTAssertFalse(LogReader.isArchiveFileName(name), name)
-        }
-    }
-
     // MARK: readAll() reads all
 
     func testReadAllReadsEverythingAgainAndReadNewOnlyWhatCameAfter() throws {

@@ -779,14 +779,25 @@ static const char *bundle_file_problem(int rc) {
     }
 }
 
+static int starts_with_archive_magic(const char *path) {
+    int fd;
+    do fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return 0;
+    char magic[8];
+    int found = lb_pread_full(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
+                memcmp(magic, LB_ARCHIVE_MAGIC, sizeof magic) == 0;
+    close(fd);
+    return found;
+}
+
 int lb_reader_open(const char *path, lb_reader **out) {
     lb_error_detail_clear();
     if (!path || !out) return -EINVAL;
     struct stat st;
     if (stat(path, &st) != 0) return -errno;
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
-        lb_error_detail_set("'%s' is neither a directory nor a regular file (a FIFO, socket or device): "
-                            "not read", path);
+        lb_error_detail_set("neither a directory nor a regular file (a FIFO, socket or device): not read");
         return -EINVAL;
     }
     lb_reader *r = calloc(1, sizeof *r);
@@ -800,6 +811,14 @@ int lb_reader_open(const char *path, lb_reader **out) {
         const char *name = slash ? slash + 1 : path;
         uint64_t number = 0;
         int kind = lb_archive_name_parse(name, &number);
+        /* A file named like an archive file is read whatever its state (its damage reported); any
+         * other must start like one: a text file is refused, not read as 0 entries. */
+        if (!kind && !starts_with_archive_magic(path)) {
+            lb_error_detail_set("neither a Logbook bundle nor an archive directory or file (a file "
+                                "without an archive header, not named archive-N.lba)");
+            lb_reader_close(r);
+            return -EPROTO;
+        }
         if (grow((void **)&r->archives, &r->archive_capacity, 1, sizeof *r->archives)) rc = -ENOMEM;
         else {
             memset(&r->archives[0], 0, sizeof r->archives[0]);
@@ -834,8 +853,8 @@ int lb_reader_open(const char *path, lb_reader **out) {
                 if (!r->archive_dir) rc = -ENOMEM;
             } else {
                 rc = -EPROTO;  /* neither a bundle nor an archive directory: nothing to read */
-                lb_error_detail_set("'%s' is neither a Logbook bundle (no ring, meta or lock) nor an "
-                                    "archive directory (no archive files)", path);
+                lb_error_detail_set("neither a Logbook bundle nor an archive directory or file (a "
+                                    "directory without ring, meta, lock or archive files)");
             }
             close(dir);
         }
