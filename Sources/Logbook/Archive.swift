@@ -50,6 +50,21 @@ public struct ArchiveOptions: Sendable {
     }
 }
 
+extension ArchiveOptions {
+    /// The options the C archiver cannot hold as given, each with what is wrong (see
+    /// `LogBundle.checkRepresentable`).
+    var unrepresentable: [(Bool, String)] {
+        [
+            (maxFileSize >= 0, "max file size \(maxFileSize) bytes is under the minimum of 65536 bytes (64 KiB)"),
+            (quota.map { $0 >= 0 } ?? true, "quota \(quota ?? 0) bytes is negative (nil: no quota)"),
+            (maxFiles.map { 1...Int(UInt32.max) ~= $0 } ?? true,
+             "max files \(maxFiles ?? 0) is out of range (1 to \(UInt32.max); nil: no limit)"),
+            (rollInterval.map { $0 >= .zero } ?? true,
+             "roll interval \(rollInterval ?? .zero) is negative (nil: never by age)"),
+        ]
+    }
+}
+
 /// A complete archive file.
 public struct ArchivedFile: Sendable, Equatable {
     public var path: String

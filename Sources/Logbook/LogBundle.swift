@@ -1,5 +1,10 @@
 import CLogbook
 import CLogbookArchive
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// How a full ring makes room for new records.
 public enum WrapPolicy: UInt32, Sendable {
@@ -87,6 +92,15 @@ public final class LogBundle: @unchecked Sendable {
         filter: LogFilter = LogFilter(),
         applyEnvironmentFilter: Bool = true
     ) throws(LogbookError) {
+        try Self.checkRepresentable(path: path, archived: archive != nil, [
+            (capacity >= 0, "capacity \(capacity) bytes is negative"),
+            (0...Int(UInt32.max) ~= chunkSize,
+             "chunk size \(chunkSize) is not a power of two from 4096 to 16777216 bytes (4 KiB to 16 MiB)"),
+            (0...Int(UInt32.max) ~= idleSealMilliseconds,
+             "idle seal \(idleSealMilliseconds) ms is out of range (0 to \(UInt32.max); 0: never)"),
+            (0...Int(UInt32.max) ~= losslessWaitMilliseconds,
+             "lossless wait \(losslessWaitMilliseconds) ms is out of range (0 to \(UInt32.max); 0: drop at once)"),
+        ] + (archive?.unrepresentable ?? []))
         var options = lb_options()
         lb_options_init(&options)
         options.capacity = UInt64(max(0, capacity))
@@ -118,6 +132,14 @@ public final class LogBundle: @unchecked Sendable {
         }
         raw = bundle!
         self.path = path
+    }
+
+    /// Values the C options cannot hold (negative, or past their 32-bit fields) are refused in the
+    /// C core's words, instead of being clamped into a value the caller never gave.
+    private static func checkRepresentable(path: String, archived: Bool, _ checks: [(Bool, String)]) throws(LogbookError) {
+        guard let problem = checks.first(where: { !$0.0 }) else { return }
+        throw LogbookError(operation: archived ? "lb_bundle_open_archived" : "lb_bundle_open", path: path,
+                           errno: EINVAL, detail: problem.1)
     }
 
     deinit {

@@ -126,9 +126,120 @@ static void test_directory_of_another_user_is_refused(void) {
     CHECK(lchown(link, other_uid, other_uid) == 0);
     CHECK(lb_bundle_open(link, &o, &b) == -ELOOP);
     CHECK_DETAIL("is a symbolic link that neither this user nor root owns");
+    /* However the path is spelled, the planted link is found on the way (an outside adversarial
+     * test opened "link/" and "link/." into the target). */
+    char spelled[600], sub[600];
+    snprintf(sub, sizeof sub, "%s/sub", mine);
+    mkdir(sub, 0700);
+    const char *suffixes[] = {"/", "/.", "//./", "/sub/..", "/sub"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(spelled, sizeof spelled, "%s%s", link, suffixes[i]);
+        int rc = lb_bundle_open(spelled, &o, &b);
+        CHECK(rc == -ELOOP);
+        CHECK_DETAIL("link.logbook");
+        CHECK_DETAIL("is a symbolic link that neither this user nor root owns");
+        if (rc == 0) lb_bundle_close(b);
+        lb_archive_options a;
+        lb_archive_options_init(&a);
+        a.directory = spelled;
+        char other[512];
+        path_of(other, sizeof other, "uses-planted-archive.logbook");
+        rc = lb_bundle_open_archived(other, &o, &a, &b);
+        CHECK(rc == -ELOOP);
+        CHECK_DETAIL("archive directory '");
+        if (rc == 0) lb_bundle_close(b);
+    }
+    char created[600];
+    snprintf(created, sizeof created, "%s/ring", mine);
+    CHECK(!exists(created));
+    snprintf(created, sizeof created, "%s/sub/ring", mine);
+    CHECK(!exists(created));
     CHECK(lchown(link, 0, 0) == 0);
     CHECK(lb_bundle_open(link, &o, &b) == 0);
     lb_bundle_close(b);
+    snprintf(spelled, sizeof spelled, "%s/", link);
+    CHECK(lb_bundle_open(spelled, &o, &b) == 0);  /* this user's (root's) own link is followed */
+    lb_bundle_close(b);
+}
+
+/* Retention deletes only the files of its own bundle: two bundles given one archive directory by
+ * mistake keep each other's files. */
+static void test_retention_never_deletes_another_bundles_files(void) {
+    char shared[512], first[512], second[512], file[700];
+    path_of(shared, sizeof shared, "shared-archive");
+    path_of(first, sizeof first, "first.logbook");
+    path_of(second, sizeof second, "second.logbook");
+    lb_options o;
+    small_options(&o);
+    lb_archive_options a;
+    lb_archive_options_init(&a);
+    a.directory = shared;
+    a.max_file_size = 64 << 10;
+    a.max_files = 1;
+    a.quota = 0;
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open_archived(first, &o, &a, &b) == 0);
+    if (!b) return;
+    lb_logger *log;
+    lb_logger_register(b, "first", &log);
+    LB_INFO(log, "the first bundle's record {}", 1);
+    CHECK(lb_archive_roll(b) == 0);
+    CHECK(lb_bundle_close(b) == 0);
+    snprintf(file, sizeof file, "%s/archive-0000000001.lba", shared);
+    CHECK(exists(file));
+
+    CHECK(lb_bundle_open_archived(second, &o, &a, &b) == 0);
+    if (!b) return;
+    lb_logger_register(b, "second", &log);
+    for (int roll = 0; roll < 4; roll++) {
+        for (int i = 0; i < 3000; i++) LB_INFO(log, "the second bundle's record {} {}", roll, i);
+        CHECK(lb_archive_roll(b) == 0);
+    }
+    CHECK(lb_bundle_close(b) == 0);
+    CHECK(exists(file));  /* max_files 1 of the second bundle never counted it */
+}
+
+/* Regression: after shutdown, a log call at a new call site still appended a site entry to meta,
+ * at its old end: the next writer's entries were overwritten (all its records lost their site). */
+static void test_closed_bundle_never_writes_meta(void) {
+    char path[512], meta[600];
+    path_of(path, sizeof path, "late-site.logbook");
+    snprintf(meta, sizeof meta, "%s/meta", path);
+    lb_options o;
+    small_options(&o);
+    lb_bundle *old = NULL, *next = NULL;
+    CHECK(lb_bundle_open(path, &o, &old) == 0);
+    if (!old) return;
+    lb_logger *old_log;
+    lb_logger_register(old, "old", &old_log);
+    LB_INFO(old_log, "before shutdown {}", 1);
+    CHECK(lb_bundle_shutdown(old) == 0);
+    CHECK(lb_bundle_open(path, &o, &next) == 0);  /* the next writer: the lock is free */
+    if (!next) return;
+    lb_logger *next_log;
+    lb_logger_register(next, "next", &next_log);
+    for (int i = 0; i < 100; i++) LB_INFO(next_log, "next writer {}", i);
+    struct stat before, after;
+    CHECK(stat(meta, &before) == 0);
+    uint32_t id = 0;
+    lb_site_desc site = {0};
+    site.key_file = "late.c";
+    site.line = 7;
+    site.file = "late.c";
+    site.file_length = 6;
+    CHECK(lb_site_register(old, &site, &id) == -EBADF);
+    LB_WARNING(old_log, "a new call site after shutdown {}", 2);
+    CHECK(stat(meta, &after) == 0);
+    CHECK(after.st_size == before.st_size);
+    CHECK(lb_bundle_close(next) == 0);
+    lb_bundle_close(old);
+
+    lb_reader *r = NULL;
+    CHECK(lb_reader_open(path, &r) == 0);
+    if (!r) return;
+    CHECK(lb_reader_scan(r) == 101);
+    CHECK(lb_reader_issue_count(r) == 0);
+    lb_reader_close(r);
 }
 
 /* ring.new and meta.new planted as symlinks in a (private) directory before the bundle is made:
@@ -313,6 +424,26 @@ static void test_errors_name_what_was_wrong(void) {
     CHECK_DETAIL("/meta' is missing");
 }
 
+/* A directory in a file's place is refused with words, never a bare errno. */
+static void test_directory_in_a_files_place_is_named(void) {
+    static const char *names[] = {"lock", "ring", "meta"};
+    for (int i = 0; i < 3; i++) {
+        char path[512], inner[600];
+        snprintf(path, sizeof path, "%s/dir-%s.logbook", dir, names[i]);
+        mkdir(path, 0700);
+        snprintf(inner, sizeof inner, "%s/%s", path, names[i]);
+        mkdir(inner, 0700);
+        lb_options o;
+        small_options(&o);
+        lb_bundle *b = NULL;
+        int rc = lb_bundle_open(path, &o, &b);
+        CHECK(rc < 0);
+        CHECK(strlen(lb_error_detail()) > 0);
+        CHECK(strstr(lb_error_detail(), names[i]) != NULL);
+        if (rc == 0) lb_bundle_close(b);
+    }
+}
+
 static void test_closed_bundle_says_so_consistently(void) {
     char path[512];
     path_of(path, sizeof path, "closed.logbook");
@@ -395,7 +526,10 @@ int main(void) {
     test_fifos_are_refused_without_blocking();
     test_archive_directory_is_checked_and_its_files_never_followed();
     test_errors_name_what_was_wrong();
+    test_directory_in_a_files_place_is_named();
     test_closed_bundle_says_so_consistently();
+    test_closed_bundle_never_writes_meta();
+    test_retention_never_deletes_another_bundles_files();
     test_forked_child_closes_without_hanging(0);
     test_forked_child_closes_without_hanging(1);
     char cmd[512];

@@ -82,11 +82,14 @@ void lb_options_init(lb_options *options);
  * its records; new records follow them.
  *
  * Safe in shared directories such as /tmp: the directory must be owned by this user and not
- * writable by other users (nor by a group other than this user's own): -EPERM otherwise. Its last
- * path component may be a symlink only if this user or root owns the link (-ELOOP otherwise).
- * Every file in it is opened relative to the directory, never through a symlink (-ELOOP), and
- * must be a regular file (-EINVAL for a FIFO, directory or device in its place); new files are
- * created exclusively.
+ * writable by other users (nor by a group other than this user's own): -EPERM otherwise. The path
+ * is resolved one component at a time, and a symlink anywhere on it ("link", "link/",
+ * "link/.", "link/sub/..") is followed only if this user or root owns the link (-ELOOP
+ * otherwise). Every file in it is opened relative to the directory, never through a symlink
+ * (-ELOOP), and must be a regular file (-EINVAL for a FIFO, directory, socket or device in its
+ * place); new files are created exclusively. After lb_bundle_shutdown nothing is written to the
+ * bundle's files any more (a later writer may own them): a log call at a new call site is
+ * dropped, its site not registered.
  *
  * Returns 0, or: -EWOULDBLOCK when another process holds the writer lock; -EINVAL for bad options;
  * -EPROTO for a file that is not a Logbook bundle of this version (or a damaged ring header);

@@ -33,6 +33,9 @@ void lb_options_init(lb_options *o) {
  * Caller holds b->lock. */
 static int meta_append(lb_bundle *b, uint16_t kind, const lb_meta_buffer *body) {
     if (body->failed) return -ENOMEM;
+    /* Closed (or inherited by fork): the writer lock is released, another process may own the
+     * file now, and an entry written at our old end would overwrite its entries. */
+    if (atomic_load(&b->closed)) return -EBADF;
     uint8_t head[LB_META_ENTRY_HEAD_SIZE];
     uint32_t length = (uint32_t)body->length, crc = lb_crc32c(0, body->bytes, body->length);
     uint16_t zero = 0;
@@ -575,9 +578,13 @@ static int create_files_in_place(lb_bundle *b, const lb_options *options, lb_rin
     rc = lb_pwrite_full(b->meta_fd, &meta, sizeof meta, 0);
     if (rc) return rc;
     if (fsync(b->meta_fd) != 0 || fsync(b->ring_fd) != 0) return -errno;
+    const char *moved = "meta";
     if (renameat(b->dir_fd, "meta.new", b->dir_fd, "meta") != 0 ||
-        renameat(b->dir_fd, "ring.new", b->dir_fd, "ring") != 0)
-        return -errno;
+        (moved = "ring", renameat(b->dir_fd, "ring.new", b->dir_fd, "ring")) != 0) {
+        int err = errno;
+        lb_error_detail_set("cannot put '%s/%s' in place: %s", b->path, moved, strerror(err));
+        return -err;
+    }
     fsync(b->dir_fd);
     return 0;
 }
@@ -725,6 +732,10 @@ int lb_bundle_shutdown(lb_bundle *b) {
     if (b->forked) return 0;  /* a forked child leaves the parent's chunks and lock alone */
     int expected = 0;
     if (!atomic_compare_exchange_strong(&b->closed, &expected, 1)) return -EBADF;
+    /* A meta entry being appended right now (under the lock) completes before the writer lock
+     * is released below; every later one sees `closed` and is refused. */
+    pthread_mutex_lock(&b->lock);
+    pthread_mutex_unlock(&b->lock);
     stop_sealer(b);
     lb_bundle_chunks_released(b);  /* lossless writers waiting for a chunk see `closed` */
     lb_writers_detach_all(b, 1);

@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -289,44 +290,106 @@ int lb_dir_check_private(int dir_fd, const char *role, const char *path) {
     return 0;
 }
 
-/* A symlink as the last component is followed only when this user or root made it: one planted in
- * a shared directory (/tmp) by someone else must not redirect where Logbook writes. */
-static int symlink_is_trusted(const char *path, int *is_link) {
-    struct stat st;
-    *is_link = lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
-    return *is_link && (st.st_uid == geteuid() || st.st_uid == 0);
+/* Path resolution for the directories Logbook writes in, one component at a time (openat with
+ * O_NOFOLLOW), so that a symlink anywhere on the way is followed only when this user or root made
+ * it: one planted by someone else in /tmp or any directory others can write to must not redirect
+ * where Logbook writes, however the path is spelled ("dir/link", "dir/link/", "dir/link/.",
+ * "dir/link/sub/.."). */
+typedef struct path_walk {
+    const char *role;       /* "bundle directory" */
+    const char *path;       /* as the caller gave it, for messages */
+    int symlinks;           /* followed so far (at most 40, as the kernel) */
+} path_walk;
+
+static int walk_fail(path_walk *w, int at, int err, const char *what, const char *prefix, int length) {
+    if (at >= 0) close(at);
+    /* The component that failed ends the path as given: name the path once. */
+    if (prefix == w->path && strspn(w->path + length, "/.") == strlen(w->path + length)) {
+        if (what) lb_error_detail_set("%s '%s' %s", w->role, w->path, what);
+        else if (err == ENOTDIR) lb_error_detail_set("%s '%s' is not a directory", w->role, w->path);
+        else lb_error_detail_set("%s '%s': %s", w->role, w->path, strerror(err));
+        return -err;
+    }
+    if (what)
+        lb_error_detail_set("%s '%s': '%.*s' %s", w->role, w->path, length, prefix, what);
+    else if (err == ENOTDIR)
+        lb_error_detail_set("%s '%s': '%.*s' is not a directory", w->role, w->path, length, prefix);
+    else
+        lb_error_detail_set("%s '%s': '%.*s': %s", w->role, w->path, length, prefix, strerror(err));
+    return -err;
+}
+
+/* Opens directory `rest` relative to `at` (consumed), creating its last component (0700) when
+ * `create` and it is missing. `display` is the text `rest` lies in, for messages. */
+static int walk_from(path_walk *w, int at, const char *display, const char *rest, int create) {
+    char component[NAME_MAX + 1];
+    for (;;) {
+        while (*rest == '/') rest++;
+        if (!*rest) return at;
+        const char *end = strchr(rest, '/');
+        if (!end) end = rest + strlen(rest);
+        size_t length = (size_t)(end - rest);
+        int prefix = (int)(end - display);
+        if (length > NAME_MAX) return walk_fail(w, at, ENAMETOOLONG, NULL, display, prefix);
+        memcpy(component, rest, length);
+        component[length] = 0;
+        rest = end;
+        const char *after = rest;
+        while (*after == '/') after++;
+        int last = !*after;
+        if (strcmp(component, ".") == 0) continue;
+        int fd;
+        do fd = openat(at, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        while (fd < 0 && errno == EINTR);
+        if (fd < 0 && errno == ENOENT && last && create) {
+            if (mkdirat(at, component, 0700) != 0 && errno != EEXIST)
+                return walk_fail(w, at, errno, NULL, display, prefix);
+            fd = openat(at, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        }
+        if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+            int err = errno;
+            struct stat st;
+            if (fstatat(at, component, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISLNK(st.st_mode))
+                return walk_fail(w, at, err, NULL, display, prefix);
+            if (st.st_uid != geteuid() && st.st_uid != 0)
+                return walk_fail(w, at, ELOOP,
+                                 "is a symbolic link that neither this user nor root owns: not followed",
+                                 display, prefix);
+            if (++w->symlinks > 40) return walk_fail(w, at, ELOOP, NULL, display, prefix);
+            char target[PATH_MAX];
+            ssize_t n = readlinkat(at, component, target, sizeof target - 1);
+            if (n < 0) return walk_fail(w, at, errno, NULL, display, prefix);
+            target[n] = 0;
+            int start = target[0] == '/' ? open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                         : fcntl(at, F_DUPFD_CLOEXEC, 0);
+            if (start < 0) return walk_fail(w, at, errno, NULL, display, prefix);
+            fd = walk_from(w, start, target, target, 0);  /* a dangling link is not created */
+            if (fd < 0) {
+                close(at);
+                return fd;
+            }
+        } else if (fd < 0) {
+            return walk_fail(w, at, errno, NULL, display, prefix);
+        }
+        close(at);
+        at = fd;
+    }
 }
 
 int lb_dir_open_private(const char *path, const char *role, int create) {
-    int fd;
-    do fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0 && errno == ENOENT && create) {
-        if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-            int err = errno;
-            lb_error_detail_set("cannot create %s '%s': %s", role, path, strerror(err));
-            return -err;
-        }
-        fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    path_walk w = {role, path, 0};
+    if (!*path) {
+        lb_error_detail_set("%s: the path is empty", role);
+        return -ENOENT;
     }
-    if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
-        int err = errno, is_link;
-        if (symlink_is_trusted(path, &is_link)) {
-            fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        } else if (is_link) {
-            lb_error_detail_set("%s '%s' is a symbolic link that neither this user nor root owns: "
-                                "not followed", role, path);
-            return -ELOOP;
-        } else {
-            errno = err;
-        }
-    }
-    if (fd < 0) {
+    int start = open(path[0] == '/' ? "/" : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (start < 0) {
         int err = errno;
-        if (err == ENOTDIR) lb_error_detail_set("%s '%s' is not a directory", role, path);
-        else lb_error_detail_set("%s '%s': %s", role, path, strerror(err));
+        lb_error_detail_set("%s '%s': %s", role, path, strerror(err));
         return -err;
     }
+    int fd = walk_from(&w, start, path, path, create);
+    if (fd < 0) return fd;
     int rc = lb_dir_check_private(fd, role, path);
     if (rc) {
         close(fd);
@@ -341,6 +404,13 @@ int lb_file_open_at(int dir_fd, const char *name, int flags, const char *dir_pat
     while (fd < 0 && errno == EINTR);
     if (fd < 0) {
         int err = errno;
+        if (err == EISDIR || err == ENXIO) {
+            /* A directory opened for writing, or a socket: not a regular file either. */
+            if (dir_path)
+                lb_error_detail_set("'%s/%s' is %s, not a regular file", dir_path, name,
+                                    err == EISDIR ? "a directory" : "a socket or device without a reader");
+            return -EINVAL;
+        }
         if (dir_path && err == ELOOP)
             lb_error_detail_set("'%s/%s' is a symbolic link: not followed", dir_path, name);
         else if (dir_path && err != ENOENT)

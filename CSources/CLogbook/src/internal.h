@@ -97,9 +97,10 @@ void lb_error_detail_set(const char *format, ...) __attribute__((format(printf, 
  * group other than this user's own) can write to. 0, or -ENOTDIR / -EPERM with a detail naming
  * `role` ("bundle directory") and `path`. */
 int lb_dir_check_private(int dir_fd, const char *role, const char *path);
-/* Opens directory `path` to write in (O_DIRECTORY | O_CLOEXEC), creating it 0700 when `create` and
- * it is missing, then lb_dir_check_private. A symlink as the last component is followed only when
- * this user or root owns it (-ELOOP otherwise). The descriptor, or -errno with a detail. */
+/* Opens directory `path` to write in (O_DIRECTORY | O_CLOEXEC), creating its last component 0700
+ * when `create` and it is missing, then lb_dir_check_private. The path is resolved one component
+ * at a time: a symlink anywhere on it is followed only when this user or root owns it (-ELOOP
+ * otherwise). The descriptor, or -errno with a detail. */
 int lb_dir_open_private(const char *path, const char *role, int create);
 /* Opens `name` in `dir_fd` with `flags` (O_RDONLY, O_RDWR, optionally O_CREAT) plus O_CLOEXEC,
  * O_NOFOLLOW and O_NONBLOCK (a FIFO never blocks the open; the flag is cleared again unless the

@@ -44,7 +44,10 @@ typedef struct lb_archive_file {
 
 /* Called on the archiver thread after a file is complete (fsynced and renamed). It must not
  * block for long: the archiver persists nothing while it runs. It may call anything except
- * lb_bundle_close / lb_archive_roll / lb_archive_sync of the same bundle. */
+ * lb_bundle_close / lb_archive_roll / lb_archive_sync of the same bundle. It also runs on the
+ * opening thread, inside lb_bundle_open_archived, when the chunks a crashed run left in the ring
+ * fill files before the open returns: the callback then has no bundle handle yet, and must not
+ * use one from an earlier open. */
 typedef void (*lb_archive_roll_callback)(void *context, const lb_archive_file *file);
 
 typedef struct lb_archive_options {
@@ -55,7 +58,9 @@ typedef struct lb_archive_options {
     uint64_t roll_interval_ms;    /* a file rolls when this old (and not empty); default 24 h;
                                      0: never by age */
     uint32_t max_files;           /* complete files kept, oldest deleted first; default 16;
-                                     0: no limit */
+                                     0: no limit. Retention counts and deletes only this
+                                     bundle's files: a file whose header names another ring (a
+                                     directory shared by mistake) is left alone */
     uint32_t backend;             /* 0: io_uring when available; LB_ARCHIVE_BACKEND_PWRITE forces
                                      the fallback (so does LOGBOOK_ARCHIVE_BACKEND=pwrite) */
     uint64_t quota;               /* bytes of all archive files together, the file being written
@@ -81,8 +86,9 @@ void lb_archive_options_init(lb_archive_options *options);
  * under max_file_size), or -errno when the archive directory cannot be made or opened (-ENOTDIR:
  * "archive" exists and is no directory; -ENOENT: a dangling "archive" symlink). The archive
  * directory is held to the bundle directory's rules (lb_bundle_open): owned by this user, not
- * writable by others (-EPERM), a custom one's last component a symlink only if this user or root
- * owns it (-ELOOP); archive files are created exclusively and opened without following symlinks.
+ * writable by others (-EPERM), a symlink on a custom one's path followed only if this user or
+ * root owns it (-ELOOP); archive files are created exclusively and opened without following
+ * symlinks.
  * lb_error_detail() names the option or the directory that failed, and why. */
 int lb_bundle_open_archived(const char *path, const lb_options *options,
                             const lb_archive_options *archive, lb_bundle **out);

@@ -1044,6 +1044,7 @@ static int recover_directory(archiver *a) {
     uint64_t *writing = NULL;
     size_t writing_count = 0, writing_capacity = 0;
     uint64_t highest = 0;
+    unsigned foreign = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         uint64_t number;
@@ -1058,7 +1059,15 @@ static int recover_directory(archiver *a) {
         int file = lb_file_open_at(a->dir_fd, e->d_name, O_RDONLY, NULL);
         struct stat st;
         if (file < 0) continue;
-        if (fstat(file, &st) == 0) {
+        lb_archive_file_header h;
+        if (fstat(file, &st) == 0 && lb_pread_full(file, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+            !lb_archive_header_problem(&h, (uint64_t)st.st_size) &&
+            h.ring_created_wall_ns != a->b->ring->created_wall_ns) {
+            /* Another bundle's file (a directory shared by mistake): never ours to delete. */
+            if (!foreign++)
+                fprintf(stderr, "logbook: archiver: %s/%s belongs to another bundle: left alone, "
+                                "not counted for retention\n", a->dir, e->d_name);
+        } else if (fstat(file, &st) == 0) {
             file_summary summary;
             read_end_frame(file, (uint64_t)st.st_size, a->b->chunk_size, &summary);
             add_complete(a, number, (uint64_t)st.st_size, kind == LB_ARCHIVE_NAME_UNSYNCED, &summary);
