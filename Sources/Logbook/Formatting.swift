@@ -121,16 +121,56 @@ enum Escaping {
     /// terminals too).
     case json
 
-    /// Whether `byte` can never start something this escaping changes: printable ASCII (and for
-    /// the terminal, any ASCII but quote and backslash matter only to JSON). Any non-ASCII byte
-    /// sends the text to the scalar-by-scalar path, which keeps what is harmless.
+    /// Whether `byte` can never start something this escaping changes: printable ASCII, and every
+    /// UTF-8 lead byte but those that begin a control or format character (`unsafeLeadBytes`), so
+    /// that Latin, Cyrillic or CJK text is copied as it is. Quote and backslash matter only to JSON.
     @inline(__always)
     func isClean(_ byte: UInt8) -> Bool {
         switch self {
         case .none: true
-        case .terminal: byte >= 0x20 && byte < 0x7F
-        case .json: byte >= 0x20 && byte < 0x7F && byte != 0x22 && byte != 0x5C
+        case .terminal: byte >= 0x20 && byte != 0x7F && !Self.isUnsafeLead(byte)
+        case .json: byte >= 0x20 && byte != 0x7F && byte != 0x22 && byte != 0x5C && !Self.isUnsafeLead(byte)
         }
+    }
+
+    /// The UTF-8 lead bytes of every scalar `isUnsafeForTerminal` escapes: C2 (C1 controls,
+    /// U+00AD), D8 DB DC (U+0600–U+070F), E0 (U+0890–U+08E2), E1 (U+180E), E2 (U+200B–U+206F),
+    /// EF (U+FEFF, U+FFF9–U+FFFB), F0 (U+110BD–U+1D17A), F3 (tags). Continuation bytes (80–BF)
+    /// never start a scalar. `TerminalEscapingTests` checks this against every scalar.
+    @inline(__always)
+    static func isUnsafeLead(_ byte: UInt8) -> Bool {
+        switch byte {
+        case 0xC2, 0xD8, 0xDB, 0xDC, 0xE0, 0xE1, 0xE2, 0xEF, 0xF0, 0xF3: true
+        default: false
+        }
+    }
+
+    /// Whether `utf8` (valid UTF-8) holds anything this escaping changes. Bytes that pass
+    /// `isClean` are skipped; a scalar is decoded only at an unsafe lead byte.
+    func needsEscaping(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
+        if case .none = self { return false }
+        var index = 0
+        let count = utf8.count
+        while index < count {
+            let byte = utf8[index]
+            if isClean(byte) {
+                index += 1
+                continue
+            }
+            if byte < 0x80 { return true }  // a control, DEL, or (JSON) a quote or backslash
+            let length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : 2
+            guard index + length <= count else { return true }
+            var value = UInt32(byte) & (length == 2 ? 0x1F : length == 3 ? 0x0F : 0x07)
+            for offset in 1..<length { value = value << 6 | UInt32(utf8[index + offset] & 0x3F) }
+            guard let scalar = Unicode.Scalar(value), !isUnsafeForTerminal(scalar) else { return true }
+            index += length
+        }
+        return false
+    }
+
+    func needsEscaping(_ text: String) -> Bool {
+        var text = text
+        return text.withUTF8 { needsEscaping($0) }
     }
 
     func escape(_ text: String) -> String {
@@ -147,8 +187,7 @@ enum Escaping {
 /// isolates such as U+202E, zero-width characters, the byte order mark: Unicode's format
 /// characters), so that what a terminal shows is what was logged.
 public func escapingControlCharacters(_ text: String) -> String {
-    if text.utf8.allSatisfy(Escaping.terminal.isClean) { return text }
-    guard text.unicodeScalars.contains(where: isUnsafeForTerminal) else { return text }
+    guard Escaping.terminal.needsEscaping(text) else { return text }
     var out = ""
     for scalar in text.unicodeScalars {
         switch scalar {
@@ -169,14 +208,16 @@ public func escapingControlCharacters(_ text: String) -> String {
 func isUnsafeForTerminal(_ scalar: Unicode.Scalar) -> Bool {
     let value = scalar.value
     if value < 0xA0 { return value < 0x20 || value >= 0x7F }
-    if value == 0xAD || value == 0x2028 || value == 0x2029 { return true }
-    if (0x2070..<0xFEFF).contains(value) || (0x300..<0x600).contains(value) { return false }  // no Cf here
+    if value < 0x600 { return value == 0xAD }  // Latin, Greek, Cyrillic...: one Cf, the soft hyphen
+    if value == 0x2028 || value == 0x2029 { return true }
+    // No Cf in these (CJK, most symbols; emoji): answered without a property lookup.
+    if (0x2070..<0xFEFF).contains(value) || (0x1D17B..<0xE0000).contains(value) { return false }
     return scalar.properties.generalCategory == .format
 }
 
 /// Escapes text for a JSON string literal (without the quotes).
 public func escapingJSON(_ text: String) -> String {
-    if text.utf8.allSatisfy(Escaping.json.isClean) { return text }
+    guard Escaping.json.needsEscaping(text) else { return text }
     var out = ""
     out.reserveCapacity(text.utf8.count)
     for scalar in text.unicodeScalars {

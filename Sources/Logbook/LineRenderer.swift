@@ -248,7 +248,7 @@ public struct LineRenderer {
     mutating func appendEscaped(_ text: String, _ escaping: Escaping) {
         var utf8Text = text
         let clean: Bool = utf8Text.withUTF8 { utf8 in
-            guard utf8.allSatisfy(escaping.isClean) else { return false }
+            guard !escaping.needsEscaping(utf8) else { return false }
             bytes.append(contentsOf: utf8)
             return true
         }

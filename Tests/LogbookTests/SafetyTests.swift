@@ -105,10 +105,19 @@ final class TerminalEscapingTests: XCTestCase {
         XCTAssertEqual(escapingControlCharacters("\u{061C}\u{180E}\u{2060}\u{206F}\u{FFF9}"),
                        #"\u{61c}\u{180e}\u{2060}\u{206f}\u{fff9}"#)
         XCTAssertEqual(escapingJSON("\u{202E}\u{9B}\"\\"), #"\u202e\u009b\"\\"#)
-        // Every format character (Cf) of the BMP is escaped for the terminal.
-        for value in UInt32(0)...0xFFFF {
-            guard let scalar = Unicode.Scalar(value), scalar.properties.generalCategory == .format else { continue }
-            XCTAssertNotEqual(escapingControlCharacters(String(scalar)), String(scalar), "U+\(String(value, radix: 16))")
+        // Exactly the controls, the separators and the format characters (Cf) of every plane are
+        // escaped: the fast ranges of isUnsafeForTerminal agree with Unicode's properties.
+        for value in UInt32(0)...0x10FFFF {
+            guard let scalar = Unicode.Scalar(value) else { continue }
+            let expected = scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format
+                || value == 0x2028 || value == 0x2029
+            if isUnsafeForTerminal(scalar) != expected {
+                XCTFail("U+\(String(value, radix: 16)): \(isUnsafeForTerminal(scalar)) for \(scalar.properties.generalCategory)")
+            }
+            // The byte fast path never lets one through: its lead byte sends the text to the slow path.
+            if expected, let lead = String(scalar).utf8.first, Escaping.terminal.isClean(lead) || Escaping.json.isClean(lead) {
+                XCTFail("U+\(String(value, radix: 16)) passes the byte fast path (lead byte \(String(lead, radix: 16)))")
+            }
         }
     }
 }
