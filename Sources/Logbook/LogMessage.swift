@@ -101,15 +101,15 @@ public struct LogMessage: ExpressibleByStringInterpolation, Sendable {
 
         /// Not a typed value: log it with `\(describing: value, privacy: .private)`, or conform
         /// its type to ``LogArgumentConvertible``.
-        @available(*, unavailable, message: "Logbook logs typed values: use \\(describing: value, privacy: .private) for any other type, or conform it to LogArgumentConvertible")
+        @available(*, unavailable, message: "Logbook logs typed values: use \\(describing: value, privacy: ...) for any other type, or conform it to LogArgumentConvertible")
         public mutating func appendInterpolation<Value>(_ value: Value, privacy: LogPrivacy) { fatalError("unavailable") }
 
         /// An optional: unwrap it (`\(count ?? 0)`), or log its description with
         /// `\(describing: value)`.
-        @available(*, unavailable, message: "Logbook logs typed values: unwrap the optional (\\(value ?? 0)), or use \\(describing: value)")
+        @available(*, unavailable, message: "Logbook logs typed values: unwrap the optional (\\(value ?? fallback), with a fallback of its type), or use \\(describing: value)")
         public mutating func appendInterpolation<Value: LogArgument>(_ value: Value?) { fatalError("unavailable") }
 
-        @available(*, unavailable, message: "Logbook logs typed values: unwrap the optional (\\(value ?? 0, privacy: .private)), or use \\(describing: value, privacy: .private)")
+        @available(*, unavailable, message: "Logbook logs typed values: unwrap the optional (\\(value ?? fallback, privacy: ...), with a fallback of its type), or use \\(describing: value, privacy: ...)")
         public mutating func appendInterpolation<Value: LogArgument>(_ value: Value?, privacy: LogPrivacy) { fatalError("unavailable") }
     }
 }

@@ -36,8 +36,9 @@ public final class LogCapture: @unchecked Sendable {
     public let bundle: LogBundle
     /// Its directory (removed at deinit).
     public let path: String
-    private let reader: LogReader
-    private var held: [LogEntry] = []
+    /// The reader and what it read so far: one thread at a time (a capture shared by tests that
+    /// run in parallel is read from several threads at once).
+    private let state: Locked<(reader: LogReader, held: [LogEntry], read: UInt64)>
 
     /// - Parameters:
     ///   - filter: runtime filter rules for the capture's loggers.
@@ -51,7 +52,7 @@ public final class LogCapture: @unchecked Sendable {
         path = String(cString: made) + "/capture.logbook"
         bundle = try LogBundle(
             path: path, capacity: capacity, chunkSize: 16 << 10, filter: filter, applyEnvironmentFilter: false)
-        reader = try LogReader(path: path)
+        state = Locked((try LogReader(path: path), [], 0))
     }
 
     deinit {
@@ -67,8 +68,28 @@ public final class LogCapture: @unchecked Sendable {
 
     /// Every entry logged since the capture began (or since ``removeAll()``), in time order.
     public func entries() throws -> [LogEntry] {
-        held.append(contentsOf: try reader.readNew())
-        return held
+        try state.withLock { state in
+            try Self.readPending(&state)
+            return state.held
+        }
+    }
+
+    private static func readPending(_ state: inout (reader: LogReader, held: [LogEntry], read: UInt64)) throws {
+        let new = try state.reader.readNew()
+        state.read += UInt64(new.count)
+        state.held.append(contentsOf: new)
+    }
+
+    /// Entries the ring overwrote before the capture could read them (it keeps the newest
+    /// `capacity` bytes): what the bundle counted as written, less what was read. An expectation
+    /// that fails says how many.
+    public var overwrittenEntries: UInt64 {
+        let written = bundle.counters.records  // first: what is logged meanwhile is read, not counted
+        let read = (try? state.withLock { state in
+            try Self.readPending(&state)
+            return state.read
+        }) ?? written
+        return written > read ? written - read : 0
     }
 
     /// The captured entries that match every given condition (see ``expect(_:logger:message:containing:metadata:)``).
@@ -99,7 +120,7 @@ public final class LogCapture: @unchecked Sendable {
         if matches.count == 1 { return matches[0] }
         throw LogExpectationFailure(
             expected: Self.describe(level, logger, message, containing, metadata), matches: matches.count,
-            captured: held)
+            captured: try entries(), overwritten: overwrittenEntries)
     }
 
     /// Throws ``LogExpectationFailure`` when a captured entry matches every given condition.
@@ -111,13 +132,15 @@ public final class LogCapture: @unchecked Sendable {
         if matches.isEmpty { return }
         throw LogExpectationFailure(
             expected: "no entry with " + Self.describe(level, logger, message, containing, metadata),
-            matches: matches.count, captured: held)
+            matches: matches.count, captured: try entries(), overwritten: overwrittenEntries)
     }
 
     /// Forgets the entries captured so far; later calls see only newer ones.
     public func removeAll() throws {
-        _ = try entries()
-        held.removeAll()
+        try state.withLock { state in
+            try Self.readPending(&state)
+            state.held.removeAll()
+        }
     }
 
     private static func describe(
@@ -143,10 +166,16 @@ public struct LogExpectationFailure: Error, CustomStringConvertible, LocalizedEr
     public var matches: Int
     /// Everything that was captured.
     public var captured: [LogEntry]
+    /// Entries the capture's ring overwrote before they were read (see ``LogCapture/init(filter:capacity:)``).
+    public var overwritten: UInt64 = 0
 
     public var description: String {
         let found = matches == 0 ? "no entry matched" : "\(matches) entries matched"
-        var text = "expected \(expected); \(found). Captured \(captured.count):"
+        var text = "expected \(expected); \(found). Captured \(captured.count)"
+        if overwritten > 0 {
+            text += " (and \(overwritten) older ones the ring overwrote: give LogCapture a larger capacity)"
+        }
+        text += ":"
         for entry in captured.prefix(50) { text += "\n  " + entry.textLine().dropFirst(31) }
         if captured.count > 50 { text += "\n  ... \(captured.count - 50) more" }
         return text

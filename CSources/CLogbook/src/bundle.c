@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -561,6 +562,14 @@ static int create_files_in_place(lb_bundle *b, const lb_options *options, lb_rin
     b->ring_fd = lb_file_create_at(b->dir_fd, "ring.new", b->path);
     if (b->ring_fd < 0) return b->ring_fd;
     off_t length = (off_t)LB_RING_HEADER_SIZE + (off_t)count * options->chunk_size;
+    /* A ring the file system cannot hold is refused before posix_fallocate takes every free block
+     * (other processes would see ENOSPC until the failed file is removed). */
+    struct statvfs fs;
+    if (fstatvfs(b->ring_fd, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)length) {
+        lb_error_detail_set("the %lld-byte ring does not fit: the file system has %llu bytes free",
+                            (long long)length, (unsigned long long)fs.f_bavail * fs.f_frsize);
+        return -ENOSPC;
+    }
     int err = posix_fallocate(b->ring_fd, 0, length);
     if (err) {
         lb_error_detail_set("cannot allocate the %lld-byte ring: %s", (long long)length, strerror(err));
