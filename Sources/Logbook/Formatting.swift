@@ -126,11 +126,16 @@ enum Escaping {
     /// that Latin, Cyrillic or CJK text is copied as it is. Quote and backslash matter only to JSON.
     @inline(__always)
     func isClean(_ byte: UInt8) -> Bool {
+        // One bit per byte value, four words: a shift and a mask per byte, as cheap as the ASCII
+        // range test it replaces (the masks are `isUnsafeLead` and the ASCII rules, tabulated).
+        let masks: (UInt64, UInt64, UInt64, UInt64)
         switch self {
-        case .none: true
-        case .terminal: byte >= 0x20 && byte != 0x7F && !Self.isUnsafeLead(byte)
-        case .json: byte >= 0x20 && byte != 0x7F && byte != 0x22 && byte != 0x5C && !Self.isUnsafeLead(byte)
+        case .none: return true
+        case .terminal: masks = (0xFFFF_FFFF_0000_0000, 0x7FFF_FFFF_FFFF_FFFF, ~0, 0xFFF6_7FF8_E6FF_FFFB)
+        case .json: masks = (0xFFFF_FFFB_0000_0000, 0x7FFF_FFFF_EFFF_FFFF, ~0, 0xFFF6_7FF8_E6FF_FFFB)
         }
+        let word = byte < 0x40 ? masks.0 : byte < 0x80 ? masks.1 : byte < 0xC0 ? masks.2 : masks.3
+        return (word >> UInt64(byte & 63)) & 1 != 0
     }
 
     /// The UTF-8 lead bytes of every scalar `isUnsafeForTerminal` escapes: C2 (C1 controls,
@@ -148,7 +153,12 @@ enum Escaping {
     /// Whether `utf8` (valid UTF-8) holds anything this escaping changes. Bytes that pass
     /// `isClean` are skipped; a scalar is decoded only at an unsafe lead byte.
     func needsEscaping(_ utf8: UnsafeBufferPointer<UInt8>) -> Bool {
-        if case .none = self { return false }
+        switch self {
+        case .none: return false
+        // Printable ASCII, the common case, in a loop simple enough for the compiler to vectorize.
+        case .terminal: if utf8.allSatisfy({ $0 &- 0x20 < 0x5F }) { return false }
+        case .json: if utf8.allSatisfy({ $0 &- 0x20 < 0x5F && $0 != 0x22 && $0 != 0x5C }) { return false }
+        }
         var index = 0
         let count = utf8.count
         while index < count {

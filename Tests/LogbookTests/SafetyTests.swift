@@ -106,6 +106,12 @@ final class TerminalEscapingTests: XCTestCase {
         XCTAssertEqual(escapingControlCharacters("\u{061C}\u{180E}\u{2060}\u{206F}\u{FFF9}"),
                        #"\u{61c}\u{180e}\u{2060}\u{206f}\u{fff9}"#)
         XCTAssertEqual(escapingJSON("\u{202E}\u{9B}\"\\"), #"\u202e\u009b\"\\"#)
+        // The byte masks say what the rules say.
+        for byte in UInt8.min...UInt8.max {
+            let ascii = byte >= 0x20 && byte < 0x7F
+            XCTAssertEqual(Escaping.terminal.isClean(byte), ascii || (byte >= 0x80 && !Escaping.isUnsafeLead(byte)), "\(byte)")
+            XCTAssertEqual(Escaping.json.isClean(byte), Escaping.terminal.isClean(byte) && byte != 0x22 && byte != 0x5C, "\(byte)")
+        }
         // Exactly the controls, the separators and the format characters (Cf) of every plane are
         // escaped: the fast ranges of isUnsafeForTerminal agree with Unicode's properties.
         for value in UInt32(0)...0x10FFFF {
