@@ -188,12 +188,13 @@ struct MetadataEncoder {
     /// Numbers and booleans keep their type; a value marked `.private(_:)` only its type;
     /// anything else is stored as its description.
     func putTyped(_ value: any CustomStringConvertible & Sendable) {
+        // The common types first: each case is a dynamic cast, paid by every value that misses it.
         switch value {
-        case let v as PrivateMetadataValue: lb_record_put_redacted(writer, v.withheldType.rawValue)
         case let v as Int: v.writeLogArgument(to: writer)
         case let v as String: v.writeLogArgument(to: writer)
         case let v as Double: v.writeLogArgument(to: writer)
         case let v as Bool: v.writeLogArgument(to: writer)
+        case let v as PrivateMetadataValue: lb_record_put_redacted(writer, v.withheldType.rawValue)
         case let v as any LogArgument: v.writeLogArgument(to: writer)
         default: value.description.writeLogArgument(to: writer)
         }

@@ -14,12 +14,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                             \
-    do {                                                                        \
-        if (cond) passed++;                                                     \
-        else { failed++; fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); } \
-    } while (0)
+#include "check.h"
 
 static int exists(const char *dir, const char *name) {
     char path[8192];

@@ -16,12 +16,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                             \
-    do {                                                                        \
-        if (cond) passed++;                                                     \
-        else { failed++; fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); } \
-    } while (0)
+#include "check.h"
 
 static double seconds(void) {
     struct timespec t;

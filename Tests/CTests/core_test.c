@@ -12,16 +12,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond)                                                               \
-    do {                                                                          \
-        if (cond) passed++;                                                       \
-        else {                                                                    \
-            failed++;                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                         \
-    } while (0)
+#include "check.h"
 
 static char dir[256];
 

@@ -7,12 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int passed, failed;
-#define CHECK(cond)                                                             \
-    do {                                                                        \
-        if (cond) passed++;                                                     \
-        else { failed++; fprintf(stderr, "%s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); } \
-    } while (0)
+#include "check.h"
 
 int main(void) {
     CHECK(lb_crc32c(0, "123456789", 9) == 0xE3069283u);  /* the CRC-32C check value */

@@ -20,16 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond)                                                               \
-    do {                                                                          \
-        if (cond) passed++;                                                       \
-        else {                                                                    \
-            failed++;                                                             \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-        }                                                                         \
-    } while (0)
+#include "check.h"
 
 /* The detail of the last failed open contains `text`. */
 #define CHECK_DETAIL(text)                                                                   \
