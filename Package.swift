@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "CLogbookArchive", targets: ["CLogbookArchive"]),
         .library(name: "LogbookLogging", targets: ["LogbookLogging"]),
         .library(name: "LogbookTesting", targets: ["LogbookTesting"]),
+        .library(name: "LogbookUpload", targets: ["LogbookUpload"]),
         .executable(name: "logbook", targets: ["LogbookCLI"]),
         .executable(name: "logbook-demo", targets: ["LogbookDemo"]),
     ],
@@ -36,6 +37,8 @@ let package = Package(
         ),
         // For users' tests: capture entries and assert on them (no XCTest or swift-testing needed).
         .target(name: "LogbookTesting", dependencies: ["Logbook"]),
+        // Delivery to HTTP servers: the retry engine shared by the uploader and the exporters.
+        .target(name: "LogbookUpload"),
         .executableTarget(
             name: "LogbookCLI",
             dependencies: ["Logbook", .product(name: "ArgumentParser", package: "swift-argument-parser")]
@@ -45,7 +48,7 @@ let package = Package(
         .testTarget(
             name: "LogbookTests",
             dependencies: [
-                "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookLogging", "LogbookTesting",
+                "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookLogging", "LogbookTesting", "LogbookUpload",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
