@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "logbook.h"
 #include "logbook_archive.h"
+#include "logbook_files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -435,6 +436,38 @@ static void test_directory_in_a_files_place_is_named(void) {
     }
 }
 
+/* The public helpers other modules write their files with: atomic replacement, and the rules. */
+static void test_file_replacement_is_atomic_and_follows_the_rules(void) {
+    char path[512], file[600], leftover[600];
+    path_of(path, sizeof path, "spool");
+    int fd = lb_dir_open_private(path, "spool directory", 1);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    snprintf(file, sizeof file, "%s/state", path);
+    snprintf(leftover, sizeof leftover, "%s/state.new", path);
+    make_victim(leftover);  /* a crash's leftover, here a planted file: removed, not written through */
+    CHECK(lb_file_replace_at(fd, "state", "first", 5, path) == 0);
+    CHECK(lb_file_replace_at(fd, "state", "second!", 7, path) == 0);
+    char text[16] = "";
+    FILE *f = fopen(file, "r");
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[n] = 0;
+    CHECK(strcmp(text, "second!") == 0);
+    CHECK(!exists(leftover));
+    char victim[512];
+    path_of(victim, sizeof victim, "replace-victim");
+    make_victim(victim);
+    CHECK(symlink(victim, leftover) == 0);
+    CHECK(lb_file_replace_at(fd, "state", "third", 5, path) == 0);
+    CHECK(victim_intact(victim));
+    CHECK(lb_crc32c(0, "123456789", 9) == 0xE3069283u);  /* the CRC-32C check value */
+    close(fd);
+    chmod(path, 0777);
+    CHECK(lb_dir_open_private(path, "spool directory", 0) == -EPERM);
+    CHECK_DETAIL("spool directory '");
+}
+
 static void test_closed_bundle_says_so_consistently(void) {
     char path[512];
     path_of(path, sizeof path, "closed.logbook");
@@ -519,6 +552,7 @@ int main(void) {
     test_errors_name_what_was_wrong();
     test_directory_in_a_files_place_is_named();
     test_closed_bundle_says_so_consistently();
+    test_file_replacement_is_atomic_and_follows_the_rules();
     test_closed_bundle_never_writes_meta();
     test_retention_never_deletes_another_bundles_files();
     test_forked_child_closes_without_hanging(0);

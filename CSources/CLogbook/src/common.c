@@ -432,6 +432,31 @@ int lb_file_open_at(int dir_fd, const char *name, int flags, const char *dir_pat
     return fd;
 }
 
+int lb_file_replace_at(int dir_fd, const char *name, const void *bytes, size_t length,
+                       const char *dir_path) {
+    char temporary[NAME_MAX + 1];
+    if (snprintf(temporary, sizeof temporary, "%s.new", name) >= (int)sizeof temporary) {
+        lb_error_detail_set("'%s/%s': the name is too long", dir_path, name);
+        return -ENAMETOOLONG;
+    }
+    int fd = lb_file_create_at(dir_fd, temporary, dir_path);
+    if (fd < 0) return fd;
+    int rc = lb_pwrite_full(fd, bytes, length, 0);
+    if (!rc && fsync(fd) != 0) rc = -errno;
+    close(fd);
+    if (!rc && renameat(dir_fd, temporary, dir_fd, name) != 0) rc = -errno;
+    if (rc) {
+        lb_error_detail_set("cannot replace '%s/%s': %s", dir_path, name, strerror(-rc));
+        unlinkat(dir_fd, temporary, 0);
+        return rc;
+    }
+    if (fsync(dir_fd) != 0) {
+        rc = -errno;
+        lb_error_detail_set("cannot sync the directory of '%s/%s': %s", dir_path, name, strerror(-rc));
+    }
+    return rc;
+}
+
 int lb_file_create_at(int dir_fd, const char *name, const char *dir_path) {
     /* A leftover of a crash (or anything else under this name) goes first; unlinkat removes a
      * symlink itself, never its target. */

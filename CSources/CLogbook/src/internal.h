@@ -3,6 +3,7 @@
 #define LOGBOOK_INTERNAL_H
 
 #include "logbook.h"
+#include "logbook_files.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -12,7 +13,6 @@
 #define LB_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
 /* ---- CRC-32C (Castagnoli): headers, meta entries, archived frames ---- */
-uint32_t lb_crc32c(uint32_t crc, const void *data, size_t length);
 uint32_t lb_crc32c_portable(uint32_t crc, const void *data, size_t length);  /* table only */
 uint32_t lb_ring_header_crc(const lb_ring_header *header);
 uint32_t lb_chunk_crc(const lb_chunk_header *chunk);
@@ -92,24 +92,7 @@ char *lb_path_join(const char *dir, const char *name);
 void lb_error_detail_clear(void);
 void lb_error_detail_set(const char *format, ...) __attribute__((format(printf, 1, 2)));
 
-/* ---- files Logbook writes (common.c): see "Safe files" in docs/ARCHITECTURE.md ---- */
-/* Checks an open directory to write in: a directory this user owns that no other user (nor a
- * group other than this user's own) can write to. 0, or -ENOTDIR / -EPERM with a detail naming
- * `role` ("bundle directory") and `path`. */
-int lb_dir_check_private(int dir_fd, const char *role, const char *path);
-/* Opens directory `path` to write in (O_DIRECTORY | O_CLOEXEC), creating its last component 0700
- * when `create` and it is missing, then lb_dir_check_private. The path is resolved one component
- * at a time: a symlink anywhere on it is followed only when this user or root owns it (-ELOOP
- * otherwise). The descriptor, or -errno with a detail. */
-int lb_dir_open_private(const char *path, const char *role, int create);
-/* Opens `name` in `dir_fd` with `flags` (O_RDONLY, O_RDWR, optionally O_CREAT) plus O_CLOEXEC,
- * O_NOFOLLOW and O_NONBLOCK (a FIFO never blocks the open; the flag is cleared again unless the
- * caller asked for it): the descriptor, -ENOENT, -ELOOP for a symlink, -EINVAL for anything but a
- * regular file. With `dir_path`, a failure other than -ENOENT sets a detail naming the file. */
-int lb_file_open_at(int dir_fd, const char *name, int flags, const char *dir_path);
-/* Creates `name` in `dir_fd` afresh: removes whatever has the name (a symlink itself, never its
- * target), then O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600. The descriptor, or -errno with a detail. */
-int lb_file_create_at(int dir_fd, const char *name, const char *dir_path);
+/* ---- files Logbook writes: include/logbook_files.h (public, for the other modules too) ---- */
 int lb_pwrite_full(int fd, const void *buffer, size_t length, uint64_t offset);
 
 /* ---- archive files: names and frames, shared by the archiver and the reader ---- */

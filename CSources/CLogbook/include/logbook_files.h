@@ -1,0 +1,56 @@
+/*
+ * logbook_files.h — how every Logbook module writes files: only in a directory this user owns and
+ * nobody else can write to, only relative to that directory's descriptor, never through a
+ * symlink, never blocking on a FIFO, new files created exclusively, replacements atomic. The core
+ * (bundles, the archiver, the reader) and the modules above it (the uploader's spool, the message
+ * cache) use these, so that one set of rules holds for every file. See "Safe by default" in
+ * docs/ARCHITECTURE.md. Every function returns a descriptor or 0, or -errno; on failure the ones
+ * given a path leave a sentence in lb_error_detail() (logbook.h).
+ */
+#ifndef LOGBOOK_FILES_H
+#define LOGBOOK_FILES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Checks an open directory to write in: a directory this user owns that no other user (nor a
+ * group other than this user's own) can write to. 0, or -ENOTDIR / -EPERM with a detail naming
+ * `role` ("bundle directory") and `path`. */
+int lb_dir_check_private(int dir_fd, const char *role, const char *path);
+
+/* Opens directory `path` to write in (O_DIRECTORY | O_CLOEXEC), creating its last component 0700
+ * when `create` and it is missing, then lb_dir_check_private. The path is resolved one component
+ * at a time: a symlink anywhere on it is followed only when this user or root owns it (-ELOOP
+ * otherwise). The descriptor, or -errno with a detail. */
+int lb_dir_open_private(const char *path, const char *role, int create);
+
+/* Opens `name` in `dir_fd` with `flags` (O_RDONLY, O_RDWR, optionally O_CREAT) plus O_CLOEXEC,
+ * O_NOFOLLOW and O_NONBLOCK (a FIFO never blocks the open; the flag is cleared again unless the
+ * caller asked for it): the descriptor, -ENOENT, -ELOOP for a symlink, -EINVAL for anything but a
+ * regular file. With `dir_path`, a failure other than -ENOENT sets a detail naming the file. */
+int lb_file_open_at(int dir_fd, const char *name, int flags, const char *dir_path);
+
+/* Creates `name` in `dir_fd` afresh: removes whatever has the name (a symlink itself, never its
+ * target), then O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600. The descriptor, or -errno with a detail. */
+int lb_file_create_at(int dir_fd, const char *name, const char *dir_path);
+
+/* Replaces `name` in `dir_fd` with `length` bytes, atomically and durably: writes "name.new"
+ * (lb_file_create_at), fsyncs it, renames it over `name` and fsyncs the directory. After a crash
+ * at any moment `name` holds either its old bytes or the new ones (a leftover "name.new" is
+ * removed by the next replacement). 0, or -errno with a detail. */
+int lb_file_replace_at(int dir_fd, const char *name, const void *bytes, size_t length,
+                       const char *dir_path);
+
+/* CRC-32C (Castagnoli) of `length` bytes, continuing from `crc` (0 to start): the checksum of
+ * every Logbook format. */
+uint32_t lb_crc32c(uint32_t crc, const void *data, size_t length);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
