@@ -38,7 +38,7 @@ let package = Package(
         // For users' tests: capture entries and assert on them (no XCTest or swift-testing needed).
         .target(name: "LogbookTesting", dependencies: ["Logbook"]),
         // Delivery to HTTP servers: the retry engine shared by the uploader and the exporters.
-        .target(name: "LogbookUpload"),
+        .target(name: "LogbookUpload", dependencies: ["Logbook", "CLogbook"]),
         .executableTarget(
             name: "LogbookCLI",
             dependencies: ["Logbook", .product(name: "ArgumentParser", package: "swift-argument-parser")]

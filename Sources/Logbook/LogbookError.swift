@@ -63,7 +63,7 @@ public struct LogbookError: Error, CustomStringConvertible, Equatable, Sendable 
 /// The one place where a C return code (0 or -errno) becomes a thrown error. `detailed`: the call
 /// sets `lb_error_detail()` when it fails (the open calls), read here on the same thread.
 @usableFromInline
-func check(_ result: Int32, _ operation: String, path: String? = nil, detailed: Bool = false) throws(LogbookError) {
+package func check(_ result: Int32, _ operation: String, path: String? = nil, detailed: Bool = false) throws(LogbookError) {
     if result < 0 {
         let detail = detailed ? String(cString: lb_error_detail()) : nil
         throw LogbookError(operation: operation, path: path, errno: -result, detail: detail)

@@ -45,6 +45,11 @@ int lb_file_create_at(int dir_fd, const char *name, const char *dir_path);
 int lb_file_replace_at(int dir_fd, const char *name, const void *bytes, size_t length,
                        const char *dir_path);
 
+/* Takes the exclusive OFD lock of an open file (F_OFD_SETLK on the whole file): per open file
+ * description, so a second opener in the same process conflicts too, and it dies with its holder.
+ * 0, -EWOULDBLOCK when another holds it, or -errno. Closing the descriptor releases it. */
+int lb_file_lock_exclusive(int fd);
+
 /* CRC-32C (Castagnoli) of `length` bytes, continuing from `crc` (0 to start): the checksum of
  * every Logbook format. */
 uint32_t lb_crc32c(uint32_t crc, const void *data, size_t length);

@@ -519,15 +519,10 @@ static void bundle_free(lb_bundle *b) {
 /* Writer lock: an OFD lock on `lock`, so it is per open file (a second opener in the same process
  * conflicts too, and closing a reader's descriptor never drops it) and dies with the process. */
 static int take_writer_lock(int fd) {
-    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
-    if (fcntl(fd, F_OFD_SETLK, &fl) == 0) return 0;
-    if (errno == EAGAIN || errno == EACCES) {
-        lb_error_detail_set("another process is writing to this bundle");
-        return -EWOULDBLOCK;
-    }
-    int err = errno;
-    lb_error_detail_set("cannot lock the bundle: %s", strerror(err));
-    return -err;
+    int rc = lb_file_lock_exclusive(fd);
+    if (rc == -EWOULDBLOCK) lb_error_detail_set("another process is writing to this bundle");
+    else if (rc) lb_error_detail_set("cannot lock the bundle: %s", strerror(-rc));
+    return rc;
 }
 
 /* Creates the ring and meta files under temporary names and renames them into place, ring last:

@@ -432,6 +432,12 @@ int lb_file_open_at(int dir_fd, const char *name, int flags, const char *dir_pat
     return fd;
 }
 
+int lb_file_lock_exclusive(int fd) {
+    struct flock region = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    if (fcntl(fd, F_OFD_SETLK, &region) == 0) return 0;
+    return (errno == EAGAIN || errno == EACCES) ? -EWOULDBLOCK : -errno;
+}
+
 int lb_file_replace_at(int dir_fd, const char *name, const void *bytes, size_t length,
                        const char *dir_path) {
     char temporary[NAME_MAX + 1];

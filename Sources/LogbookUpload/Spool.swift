@@ -1,0 +1,334 @@
+import CLogbook
+import Logbook
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One item of a spool and what the retry engine needs of it across launches.
+public struct SpooledItem: Sendable, Equatable {
+    /// Stable across launches: the SHA-256 of the content, or the caller's.
+    public var id: String
+    /// Attempts made so far.
+    public var attempts: Int
+    public var firstSubmittedNanoseconds: Int64
+    /// When it may be tried next (ns since the epoch).
+    public var nextAttemptNanoseconds: Int64
+    /// The last attempt's HTTP status; 0 before any, -1 for a transport error or a timeout.
+    public var lastStatus: Int
+    /// The last attempt's failure, in words ("" before any).
+    public var lastReason: String
+}
+
+/// A spool directory: items put there durably before `submit` returns, each with a state file
+/// replaced atomically after every attempt, so that a `kill -9` at any moment loses nothing and a
+/// new `Spool` on the directory resumes every item. One process at a time (an OFD lock).
+///
+/// Layout (docs/FORMAT.md, "Spool"): `lock`; per item `ID.data` (a hard link of the submitted file,
+/// so that the archiver's retention cannot delete it first, or a copy) and `ID.state`;
+/// `quarantine/` for items whose state file is damaged. Every file goes through logbook_files.h.
+///
+/// Not thread-safe: the uploader uses it from one task at a time.
+public final class Spool {
+    public let path: String
+    private let directory: Int32
+    private let lockDescriptor: Int32
+    private let clock: () -> Int64
+
+    /// Opens (or creates, 0700) the spool at `path`; throws when another process uses it.
+    public init(path: String, clock: @escaping () -> Int64 = Spool.wallClock) throws(LogbookError) {
+        let directory = lb_dir_open_private(path, "spool directory", 1)
+        try check(directory, "lb_dir_open_private", path: path, detailed: true)
+        let lock = lb_file_open_at(directory, "lock", O_RDWR | O_CREAT, path)
+        if lock < 0 {
+            close(directory)
+            try check(lock, "lb_file_open_at", path: path, detailed: true)
+        }
+        let locked = lb_file_lock_exclusive(lock)
+        if locked != 0 {
+            close(lock)
+            close(directory)
+            throw LogbookError(operation: "Spool", path: path, errno: -locked,
+                               detail: locked == -EWOULDBLOCK ? "another process uses this spool" : nil)
+        }
+        self.path = path
+        self.directory = directory
+        self.lockDescriptor = lock
+        self.clock = clock
+    }
+
+    deinit {
+        close(lockDescriptor)  // releases the OFD lock
+        close(directory)
+    }
+
+    public static func wallClock() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+
+    /// Whether `id` can name an item: 1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
+    public static func isValidIdentifier(_ id: String) -> Bool {
+        let bytes = Array(id.utf8)
+        guard (1...128).contains(bytes.count), bytes[0] != UInt8(ascii: ".") else { return false }
+        return bytes.allSatisfy { byte in
+            (48...57).contains(byte) || (65...90).contains(byte) || (97...122).contains(byte)
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        }
+    }
+
+    /// The path of an item's content, for the request body.
+    public func dataPath(_ id: String) -> String { path + "/" + id + ".data" }
+
+    // MARK: submitting
+
+    /// Puts the file at `file` into the spool (a hard link where the file system allows, a copy
+    /// otherwise), fsynced, and records it. The same id again returns the item already there.
+    @discardableResult
+    public func submit(file: String, id given: String? = nil) throws(LogbookError) -> SpooledItem {
+        let id: String
+        if let given { id = given } else { id = try contentIdentifierOrThrow(file) }
+        try requireValid(id)
+        if let existing = try readState(id) { return existing }
+        let data = id + ".data"
+        unlinkat(directory, data, 0)  // a leftover without state: the submission never completed
+        if linkat(AT_FDCWD, file, directory, data, 0) == 0 {
+            let linked = lb_file_open_at(directory, data, O_RDONLY, path)
+            try check(linked, "lb_file_open_at", path: path, detailed: true)
+            let synced = fsync(linked) == 0 ? 0 : -errno
+            close(linked)
+            try check(synced, "fsync", path: dataPath(id))
+        } else {
+            try copy(file, to: data)
+        }
+        return try record(id)
+    }
+
+    /// Puts `bytes` into the spool as a new item (written and fsynced) and records it.
+    @discardableResult
+    public func submit(data bytes: [UInt8], id: String? = nil) throws(LogbookError) -> SpooledItem {
+        let id = id ?? SHA256.hex(of: bytes)
+        try requireValid(id)
+        if let existing = try readState(id) { return existing }
+        let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, id + ".data", $0.baseAddress, $0.count, path) }
+        try check(result, "lb_file_replace_at", path: path, detailed: true)
+        return try record(id)
+    }
+
+    private func record(_ id: String) throws(LogbookError) -> SpooledItem {
+        let now = clock()
+        let item = SpooledItem(id: id, attempts: 0, firstSubmittedNanoseconds: now, nextAttemptNanoseconds: now,
+                               lastStatus: 0, lastReason: "")
+        try update(item)
+        return item
+    }
+
+    private func requireValid(_ id: String) throws(LogbookError) {
+        guard Self.isValidIdentifier(id) else {
+            throw LogbookError(operation: "Spool.submit", path: path, errno: EINVAL,
+                               detail: "item identifier '\(escapingControlCharacters(id))' is not 1 to 128 of A-Z a-z 0-9 . _ - (not starting with a dot)")
+        }
+    }
+
+    private func contentIdentifierOrThrow(_ file: String) throws(LogbookError) -> String {
+        let fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        if fd < 0 { throw LogbookError(operation: "open", path: file, errno: errno) }
+        defer { close(fd) }
+        var hasher = SHA256()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw LogbookError(operation: "read", path: file, errno: errno)
+            }
+            if n == 0 { break }
+            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+        }
+        return SHA256.hex(hasher.finish())
+    }
+
+    private func copy(_ file: String, to name: String) throws(LogbookError) {
+        let source = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        if source < 0 { throw LogbookError(operation: "open", path: file, errno: errno) }
+        defer { close(source) }
+        let temporary = name + ".new"
+        let target = lb_file_create_at(directory, temporary, path)
+        try check(target, "lb_file_create_at", path: path, detailed: true)
+        var failure: Int32 = 0
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        copying: while true {
+            let n = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                failure = -errno
+                break
+            }
+            if n == 0 { break }
+            var written = 0
+            while written < n {
+                let m = buffer.withUnsafeBytes { write(target, $0.baseAddress! + written, n - written) }
+                if m < 0 {
+                    if errno == EINTR { continue }
+                    failure = -errno
+                    break copying
+                }
+                written += m
+            }
+        }
+        if failure == 0 && fsync(target) != 0 { failure = -errno }
+        close(target)
+        if failure == 0 && renameat(directory, temporary, directory, name) != 0 { failure = -errno }
+        if failure == 0 && fsync(directory) != 0 { failure = -errno }
+        if failure != 0 {
+            unlinkat(directory, temporary, 0)
+            throw LogbookError(operation: "Spool.submit", path: dataPath(name), errno: -failure)
+        }
+    }
+
+    // MARK: state
+
+    /// Records an item's state, atomically and durably (write, fsync, rename, fsync).
+    public func update(_ item: SpooledItem) throws(LogbookError) {
+        let bytes = SpoolStateRecord.encode(item)
+        let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, item.id + ".state", $0.baseAddress, $0.count, path) }
+        try check(result, "lb_file_replace_at", path: path, detailed: true)
+    }
+
+    /// Removes a delivered (or given up) item: its content first, then its state.
+    public func remove(_ id: String) throws(LogbookError) {
+        for name in [id + ".data", id + ".state"] where unlinkat(directory, name, 0) != 0 && errno != ENOENT {
+            throw LogbookError(operation: "unlinkat", path: path + "/" + name, errno: errno)
+        }
+        _ = fsync(directory)
+    }
+
+    private func readState(_ id: String) throws(LogbookError) -> SpooledItem? {
+        let fd = lb_file_open_at(directory, id + ".state", O_RDONLY, nil)
+        if fd == -ENOENT { return nil }
+        try check(fd, "lb_file_open_at", path: path + "/" + id + ".state")
+        defer { close(fd) }
+        var bytes = [UInt8](repeating: 0, count: SpoolStateRecord.maximumSize + 1)
+        let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n >= 0 else { throw LogbookError(operation: "pread", path: path + "/" + id + ".state", errno: errno) }
+        return SpoolStateRecord.decode(Array(bytes[0..<n]), id: id)
+    }
+
+    // MARK: resuming
+
+    /// What a new `Spool` finds: every pending item, oldest first, and the items whose state was
+    /// damaged (moved to `quarantine/`, with their content, and reported here once).
+    public struct Contents: Sendable, Equatable {
+        public var items: [SpooledItem]
+        public var quarantined: [String]
+    }
+
+    /// Lists the spool and repairs what a crash left: content without a state (a submission cut
+    /// short after the content was durable) is recorded now; a state without content (a removal
+    /// cut short) is removed; temporary files are removed; a damaged state is quarantined.
+    public func contents() throws(LogbookError) -> Contents {
+        var names: [String] = []
+        let listing = dup(directory)
+        guard listing >= 0, let stream = fdopendir(listing) else {
+            throw LogbookError(operation: "fdopendir", path: path, errno: errno)
+        }
+        rewinddir(stream)
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            names.append(name)
+        }
+        closedir(stream)
+        let all = Set(names)
+        var result = Contents(items: [], quarantined: [])
+        for name in names.sorted() {
+            if name.hasSuffix(".new") {
+                unlinkat(directory, name, 0)
+            } else if name.hasSuffix(".state") {
+                let id = String(name.dropLast(6))
+                guard Self.isValidIdentifier(id) else { continue }
+                if !all.contains(id + ".data") {
+                    unlinkat(directory, name, 0)
+                } else if let item = try readState(id) {
+                    result.items.append(item)
+                } else {
+                    try quarantine(id)
+                    result.quarantined.append(id)
+                }
+            } else if name.hasSuffix(".data") {
+                let id = String(name.dropLast(5))
+                if Self.isValidIdentifier(id) && !all.contains(id + ".state") { result.items.append(try record(id)) }
+            }
+        }
+        result.items.sort { ($0.firstSubmittedNanoseconds, $0.id) < ($1.firstSubmittedNanoseconds, $1.id) }
+        return result
+    }
+
+    private func quarantine(_ id: String) throws(LogbookError) {
+        if mkdirat(directory, "quarantine", 0o700) != 0 && errno != EEXIST {
+            throw LogbookError(operation: "mkdirat", path: path + "/quarantine", errno: errno)
+        }
+        let target = lb_dir_open_private(path + "/quarantine", "spool quarantine directory", 0)
+        try check(target, "lb_dir_open_private", path: path, detailed: true)
+        defer { close(target) }
+        for name in [id + ".data", id + ".state"] where renameat(directory, name, target, name) != 0 && errno != ENOENT {
+            throw LogbookError(operation: "renameat", path: path + "/" + name, errno: errno)
+        }
+        _ = fsync(target)
+        _ = fsync(directory)
+    }
+}
+
+/// The bytes of a state file (docs/FORMAT.md, "Spool"), little-endian:
+///
+/// ```
+///  0  magic "LBSPOOL1"      8 bytes
+///  8  version               u32 (1)
+/// 12  attempts              u32
+/// 16  first submission      i64 ns since the epoch
+/// 24  next attempt          i64 ns
+/// 32  last status           i32 (0 none, -1 transport error or timeout)
+/// 36  reason length         u32 (at most 1024)
+/// 40  reason                UTF-8
+/// 40+n  CRC-32C of bytes 0..<40+n   u32
+/// ```
+enum SpoolStateRecord {
+    static let magic = Array("LBSPOOL1".utf8)
+    static let maximumReason = 1024
+    static let maximumSize = 44 + maximumReason
+
+    static func encode(_ item: SpooledItem) -> [UInt8] {
+        var bytes = magic
+        func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
+        let reason = Array(item.lastReason.utf8.prefix(maximumReason))
+        put(UInt32(1))
+        put(UInt32(clamping: item.attempts))
+        put(item.firstSubmittedNanoseconds)
+        put(item.nextAttemptNanoseconds)
+        put(Int32(clamping: item.lastStatus))
+        put(UInt32(reason.count))
+        bytes.append(contentsOf: reason)
+        put(bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) })
+        return bytes
+    }
+
+    /// The item, or `nil` for anything but a whole, intact record of this version.
+    static func decode(_ bytes: [UInt8], id: String) -> SpooledItem? {
+        guard bytes.count >= 44, bytes.count <= maximumSize, Array(bytes[0..<8]) == magic else { return nil }
+        func get<T: FixedWidthInteger>(_ offset: Int, _: T.Type) -> T {
+            var value = T.zero
+            withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: bytes[offset..<offset + MemoryLayout<T>.size]) }
+            return T(littleEndian: value)
+        }
+        let reasonLength = Int(get(36, UInt32.self))
+        guard get(8, UInt32.self) == 1, reasonLength <= maximumReason, bytes.count == 44 + reasonLength else { return nil }
+        let stored = get(40 + reasonLength, UInt32.self)
+        let computed = bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, 40 + reasonLength) }
+        guard stored == computed else { return nil }
+        return SpooledItem(
+            id: id, attempts: Int(get(12, UInt32.self)), firstSubmittedNanoseconds: get(16, Int64.self),
+            nextAttemptNanoseconds: get(24, Int64.self), lastStatus: Int(get(32, Int32.self)),
+            lastReason: String(decoding: bytes[40..<40 + reasonLength], as: UTF8.self))
+    }
+}
