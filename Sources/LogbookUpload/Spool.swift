@@ -10,6 +10,10 @@ import Musl
 public struct SpooledItem: Sendable, Equatable {
     /// Stable across launches: the SHA-256 of the content, or the caller's.
     public var id: String
+    /// The size of its content.
+    public var byteCount: Int
+    /// The file it was submitted from ("" for data): marked delivered after its 2xx.
+    public var source: String
     /// Attempts made so far.
     public var attempts: Int
     public var firstSubmittedNanoseconds: Int64
@@ -27,9 +31,11 @@ public struct SpooledItem: Sendable, Equatable {
 ///
 /// Layout (docs/FORMAT.md, "Spool"): `lock`; per item `ID.data` (a hard link of the submitted file,
 /// so that the archiver's retention cannot delete it first, or a copy) and `ID.state`;
-/// `quarantine/` for items whose state file is damaged. Every file goes through logbook_files.h.
+/// `quarantine/` for items whose state file is damaged, `given-up/` for items given up when the
+/// uploader keeps them, `delivered/` for delivery marks where the file system has no user
+/// extended attributes. Every file goes through logbook_files.h.
 ///
-/// Not thread-safe: the uploader uses it from one task at a time.
+/// Not thread-safe: the uploader uses it under its lock.
 public final class Spool {
     public let path: String
     private let directory: Int32
@@ -84,26 +90,79 @@ public final class Spool {
 
     // MARK: submitting
 
-    /// Puts the file at `file` into the spool (a hard link where the file system allows, a copy
-    /// otherwise), fsynced, and records it. The same id again returns the item already there.
+    /// The file `file` opened for submission: a regular file (never a FIFO or a device, so that
+    /// nothing blocks), with its size.
+    struct Source: ~Copyable {
+        let descriptor: Int32
+        let byteCount: Int
+        let path: String
+
+        init(_ path: String) throws(LogbookError) {
+            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+            if fd < 0 { throw LogbookError(operation: "open", path: path, errno: errno) }
+            var status = stat()
+            guard fstat(fd, &status) == 0 else {
+                let failure = errno
+                close(fd)
+                throw LogbookError(operation: "fstat", path: path, errno: failure)
+            }
+            guard status.st_mode & S_IFMT == S_IFREG else {
+                close(fd)
+                throw LogbookError(operation: "Spool.submit", path: path, errno: EINVAL,
+                                   detail: "only a regular file can be uploaded")
+            }
+            descriptor = fd
+            byteCount = Int(status.st_size)
+            self.path = path
+        }
+
+        deinit { close(descriptor) }
+
+        func contentIdentifier() throws(LogbookError) -> String {
+            var hasher = SHA256()
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            var offset = 0
+            while true {
+                let n = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(offset)) }
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    throw LogbookError(operation: "read", path: path, errno: errno)
+                }
+                if n == 0 { break }
+                offset += n
+                buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            }
+            return SHA256.hex(hasher.finish())
+        }
+    }
+
+    /// The size of the file at `file`, for the quota before it is submitted.
+    public static func byteCount(ofFile file: String) throws(LogbookError) -> Int {
+        try Source(file).byteCount
+    }
+
+    /// Puts the file at `file` into the spool (a hard link of the very file opened, where the file
+    /// system allows; a copy otherwise), fsynced, and records it. The same id again returns the
+    /// item already there. A linked file must not be changed in place afterwards (archive files
+    /// never are): the spool shares its content.
     @discardableResult
     public func submit(file: String, id given: String? = nil) throws(LogbookError) -> SpooledItem {
+        let source = try Source(file)
         let id: String
-        if let given { id = given } else { id = try contentIdentifierOrThrow(file) }
+        if let given { id = given } else { id = try source.contentIdentifier() }
         try requireValid(id)
         if let existing = try readState(id) { return existing }
         let data = id + ".data"
         unlinkat(directory, data, 0)  // a leftover without state: the submission never completed
-        if linkat(AT_FDCWD, file, directory, data, 0) == 0 {
-            let linked = lb_file_open_at(directory, data, O_RDONLY, path)
-            try check(linked, "lb_file_open_at", path: path, detailed: true)
-            let synced = fsync(linked) == 0 ? 0 : -errno
-            close(linked)
-            try check(synced, "fsync", path: dataPath(id))
+        // Link the inode opened above, not whatever the name points to by now.
+        if linkat(AT_FDCWD, "/proc/self/fd/\(source.descriptor)", directory, data, AT_SYMLINK_FOLLOW) == 0 {
+            let synced = fsync(source.descriptor) == 0 ? 0 : -errno
+            try check(synced, "fsync", path: file)
+            if fsync(directory) != 0 { throw LogbookError(operation: "fsync", path: path, errno: errno) }
         } else {
-            try copy(file, to: data)
+            try copy(source, to: data)
         }
-        return try record(id)
+        return try record(id, byteCount: source.byteCount, source: absolute(file))
     }
 
     /// Puts `bytes` into the spool as a new item (written and fsynced) and records it.
@@ -114,15 +173,23 @@ public final class Spool {
         if let existing = try readState(id) { return existing }
         let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, id + ".data", $0.baseAddress, $0.count, path) }
         try check(result, "lb_file_replace_at", path: path, detailed: true)
-        return try record(id)
+        return try record(id, byteCount: bytes.count, source: "")
     }
 
-    private func record(_ id: String) throws(LogbookError) -> SpooledItem {
+    private func record(_ id: String, byteCount: Int, source: String) throws(LogbookError) -> SpooledItem {
         let now = clock()
-        let item = SpooledItem(id: id, attempts: 0, firstSubmittedNanoseconds: now, nextAttemptNanoseconds: now,
+        let item = SpooledItem(id: id, byteCount: byteCount, source: source, attempts: 0,
+                               firstSubmittedNanoseconds: now, nextAttemptNanoseconds: now,
                                lastStatus: 0, lastReason: "")
         try update(item)
         return item
+    }
+
+    private func absolute(_ file: String) -> String {
+        if file.hasPrefix("/") { return file }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        guard getcwd(&buffer, buffer.count) != nil else { return file }
+        return String(cString: buffer) + "/" + file
     }
 
     private func requireValid(_ id: String) throws(LogbookError) {
@@ -132,41 +199,22 @@ public final class Spool {
         }
     }
 
-    private func contentIdentifierOrThrow(_ file: String) throws(LogbookError) -> String {
-        let fd = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        if fd < 0 { throw LogbookError(operation: "open", path: file, errno: errno) }
-        defer { close(fd) }
-        var hasher = SHA256()
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw LogbookError(operation: "read", path: file, errno: errno)
-            }
-            if n == 0 { break }
-            buffer.withUnsafeBytes { hasher.update(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
-        }
-        return SHA256.hex(hasher.finish())
-    }
-
-    private func copy(_ file: String, to name: String) throws(LogbookError) {
-        let source = open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        if source < 0 { throw LogbookError(operation: "open", path: file, errno: errno) }
-        defer { close(source) }
+    private func copy(_ source: borrowing Source, to name: String) throws(LogbookError) {
         let temporary = name + ".new"
         let target = lb_file_create_at(directory, temporary, path)
         try check(target, "lb_file_create_at", path: path, detailed: true)
         var failure: Int32 = 0
         var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var offset = 0
         copying: while true {
-            let n = buffer.withUnsafeMutableBytes { read(source, $0.baseAddress, $0.count) }
+            let n = buffer.withUnsafeMutableBytes { pread(source.descriptor, $0.baseAddress, $0.count, off_t(offset)) }
             if n < 0 {
                 if errno == EINTR { continue }
                 failure = -errno
                 break
             }
             if n == 0 { break }
+            offset += n
             var written = 0
             while written < n {
                 let m = buffer.withUnsafeBytes { write(target, $0.baseAddress! + written, n - written) }
@@ -184,7 +232,7 @@ public final class Spool {
         if failure == 0 && fsync(directory) != 0 { failure = -errno }
         if failure != 0 {
             unlinkat(directory, temporary, 0)
-            throw LogbookError(operation: "Spool.submit", path: dataPath(name), errno: -failure)
+            throw LogbookError(operation: "Spool.submit", path: path + "/" + name, errno: -failure)
         }
     }
 
@@ -197,12 +245,33 @@ public final class Spool {
         try check(result, "lb_file_replace_at", path: path, detailed: true)
     }
 
-    /// Removes a delivered (or given up) item: its content first, then its state.
+    /// Removes an item: its content first, then its state (a crash between leaves a state without
+    /// content, which the next `contents()` removes).
     public func remove(_ id: String) throws(LogbookError) {
         for name in [id + ".data", id + ".state"] where unlinkat(directory, name, 0) != 0 && errno != ENOENT {
             throw LogbookError(operation: "unlinkat", path: path + "/" + name, errno: errno)
         }
         _ = fsync(directory)
+    }
+
+    /// Moves an item (content and state) into the subdirectory `name` (`given-up`, `quarantine`).
+    public func moveAside(_ id: String, to name: String) throws(LogbookError) {
+        let target = try subdirectory(name)
+        defer { close(target) }
+        for file in [id + ".data", id + ".state"] where renameat(directory, file, target, file) != 0 && errno != ENOENT {
+            throw LogbookError(operation: "renameat", path: path + "/" + file, errno: errno)
+        }
+        _ = fsync(target)
+        _ = fsync(directory)
+    }
+
+    private func subdirectory(_ name: String) throws(LogbookError) -> Int32 {
+        if mkdirat(directory, name, 0o700) != 0 && errno != EEXIST {
+            throw LogbookError(operation: "mkdirat", path: path + "/" + name, errno: errno)
+        }
+        let target = lb_dir_open_private(path + "/" + name, "spool directory", 0)
+        try check(target, "lb_dir_open_private", path: path + "/" + name, detailed: true)
+        return target
     }
 
     private func readState(_ id: String) throws(LogbookError) -> SpooledItem? {
@@ -213,7 +282,79 @@ public final class Spool {
         var bytes = [UInt8](repeating: 0, count: SpoolStateRecord.maximumSize + 1)
         let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard n >= 0 else { throw LogbookError(operation: "pread", path: path + "/" + id + ".state", errno: errno) }
-        return SpoolStateRecord.decode(Array(bytes[0..<n]), id: id)
+        return SpoolStateRecord.decode(Array(bytes[0..<n]), id: id, byteCount: dataByteCount(id))
+    }
+
+    private func dataByteCount(_ id: String) -> Int {
+        var status = stat()
+        return fstatat(directory, id + ".data", &status, AT_SYMLINK_NOFOLLOW) == 0 ? Int(status.st_size) : 0
+    }
+
+    // MARK: delivery marks
+
+    /// The extended attribute that marks a delivered file (its value: the item id).
+    public static let deliveredAttribute = "user.logbook.delivered"
+
+    /// Marks the file an item was submitted from as delivered, so that a relaunch does not submit it
+    /// again: an extended attribute on the file (the same inode as the spool's hard link, where it
+    /// is one), or, where the file system has no user attributes, a mark `delivered/ID` in the spool.
+    public func markDelivered(_ item: SpooledItem) {
+        guard !item.source.isEmpty else { return }
+        var marked = false
+        // The spool's own link first: the same inode as the source when it was linked.
+        for (dir, name) in [(directory, item.id + ".data"), (AT_FDCWD, item.source)] where !marked {
+            let fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+            guard fd >= 0 else { continue }
+            defer { close(fd) }
+            var status = stat()
+            guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { continue }
+            if dir == directory && status.st_nlink < 2 { continue }  // a copy: mark the source
+            let value = Array(item.id.utf8)
+            marked = lb_file_attribute_set(fd, Self.deliveredAttribute, value, value.count) == 0
+        }
+        if !marked, let marks = try? subdirectory("delivered") {
+            let fd = openat(marks, item.id, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            if fd >= 0 { close(fd) }
+            _ = fsync(marks)
+            close(marks)
+        }
+    }
+
+    /// Whether the file at `file` (submitted as `id`) was delivered before: its attribute names
+    /// `id`, or the spool holds a mark for `id`.
+    public func wasDelivered(file: String, id: String) -> Bool {
+        let fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        if fd >= 0 {
+            defer { close(fd) }
+            var value = [UInt8](repeating: 0, count: 256)
+            let n = lb_file_attribute_get(fd, Self.deliveredAttribute, &value, value.count)
+            if n > 0 && Array(value[0..<n]) == Array(id.utf8) { return true }
+        }
+        return faccessat(directory, "delivered/" + id, F_OK, AT_SYMLINK_NOFOLLOW) == 0
+    }
+
+    /// Removes the delivery marks of `delivered/` that start with `prefix` and are not in `keep`
+    /// (the files they marked are gone), so that the marks stay as few as the files.
+    public func pruneDeliveryMarks(prefix: String, keep: Set<String>) {
+        guard faccessat(directory, "delivered", F_OK, AT_SYMLINK_NOFOLLOW) == 0,
+              let marks = try? subdirectory("delivered") else { return }
+        defer { close(marks) }
+        for name in Self.names(in: marks) where name.hasPrefix(prefix) && !keep.contains(name) {
+            unlinkat(marks, name, 0)
+        }
+    }
+
+    private static func names(in directory: Int32) -> [String] {
+        var names: [String] = []
+        let listing = dup(directory)
+        guard listing >= 0, let stream = fdopendir(listing) else { return [] }
+        rewinddir(stream)
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        closedir(stream)
+        return names
     }
 
     // MARK: resuming
@@ -229,17 +370,7 @@ public final class Spool {
     /// short after the content was durable) is recorded now; a state without content (a removal
     /// cut short) is removed; temporary files are removed; a damaged state is quarantined.
     public func contents() throws(LogbookError) -> Contents {
-        var names: [String] = []
-        let listing = dup(directory)
-        guard listing >= 0, let stream = fdopendir(listing) else {
-            throw LogbookError(operation: "fdopendir", path: path, errno: errno)
-        }
-        rewinddir(stream)
-        while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            names.append(name)
-        }
-        closedir(stream)
+        let names = Self.names(in: directory)
         let all = Set(names)
         var result = Contents(items: [], quarantined: [])
         for name in names.sorted() {
@@ -253,30 +384,18 @@ public final class Spool {
                 } else if let item = try readState(id) {
                     result.items.append(item)
                 } else {
-                    try quarantine(id)
+                    try moveAside(id, to: "quarantine")
                     result.quarantined.append(id)
                 }
             } else if name.hasSuffix(".data") {
                 let id = String(name.dropLast(5))
-                if Self.isValidIdentifier(id) && !all.contains(id + ".state") { result.items.append(try record(id)) }
+                if Self.isValidIdentifier(id) && !all.contains(id + ".state") {
+                    result.items.append(try record(id, byteCount: dataByteCount(id), source: ""))
+                }
             }
         }
         result.items.sort { ($0.firstSubmittedNanoseconds, $0.id) < ($1.firstSubmittedNanoseconds, $1.id) }
         return result
-    }
-
-    private func quarantine(_ id: String) throws(LogbookError) {
-        if mkdirat(directory, "quarantine", 0o700) != 0 && errno != EEXIST {
-            throw LogbookError(operation: "mkdirat", path: path + "/quarantine", errno: errno)
-        }
-        let target = lb_dir_open_private(path + "/quarantine", "spool quarantine directory", 0)
-        try check(target, "lb_dir_open_private", path: path, detailed: true)
-        defer { close(target) }
-        for name in [id + ".data", id + ".state"] where renameat(directory, name, target, name) != 0 && errno != ENOENT {
-            throw LogbookError(operation: "renameat", path: path + "/" + name, errno: errno)
-        }
-        _ = fsync(target)
-        _ = fsync(directory)
     }
 }
 
@@ -289,45 +408,59 @@ public final class Spool {
 /// 16  first submission      i64 ns since the epoch
 /// 24  next attempt          i64 ns
 /// 32  last status           i32 (0 none, -1 transport error or timeout)
-/// 36  reason length         u32 (at most 1024)
-/// 40  reason                UTF-8
+/// 36  reason length         u16 (at most 1024)
+/// 38  source length         u16 (at most 4096)
+/// 40  reason, then source   UTF-8
 /// 40+n  CRC-32C of bytes 0..<40+n   u32
 /// ```
 enum SpoolStateRecord {
     static let magic = Array("LBSPOOL1".utf8)
     static let maximumReason = 1024
-    static let maximumSize = 44 + maximumReason
+    static let maximumSource = 4096
+    static let maximumSize = 44 + maximumReason + maximumSource
 
     static func encode(_ item: SpooledItem) -> [UInt8] {
         var bytes = magic
         func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) } }
-        let reason = Array(item.lastReason.utf8.prefix(maximumReason))
+        var reason: [UInt8] = []  // at most maximumReason bytes of whole characters
+        for scalar in item.lastReason.unicodeScalars {
+            let encoded = Array(String(scalar).utf8)
+            if reason.count + encoded.count > maximumReason { break }
+            reason += encoded
+        }
+        let source = item.source.utf8.count <= maximumSource ? Array(item.source.utf8) : []
         put(UInt32(1))
         put(UInt32(clamping: item.attempts))
         put(item.firstSubmittedNanoseconds)
         put(item.nextAttemptNanoseconds)
         put(Int32(clamping: item.lastStatus))
-        put(UInt32(reason.count))
+        put(UInt16(reason.count))
+        put(UInt16(source.count))
         bytes.append(contentsOf: reason)
+        bytes.append(contentsOf: source)
         put(bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) })
         return bytes
     }
 
     /// The item, or `nil` for anything but a whole, intact record of this version.
-    static func decode(_ bytes: [UInt8], id: String) -> SpooledItem? {
+    static func decode(_ bytes: [UInt8], id: String, byteCount: Int) -> SpooledItem? {
         guard bytes.count >= 44, bytes.count <= maximumSize, Array(bytes[0..<8]) == magic else { return nil }
         func get<T: FixedWidthInteger>(_ offset: Int, _: T.Type) -> T {
             var value = T.zero
             withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: bytes[offset..<offset + MemoryLayout<T>.size]) }
             return T(littleEndian: value)
         }
-        let reasonLength = Int(get(36, UInt32.self))
-        guard get(8, UInt32.self) == 1, reasonLength <= maximumReason, bytes.count == 44 + reasonLength else { return nil }
-        let stored = get(40 + reasonLength, UInt32.self)
-        let computed = bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, 40 + reasonLength) }
+        let reasonLength = Int(get(36, UInt16.self)), sourceLength = Int(get(38, UInt16.self))
+        let end = 40 + reasonLength + sourceLength
+        guard get(8, UInt32.self) == 1, reasonLength <= maximumReason, sourceLength <= maximumSource,
+              bytes.count == end + 4 else { return nil }
+        let stored = get(end, UInt32.self)
+        let computed = bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, end) }
         guard stored == computed else { return nil }
         return SpooledItem(
-            id: id, attempts: Int(get(12, UInt32.self)), firstSubmittedNanoseconds: get(16, Int64.self),
+            id: id, byteCount: byteCount,
+            source: String(decoding: bytes[40 + reasonLength..<end], as: UTF8.self),
+            attempts: Int(get(12, UInt32.self)), firstSubmittedNanoseconds: get(16, Int64.self),
             nextAttemptNanoseconds: get(24, Int64.self), lastStatus: Int(get(32, Int32.self)),
             lastReason: String(decoding: bytes[40..<40 + reasonLength], as: UTF8.self))
     }

@@ -1,3 +1,4 @@
+import CLogbook
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -9,90 +10,257 @@ import Logbook
 /// where a kill left off. Every request carries `Idempotency-Key: "ID"` (a structured-field
 /// string) and `Logbook-Attempt: N`, so that the server can drop repeats.
 ///
-/// WORK IN PROGRESS (issue 12): quotas, consent, keeping given-up items, progress and the
-/// archive wiring are not built yet.
-public final class Uploader: @unchecked Sendable {
+/// ```swift
+/// let uploader = try Uploader(.init(spool: "/var/lib/app/upload-spool") { item in
+///     var request = URLRequest(url: URL(string: "https://logs.example.com/v1/files/\(item.id)")!)
+///     request.httpMethod = "PUT"
+///     return request
+/// })
+/// uploader.start()
+/// try uploader.submit(file: "/var/log/app/crash-report.json")
+/// ```
+///
+/// Thread-safe: submit from any thread, including an archive roll callback.
+public final class Uploader: Sendable {
     public struct Configuration: Sendable {
-        /// The spool directory (created 0700; one process at a time).
+        /// The spool directory (created 0700; one process at a time). On the file system of the
+        /// files submitted, a submission is a hard link; elsewhere, a copy.
         public var spool: String
         public var policy: RetryPolicy
-        /// Uploads at once.
+        /// Uploads at once (at least 1).
         public var maxConcurrentUploads: Int
         /// One attempt's limit (connection, body and answer).
         public var timeout: Duration
+        /// How much the spool may hold; the oldest pending items go first when it would hold more.
+        public var quota: Quota
+        /// Whether an item given up is kept in the spool's `given-up/` directory (for a person to
+        /// look at) rather than deleted. Either way it is counted and reported.
+        public var keepsGivenUpItems: Bool
+        /// Whether uploads may start (the user's consent); ``Uploader/isAllowed`` changes it later.
+        /// Items are spooled either way.
+        public var isAllowed: Bool
         /// The request for an item: URL, method, headers, auth. The body is the item's content.
         public var makeRequest: @Sendable (SpooledItem) -> URLRequest
         /// The wall clock (ns since the epoch); tests inject one.
         public var clock: @Sendable () -> Int64
 
         public init(spool: String, policy: RetryPolicy = .fileUpload, maxConcurrentUploads: Int = 2,
-                    timeout: Duration = .seconds(60), clock: @escaping @Sendable () -> Int64 = Spool.wallClock,
+                    timeout: Duration = .seconds(60), quota: Quota = Quota(), keepsGivenUpItems: Bool = false,
+                    isAllowed: Bool = true, clock: @escaping @Sendable () -> Int64 = Spool.wallClock,
                     makeRequest: @escaping @Sendable (SpooledItem) -> URLRequest) {
             self.spool = spool
             self.policy = policy
             self.maxConcurrentUploads = maxConcurrentUploads
             self.timeout = timeout
+            self.quota = quota
+            self.keepsGivenUpItems = keepsGivenUpItems
+            self.isAllowed = isAllowed
             self.clock = clock
             self.makeRequest = makeRequest
         }
     }
 
+    /// The spool's limits. Defaults: 1 GiB, 10,000 items, no age limit (the policy's expiry, 2
+    /// days, still ends every item).
+    public struct Quota: Sendable, Equatable {
+        /// Bytes of all pending items' content. An item larger than this alone is refused.
+        public var maxBytes: Int?
+        public var maxItems: Int?
+        /// Pending items older than this (since their first submission) are dropped.
+        public var maxAge: Duration?
+
+        public init(maxBytes: Int? = 1 << 30, maxItems: Int? = 10_000, maxAge: Duration? = nil) {
+            self.maxBytes = maxBytes
+            self.maxItems = maxItems
+            self.maxAge = maxAge
+        }
+    }
+
     /// What became of an item.
     public enum Outcome: Sendable, Equatable {
+        /// The server answered 2xx; the item is gone from the spool.
         case delivered(id: String, attempts: Int)
+        /// Not retryable (a status such as 400, or the attempts ran out); the reason says which.
         case gaveUp(id: String, reason: String)
+        /// Its expiry passed before it could be delivered.
         case expired(id: String)
+        /// Removed unsent: by the quota (the oldest first) or by ``Uploader/purge()``.
+        case dropped(id: String, reason: String)
         /// Its state file was damaged: moved to the spool's `quarantine/`, not uploaded.
         case quarantined(id: String)
+        /// A rolled archive file could not be put into the spool (``Uploader/submit(archive:)``);
+        /// it stays in the archive directory for ``Uploader/submitArchives(in:)``.
+        case notSubmitted(path: String, reason: String)
+    }
+
+    /// Counters since this uploader was opened, and the spool now.
+    public struct Statistics: Sendable, Equatable {
+        public var pendingItems = 0
+        public var pendingBytes = 0
+        public var uploading = 0
+        public var delivered = 0
+        public var deliveredBytes = 0
+        public var gaveUp = 0
+        public var expired = 0
+        public var dropped = 0
+        public var quarantined = 0
+        public var notSubmitted = 0
+        public var attempts = 0
+        public var failedAttempts = 0
     }
 
     public let configuration: Configuration
-    /// Every outcome, in the order they happen.
+    /// Every outcome, in the order they happen (the newest 4096 are kept for a slow reader;
+    /// ``statistics`` counts them all).
     public let outcomes: AsyncStream<Outcome>
     private let outcomeSink: AsyncStream<Outcome>.Continuation
-    private let spool: Locked<Spool>
-    /// Pending items and those being uploaded, by id.
-    private let queue: Locked<(items: [String: SpooledItem], inFlight: Set<String>)>
+    private let state: Locked<State>
+    private let wakeup = Wakeup()
     private let session: URLSession
-    private let workers: Locked<[Task<Void, Never>]>
+    private let workers = Locked<[Task<Void, Never>]>([])
     private let randomness = Locked(SystemRandomNumberGenerator())
 
-    /// Opens the spool and resumes every item it holds.
-    public init(_ configuration: Configuration) throws {
+    /// Everything that changes, under one lock: the spool's files change only with the queue.
+    private struct State {
+        let spool: Spool
+        /// Pending items (those being uploaded included), by id.
+        var items: [String: SpooledItem]
+        var inFlight: Set<String> = []
+        var allowed: Bool
+        var counters = Statistics()
+    }
+
+    /// Opens the spool (throws when another process uses it) and resumes every item it holds.
+    public init(_ configuration: Configuration) throws(LogbookError) {
         self.configuration = configuration
-        let opened = try Spool(path: configuration.spool, clock: configuration.clock)
-        let contents = try opened.contents()
-        spool = Locked(opened)
-        queue = Locked((Dictionary(uniqueKeysWithValues: contents.items.map { ($0.id, $0) }), []))
-        (outcomes, outcomeSink) = AsyncStream.makeStream(of: Outcome.self)
-        for id in contents.quarantined { outcomeSink.yield(.quarantined(id: id)) }
+        let spool = try Spool(path: configuration.spool, clock: configuration.clock)
+        let contents = try spool.contents()
+        state = Locked(State(spool: spool, items: Dictionary(uniqueKeysWithValues: contents.items.map { ($0.id, $0) }),
+                             allowed: configuration.isAllowed))
+        (outcomes, outcomeSink) = AsyncStream.makeStream(of: Outcome.self, bufferingPolicy: .bufferingNewest(4096))
         let sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.timeoutIntervalForRequest = Double(nanoseconds(configuration.timeout)) / 1e9
+        sessionConfiguration.timeoutIntervalForRequest = seconds(configuration.timeout)
+        sessionConfiguration.httpMaximumConnectionsPerHost = max(1, configuration.maxConcurrentUploads)
         session = URLSession(configuration: sessionConfiguration)
-        workers = Locked([])
+        for id in contents.quarantined { report(.quarantined(id: id)) }
+        state.withLock { state in
+            state.counters.quarantined = contents.quarantined.count
+            enforceQuota(&state, keeping: nil)
+        }
     }
 
-    deinit { outcomeSink.finish() }
+    deinit {
+        for task in workers.withLock({ $0 }) { task.cancel() }
+        session.invalidateAndCancel()
+        outcomeSink.finish()
+    }
 
-    /// Puts a file into the spool (a hard link, or a copy), durably, before returning: safe to call
-    /// from an archive roll callback, whose file retention may delete afterwards.
+    // MARK: submitting
+
+    /// Puts a file into the spool, durably, before returning (a hard link of the file where the
+    /// spool is on its file system, a fsynced copy otherwise): once this returns, deleting the file
+    /// (e.g. by the archiver's retention) loses nothing. The id defaults to the SHA-256 of the
+    /// content; the same id again returns the item already spooled. A linked file must not be
+    /// changed in place afterwards (archive files never are).
     @discardableResult
-    public func submit(file: String, id: String? = nil) throws -> SpooledItem {
-        let item = try spool.withLock { try $0.submit(file: file, id: id) }
-        queue.withLock { state in if state.items[item.id] == nil { state.items[item.id] = item } }
-        return item
+    public func submit(file: String, id: String? = nil) throws(LogbookError) -> SpooledItem {
+        try requireWithinQuota(try Spool.byteCount(ofFile: file), file)
+        return try spooling { spool throws(LogbookError) in try spool.submit(file: file, id: id) }
     }
 
+    /// Puts `data` into the spool as an item (written and fsynced before returning).
     @discardableResult
-    public func submit(data: [UInt8], id: String? = nil) throws -> SpooledItem {
-        let item = try spool.withLock { try $0.submit(data: data, id: id) }
-        queue.withLock { state in if state.items[item.id] == nil { state.items[item.id] = item } }
-        return item
+    public func submit(data: [UInt8], id: String? = nil) throws(LogbookError) -> SpooledItem {
+        try requireWithinQuota(data.count, nil)
+        return try spooling { spool throws(LogbookError) in try spool.submit(data: data, id: id) }
     }
 
-    /// Items not delivered yet.
+    private func requireWithinQuota(_ byteCount: Int, _ file: String?) throws(LogbookError) {
+        if let maxBytes = configuration.quota.maxBytes, byteCount > maxBytes {
+            throw LogbookError(operation: "Uploader.submit", path: file ?? configuration.spool, errno: EFBIG,
+                               detail: "\(byteCount) bytes is more than the spool's quota of \(maxBytes) bytes")
+        }
+    }
+
+    private func spooling(_ body: (Spool) throws(LogbookError) -> SpooledItem) throws(LogbookError) -> SpooledItem {
+        let result: Result<SpooledItem, LogbookError> = state.withLock { state in
+            do throws(LogbookError) {
+                let item = try body(state.spool)
+                if state.items[item.id] == nil { state.items[item.id] = item }
+                enforceQuota(&state, keeping: item.id)
+                return .success(item)
+            } catch {
+                return .failure(error)
+            }
+        }
+        wakeup.signal()
+        return try result.get()
+    }
+
+    /// Drops the oldest pending items (never `keeping`) until the spool is within its quota.
+    private func enforceQuota(_ state: inout State, keeping: String?) {
+        let quota = configuration.quota
+        let now = configuration.clock()
+        var bytes = state.items.values.reduce(0) { $0 + $1.byteCount }
+        var count = state.items.count
+        for item in state.items.values.sorted(by: { ($0.firstSubmittedNanoseconds, $0.id) < ($1.firstSubmittedNanoseconds, $1.id) })
+        where item.id != keeping {
+            let reason: String
+            if let maxAge = quota.maxAge, now - item.firstSubmittedNanoseconds > nanoseconds(maxAge) {
+                reason = "older than the spool's age limit of \(maxAge)"
+            } else if let maxBytes = quota.maxBytes, bytes > maxBytes {
+                reason = "the spool's quota of \(maxBytes) bytes was reached"
+            } else if let maxItems = quota.maxItems, count > maxItems {
+                reason = "the spool's quota of \(maxItems) items was reached"
+            } else if quota.maxAge == nil {
+                break  // oldest first: nothing younger is over a limit either
+            } else {
+                continue
+            }
+            bytes -= item.byteCount
+            count -= 1
+            remove(item, from: &state, outcome: .dropped(id: item.id, reason: reason))
+        }
+    }
+
+    // MARK: consent and control
+
+    /// Whether uploads may run (the user's consent). While `false`, items are spooled but nothing is
+    /// sent; an upload in flight when it turns `false` completes.
+    public var isAllowed: Bool {
+        get { state.withLock { $0.allowed } }
+        set {
+            state.withLock { $0.allowed = newValue }
+            wakeup.signal()
+        }
+    }
+
+    /// Removes every pending item unsent (e.g. when the user withdraws consent); each is reported
+    /// as dropped. Returns how many.
+    @discardableResult
+    public func purge() -> Int {
+        state.withLock { state in
+            let items = Array(state.items.values)
+            for item in items { remove(item, from: &state, outcome: .dropped(id: item.id, reason: "purged")) }
+            return items.count
+        }
+    }
+
+    /// Items not delivered yet, oldest first.
     public var pending: [SpooledItem] {
-        queue.withLock { Array($0.items.values) }.sorted { $0.firstSubmittedNanoseconds < $1.firstSubmittedNanoseconds }
+        state.withLock { Array($0.items.values) }
+            .sorted { ($0.firstSubmittedNanoseconds, $0.id) < ($1.firstSubmittedNanoseconds, $1.id) }
+    }
+
+    /// What the uploader has done, and what its spool holds now.
+    public var statistics: Statistics {
+        state.withLock { state in
+            var statistics = state.counters
+            statistics.pendingItems = state.items.count
+            statistics.pendingBytes = state.items.values.reduce(0) { $0 + $1.byteCount }
+            statistics.uploading = state.inFlight.count
+            return statistics
+        }
     }
 
     /// Starts the uploads (`maxConcurrentUploads` workers).
@@ -100,51 +268,75 @@ public final class Uploader: @unchecked Sendable {
         workers.withLock { workers in
             guard workers.isEmpty else { return }
             for _ in 0..<max(1, configuration.maxConcurrentUploads) {
-                workers.append(Task.detached { [self] in await work() })
+                // Weakly held: an uploader nobody references stops within a second (its deinit
+                // cancels the workers and releases the spool).
+                workers.append(Task.detached { [weak self] in
+                    while !Task.isCancelled, let uploader = self { await uploader.step() }
+                })
             }
         }
     }
 
     /// Stops the uploads; an upload in flight is abandoned and tried again by the next start or
-    /// launch (its state was not changed).
+    /// launch (its state was not changed, so it keeps its attempt count).
     public func stop() async {
         let running = workers.withLock { workers in
             defer { workers = [] }
             return workers
         }
         for task in running { task.cancel() }
+        wakeup.signal()
         for task in running { await task.value }
     }
 
-    private func work() async {
-        while !Task.isCancelled {
-            guard let item = takeDueItem() else {
-                try? await Task.sleep(for: .milliseconds(100))
-                continue
-            }
-            if configuration.policy.isExpired(firstSubmittedNanoseconds: item.firstSubmittedNanoseconds,
-                                              nowNanoseconds: configuration.clock()) {
-                finish(item, .expired(id: item.id))  // e.g. found by a launch after a long downtime
-                continue
-            }
+    // MARK: uploading
+
+    /// One worker's turn: an attempt, or a wait for work.
+    private func step() async {
+        let generation = wakeup.generation
+        switch takeDueItem() {
+        case .item(let item):
             let outcome = await attempt(item)
             if Task.isCancelled {
-                _ = queue.withLock { $0.inFlight.remove(item.id) }
+                _ = state.withLock { $0.inFlight.remove(item.id) }  // stopped: its state stays as it was
                 return
             }
             settle(item, outcome)
+        case .wait(let nanoseconds):
+            // Until the next item is due, a submission, a change of consent or a stop; at most a
+            // second, so that a clock set forward is noticed.
+            await wakeup.wait(ifStill: generation, upTo: .nanoseconds(min(max(nanoseconds, 1_000_000), 1_000_000_000)))
         }
     }
 
-    /// The oldest item whose time has come, marked in flight.
-    private func takeDueItem() -> SpooledItem? {
+    private enum Next {
+        case item(SpooledItem)
+        case wait(Int64)
+    }
+
+    /// The oldest item whose time has come, marked in flight (items past their expiry or the
+    /// quota's age are settled on the way); or how long until the next one is due.
+    private func takeDueItem() -> Next {
         let now = configuration.clock()
-        return queue.withLock { state in
-            let due = state.items.values
-                .filter { !state.inFlight.contains($0.id) && $0.nextAttemptNanoseconds <= now }
-                .min { ($0.nextAttemptNanoseconds, $0.id) < ($1.nextAttemptNanoseconds, $1.id) }
-            if let due { state.inFlight.insert(due.id) }
-            return due
+        return state.withLock { state in
+            if configuration.quota.maxAge != nil { enforceQuota(&state, keeping: nil) }
+            guard state.allowed else { return .wait(Int64.max) }
+            var due: SpooledItem?
+            var soonest = Int64.max
+            for item in state.items.values where !state.inFlight.contains(item.id) {
+                if configuration.policy.isExpired(firstSubmittedNanoseconds: item.firstSubmittedNanoseconds, nowNanoseconds: now) {
+                    remove(item, from: &state, outcome: .expired(id: item.id))  // e.g. found after a long downtime
+                    continue
+                }
+                if item.nextAttemptNanoseconds <= now {
+                    if due == nil || (item.nextAttemptNanoseconds, item.id) < (due!.nextAttemptNanoseconds, due!.id) { due = item }
+                } else {
+                    soonest = min(soonest, item.nextAttemptNanoseconds - now)
+                }
+            }
+            guard let due else { return .wait(soonest) }
+            state.inFlight.insert(due.id)
+            return .item(due)
         }
     }
 
@@ -152,20 +344,53 @@ public final class Uploader: @unchecked Sendable {
         var request = configuration.makeRequest(item)
         request.setValue("\"\(item.id)\"", forHTTPHeaderField: "Idempotency-Key")
         request.setValue(String(item.attempts + 1), forHTTPHeaderField: "Logbook-Attempt")
-        request.timeoutInterval = Double(nanoseconds(configuration.timeout)) / 1e9
-        let path = spool.withLock { $0.dataPath(item.id) }
+        request.timeoutInterval = seconds(configuration.timeout)
+        let path = state.withLock { $0.spool.dataPath(item.id) }
+        let body: Data
         do {
-            // A mapped Data body, never upload(fromFile:): FoundationNetworking traps on a reset
-            // mid-body with a file body (see docs/UPLOAD-PLAN.md).
-            let body = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
+            body = try Self.body(path)
+        } catch {
+            return .transportError("the spooled content cannot be read: \(error)")
+        }
+        do {
+            // A Data body, never upload(fromFile:): FoundationNetworking traps the process on a
+            // connection reset in the middle of a file body (measured; docs/ARCHITECTURE.md).
             let (_, response) = try await session.upload(for: request, from: body)
             guard let http = response as? HTTPURLResponse else { return .transportError("not an HTTP response") }
             return .status(http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
         } catch let error as URLError where error.code == .timedOut {
             return .timedOut
+        } catch let error as URLError {
+            return .transportError(Self.describe(error))
         } catch {
             return .transportError(String(describing: error))
         }
+    }
+
+    /// A transport failure in words, with its URLError code.
+    static func describe(_ error: URLError) -> String {
+        let words: String
+        switch error.code {
+        case .networkConnectionLost: words = "the connection was lost"
+        case .cannotConnectToHost: words = "could not connect to the server"
+        case .cannotFindHost, .dnsLookupFailed: words = "the server's name did not resolve"
+        case .notConnectedToInternet: words = "no network"
+        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
+             .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot:
+            words = "the TLS connection failed"
+        case .badServerResponse: words = "the server's response was malformed"
+        case .cancelled: words = "cancelled"
+        default: words = "transport error"
+        }
+        return "\(words) (URLError \(error.code.rawValue))"
+    }
+
+    /// An item's content: mapped when the spool alone holds the file, read into memory when it is
+    /// shared by a hard link (whoever else holds it could truncate a mapping under us).
+    private static func body(_ path: String) throws -> Data {
+        var status = stat()
+        guard lstat(path, &status) == 0 else { throw LogbookError(operation: "lstat", path: path, errno: errno) }
+        return try Data(contentsOf: URL(fileURLWithPath: path), options: status.st_nlink == 1 ? .alwaysMapped : [])
     }
 
     private func settle(_ item: SpooledItem, _ outcome: AttemptOutcome) {
@@ -188,33 +413,182 @@ public final class Uploader: @unchecked Sendable {
             item.lastStatus = -1
             item.lastReason = "timed out"
         }
-        let final: Outcome?
-        switch decision {
-        case .delivered: final = .delivered(id: item.id, attempts: item.attempts)
-        case .gaveUp(let reason): final = .gaveUp(id: item.id, reason: reason)
-        case .expired: final = .expired(id: item.id)
-        case .retry(let at):
-            item.nextAttemptNanoseconds = at
-            final = nil
-        }
-        if let final {
-            finish(item, final)
-        } else {
-            try? spool.withLock { try $0.update(item) }
-            queue.withLock { state in
+        state.withLock { state in
+            state.inFlight.remove(item.id)
+            state.counters.attempts += 1
+            if decision != .delivered { state.counters.failedAttempts += 1 }
+            // Purged or dropped by the quota while it was in flight: nothing of it is left to update.
+            guard state.items[item.id] != nil else { return }
+            switch decision {
+            case .delivered:
+                state.spool.markDelivered(item)
+                remove(item, from: &state, outcome: .delivered(id: item.id, attempts: item.attempts))
+            case .gaveUp(let reason):
+                remove(item, from: &state, outcome: .gaveUp(id: item.id, reason: reason))
+            case .expired:
+                remove(item, from: &state, outcome: .expired(id: item.id))
+            case .retry(let at):
+                item.nextAttemptNanoseconds = at
                 state.items[item.id] = item
-                state.inFlight.remove(item.id)
+                do {
+                    try state.spool.update(item)
+                } catch {
+                    // The spool cannot record the attempt (e.g. the disk is full): the item keeps
+                    // its old state on disk, so a relaunch retries it sooner, never loses it.
+                }
             }
         }
     }
 
-    /// The item leaves the spool: only after the server's answer (or its expiry).
-    private func finish(_ item: SpooledItem, _ outcome: Outcome) {
-        try? spool.withLock { try $0.remove(item.id) }
-        queue.withLock { state in
-            state.items[item.id] = nil
-            state.inFlight.remove(item.id)
+    /// The item leaves the queue and the spool (moved to `given-up/` when so configured): only
+    /// after the server's answer, its expiry, the quota or a purge. Counted and reported.
+    private func remove(_ item: SpooledItem, from state: inout State, outcome: Outcome) {
+        state.items[item.id] = nil
+        switch outcome {
+        case .delivered:
+            state.counters.delivered += 1
+            state.counters.deliveredBytes += item.byteCount
+        case .gaveUp: state.counters.gaveUp += 1
+        case .expired: state.counters.expired += 1
+        case .dropped: state.counters.dropped += 1
+        case .quarantined, .notSubmitted: break
         }
+        do {
+            if case .gaveUp = outcome, configuration.keepsGivenUpItems {
+                try state.spool.moveAside(item.id, to: "given-up")
+            } else {
+                try state.spool.remove(item.id)
+            }
+        } catch {
+            // Left on disk: the next launch finds it again and settles it then.
+        }
+        report(outcome)
+    }
+
+    private func report(_ outcome: Outcome) {
         outcomeSink.yield(outcome)
     }
+}
+
+// MARK: archive files
+
+extension Uploader {
+    /// The identifier of an archive file: `lba-RING-NUMBER`, from its header (the ring's creation
+    /// time and the file's number), stable across launches and unique per bundle, without reading
+    /// the whole file.
+    public static func archiveIdentifier(ofFile path: String) throws(LogbookError) -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
+        if fd < 0 { throw LogbookError(operation: "open", path: path, errno: errno) }
+        defer { close(fd) }
+        var header = lb_archive_file_header()
+        let size = MemoryLayout<lb_archive_file_header>.size
+        let n = withUnsafeMutableBytes(of: &header) { pread(fd, $0.baseAddress, size, 0) }
+        let magicMatches = withUnsafeBytes(of: header.magic) { Array($0) == Array(LB_ARCHIVE_MAGIC.utf8) }
+        let crc = withUnsafeBytes(of: &header) { lb_crc32c(0, $0.baseAddress, MemoryLayout<lb_archive_file_header>.offset(of: \.header_crc)!) }
+        guard n == size, magicMatches, crc == header.header_crc else {
+            throw LogbookError(operation: "Uploader.archiveIdentifier", path: path, errno: EPROTO,
+                               detail: "not a Logbook archive file (its header is missing or damaged)")
+        }
+        return "lba-\(header.ring_created_wall_ns)-\(header.file_number)"
+    }
+
+    /// For ``ArchiveOptions/onFileRolled``: puts a file the archiver just completed into the spool
+    /// before the callback returns, so that the archiver's retention, which runs after it, cannot
+    /// delete it first. A failure (e.g. the spool's disk is full) is reported as
+    /// ``Outcome/notSubmitted(path:reason:)``; the file stays in the archive directory (unless
+    /// retention deletes it) for ``submitArchives(in:)`` on the next launch.
+    public func submit(archive: ArchivedFile) {
+        do {
+            try submit(file: archive.path, id: try Self.archiveIdentifier(ofFile: archive.path))
+        } catch {
+            state.withLock { $0.counters.notSubmitted += 1 }
+            report(.notSubmitted(path: archive.path, reason: error.description))
+        }
+    }
+
+    /// Submits the complete archive files of a bundle (`NAME.logbook`) or an archive directory,
+    /// oldest first, except those delivered before (marked with the extended attribute
+    /// `user.logbook.delivered`, or in the spool's `delivered/` where the file system has no
+    /// user attributes) and those already spooled. Returns the items submitted.
+    @discardableResult
+    public func submitArchives(in path: String) throws(LogbookError) -> [SpooledItem] {
+        var directory = path
+        var status = stat()
+        if stat(path + "/archive", &status) == 0 && status.st_mode & S_IFMT == S_IFDIR { directory = path + "/archive" }
+        let fd = lb_dir_open_private(directory, "archive directory", 0)
+        try check(fd, "lb_dir_open_private", path: directory, detailed: true)
+        close(fd)
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        var submitted: [SpooledItem] = []
+        var seen: [String: Set<String>] = [:]  // ring prefix -> ids present
+        for name in files.filter(Self.isCompleteArchiveName).sorted() {
+            let file = directory + "/" + name
+            let id = try Self.archiveIdentifier(ofFile: file)
+            let prefix = String(id[..<id.lastIndex(of: "-")!]) + "-"
+            seen[prefix, default: []].insert(id)
+            let known = state.withLock { $0.items[id] != nil || $0.spool.wasDelivered(file: file, id: id) }
+            if !known { submitted.append(try submit(file: file, id: id)) }
+        }
+        state.withLock { state in
+            for (prefix, ids) in seen { state.spool.pruneDeliveryMarks(prefix: prefix, keep: ids) }
+        }
+        return submitted
+    }
+
+    /// `archive-` ten digits `.lba`: a complete file (not `.writing`, not `.unsynced`).
+    static func isCompleteArchiveName(_ name: String) -> Bool {
+        let bytes = Array(name.utf8)
+        guard bytes.count == 22, name.hasPrefix("archive-"), name.hasSuffix(".lba") else { return false }
+        return bytes[8..<18].allSatisfy { (48...57).contains($0) }
+    }
+}
+
+/// Wakes idle workers: a submission, a change of consent or a stop. A waiter passes the generation
+/// it saw before looking for work, so that a signal in between is never lost.
+final class Wakeup: Sendable {
+    private let state = Locked<(generation: UInt64, waiters: [UInt64: CheckedContinuation<Void, Never>], next: UInt64)>((0, [:], 0))
+
+    var generation: UInt64 { state.withLock { $0.generation } }
+
+    func signal() {
+        let waiters = state.withLock { state in
+            state.generation &+= 1
+            defer { state.waiters = [:] }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns at a signal after `generation`, after `timeout`, or when the task is cancelled.
+    func wait(ifStill generation: UInt64, upTo timeout: Duration) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(for: timeout) }
+            group.addTask { [self] in await waitForSignal(after: generation) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func waitForSignal(after generation: UInt64) async {
+        let key = state.withLock { state in
+            state.next += 1
+            return state.next
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state in
+                    if state.generation != generation || Task.isCancelled { return true }
+                    state.waiters[key] = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: key) }?.resume()
+        }
+    }
+}
+
+private func seconds(_ duration: Duration) -> Double {
+    Double(nanoseconds(duration)) / 1e9
 }

@@ -94,18 +94,24 @@ final class SpoolTests: XCTestCase {
     }
 
     func testStateRecordRoundTripsAndRefusesAnythingElse() {
-        let item = SpooledItem(id: "x", attempts: 7, firstSubmittedNanoseconds: -5, nextAttemptNanoseconds: .max,
+        let item = SpooledItem(id: "x", byteCount: 12, source: "/var/log/app/archive/archive-0000000001.lba",
+                               attempts: 7, firstSubmittedNanoseconds: -5, nextAttemptNanoseconds: .max,
                                lastStatus: -1, lastReason: "connection reset by peer")
         let bytes = SpoolStateRecord.encode(item)
-        XCTAssertEqual(SpoolStateRecord.decode(bytes, id: "x"), item)
-        for cut in 0..<bytes.count { XCTAssertNil(SpoolStateRecord.decode(Array(bytes[0..<cut]), id: "x"), "cut at \(cut)") }
+        XCTAssertEqual(SpoolStateRecord.decode(bytes, id: "x", byteCount: 12), item)
+        for cut in 0..<bytes.count {
+            XCTAssertNil(SpoolStateRecord.decode(Array(bytes[0..<cut]), id: "x", byteCount: 12), "cut at \(cut)")
+        }
         for index in 0..<bytes.count {
             var flipped = bytes
             flipped[index] ^= 0x10
-            XCTAssertNil(SpoolStateRecord.decode(flipped, id: "x"), "byte \(index) flipped")
+            XCTAssertNil(SpoolStateRecord.decode(flipped, id: "x", byteCount: 12), "byte \(index) flipped")
         }
         var long = item
         long.lastReason = String(repeating: "r", count: 5000)
-        XCTAssertEqual(SpoolStateRecord.decode(SpoolStateRecord.encode(long), id: "x")?.lastReason.count, 1024)
+        XCTAssertEqual(SpoolStateRecord.decode(SpoolStateRecord.encode(long), id: "x", byteCount: 12)?.lastReason.count, 1024)
+        // Cut to whole characters: 1023 ASCII bytes and a two-byte "é" do not fit in 1024.
+        long.lastReason = String(repeating: "r", count: 1023) + "é"
+        XCTAssertEqual(SpoolStateRecord.decode(SpoolStateRecord.encode(long), id: "x", byteCount: 12)?.lastReason.count, 1023)
     }
 }

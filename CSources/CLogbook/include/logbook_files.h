@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +50,14 @@ int lb_file_replace_at(int dir_fd, const char *name, const void *bytes, size_t l
  * description, so a second opener in the same process conflicts too, and it dies with its holder.
  * 0, -EWOULDBLOCK when another holds it, or -errno. Closing the descriptor releases it. */
 int lb_file_lock_exclusive(int fd);
+
+/* Sets the extended attribute `name` (e.g. "user.logbook.delivered") of an open file: 0, or
+ * -errno (-ENOTSUP where the file system has no such attributes). */
+int lb_file_attribute_set(int fd, const char *name, const void *value, size_t length);
+
+/* Reads the extended attribute `name` of an open file into `value`: its length, or -errno
+ * (-ENODATA when it has none, -ERANGE when longer than `capacity`). */
+ssize_t lb_file_attribute_get(int fd, const char *name, void *value, size_t capacity);
 
 /* CRC-32C (Castagnoli) of `length` bytes, continuing from `crc` (0 to start): the checksum of
  * every Logbook format. */

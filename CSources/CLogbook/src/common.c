@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 /* ---- CRC-32C (Castagnoli): headers, meta entries and archived frames; never on the record hot
@@ -436,6 +437,15 @@ int lb_file_lock_exclusive(int fd) {
     struct flock region = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
     if (fcntl(fd, F_OFD_SETLK, &region) == 0) return 0;
     return (errno == EAGAIN || errno == EACCES) ? -EWOULDBLOCK : -errno;
+}
+
+int lb_file_attribute_set(int fd, const char *name, const void *value, size_t length) {
+    return fsetxattr(fd, name, value, length, 0) == 0 ? 0 : -errno;
+}
+
+ssize_t lb_file_attribute_get(int fd, const char *name, void *value, size_t capacity) {
+    ssize_t n = fgetxattr(fd, name, value, capacity);
+    return n >= 0 ? n : -errno;
 }
 
 int lb_file_replace_at(int dir_fd, const char *name, const void *bytes, size_t length,
