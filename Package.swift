@@ -38,10 +38,11 @@ let package = Package(
         // For users' tests: capture entries and assert on them (no XCTest or swift-testing needed).
         .target(name: "LogbookTesting", dependencies: ["Logbook"]),
         // Delivery to HTTP servers: the retry engine shared by the uploader and the exporters.
-        .target(name: "LogbookUpload", dependencies: ["Logbook", "CLogbook"]),
+        .target(name: "CLogbookUpload", path: "CSources/CLogbookUpload"),
+        .target(name: "LogbookUpload", dependencies: ["Logbook", "CLogbook", "CLogbookUpload"]),
         .executableTarget(
             name: "LogbookCLI",
-            dependencies: ["Logbook", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Logbook", "LogbookUpload", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(name: "LogbookDemo", dependencies: ["Logbook"]),
         .target(name: "CLogbookTestSupport", dependencies: ["CLogbook", "CLogbookArchive"], path: "Tests/CLogbookTestSupport"),

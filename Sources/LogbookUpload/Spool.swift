@@ -136,6 +136,11 @@ public final class Spool {
         }
     }
 
+    /// The default identifier of the file at `file`: the SHA-256 of its content, in hex.
+    public static func contentIdentifier(ofFile file: String) throws(LogbookError) -> String {
+        try Source(file).contentIdentifier()
+    }
+
     /// The size of the file at `file`, for the quota before it is submitted.
     public static func byteCount(ofFile file: String) throws(LogbookError) -> Int {
         try Source(file).byteCount

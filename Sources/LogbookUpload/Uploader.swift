@@ -77,7 +77,7 @@ public final class Uploader: Sendable {
     }
 
     /// What became of an item.
-    public enum Outcome: Sendable, Equatable {
+    public enum Outcome: Sendable, Hashable {
         /// The server answered 2xx; the item is gone from the spool.
         case delivered(id: String, attempts: Int)
         /// Not retryable (a status such as 400, or the attempts ran out); the reason says which.
@@ -166,6 +166,15 @@ public final class Uploader: Sendable {
     public func submit(file: String, id: String? = nil) throws(LogbookError) -> SpooledItem {
         try requireWithinQuota(try Spool.byteCount(ofFile: file), file)
         return try spooling { spool throws(LogbookError) in try spool.submit(file: file, id: id) }
+    }
+
+    /// Like ``submit(file:id:)``, unless this file was delivered before under the same id (its
+    /// delivery mark, see ``submitArchives(in:)``): then nothing is submitted and the result is `nil`.
+    /// Running the same upload twice then sends nothing twice.
+    public func submitUnlessDelivered(file: String, id: String? = nil) throws(LogbookError) -> SpooledItem? {
+        let id = if let id { id } else { try Spool.contentIdentifier(ofFile: file) }
+        let delivered = state.withLock { $0.items[id] == nil && $0.spool.wasDelivered(file: file, id: id) }
+        return delivered ? nil : try submit(file: file, id: id)
     }
 
     /// Puts `data` into the spool as an item (written and fsynced before returning).

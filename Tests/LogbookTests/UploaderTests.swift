@@ -11,11 +11,18 @@ final class UploadServer {
     let lifeline = Pipe()
     let port: Int
     let log: String
+    let bodies: String
 
-    init(directory: String) throws {
+    /// With `keepsBodies`, every 2xx body is stored in `bodies` under its key.
+    init(directory: String, keepsBodies: Bool = false) throws {
         log = directory + "/requests.jsonl"
+        bodies = directory + "/bodies"
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         process.arguments = ["python3", repositoryRoot + "/Tests/Servers/upload_server.py", "0", log]
+        if keepsBodies {
+            try FileManager.default.createDirectory(atPath: bodies, withIntermediateDirectories: true)
+            process.arguments!.append(bodies)
+        }
         let output = Pipe()
         process.standardOutput = output
         // Never the test's own stdout or stderr: a server that outlived a killed test would hold

@@ -1,14 +1,20 @@
 """An HTTP server for the uploader's tests, on 127.0.0.1 (python3 only).
 
-    python3 upload_server.py PORT LOG
+    python3 upload_server.py PORT LOG [BODIES]
 
 The request path scripts the answers, per Idempotency-Key: `/fail/N/STATUS[/RETRY-AFTER]` answers
 STATUS (with Retry-After when given) to the first N requests of a key and 201 after; `/status/S`
 always answers S; `/reset` closes the connection after reading part of the body; `/stall` never
-answers. Every request is appended to LOG as one JSON line: path, key, attempt header, bytes, the
-answer. The port is printed on stdout once listening (0 picks a free one).
+answers; `/flaky` fails a third of all requests at random (half 503, half a reset mid-body) and reads
+bodies at about 2 MB/s;
+`/discard` reads the body in pieces and answers 204 (for benchmarks). Every request is appended
+to LOG as one JSON line: path, key, attempt header, bytes, the SHA-256 of the body, the answer.
+With BODIES, each 2xx body is stored there under its key. The port is printed on stdout once
+listening (0 picks a free one).
 """
+import hashlib
 import json
+import random
 import os
 import socket
 import sys
@@ -27,9 +33,15 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def record(self, answer, length):
+    def record(self, answer, length, body=None):
         entry = {"path": self.path, "key": self.headers.get("Idempotency-Key"),
                  "attempt": self.headers.get("Logbook-Attempt"), "bytes": length, "answer": answer}
+        if body is not None:
+            entry["sha256"] = hashlib.sha256(body).hexdigest()
+            if len(sys.argv) > 3 and 200 <= answer < 300 and entry["key"]:
+                name = entry["key"].strip('"').replace("/", "_")
+                with open(os.path.join(sys.argv[3], name), "wb") as stored:
+                    stored.write(body)
         with lock, open(sys.argv[2], "a") as log:
             log.write(json.dumps(entry) + "\n")
 
@@ -40,35 +52,84 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
+    def read_body(self, length, slowly=False):
+        """The whole body, or None when the client went away before sending it all (as a real
+        server would, such a request is never answered, let alone accepted). `slowly` reads
+        64 KiB every 30 ms (about 2 MB/s), so that a kill lands in the middle of a large body."""
+        if slowly:
+            pieces = []
+            left = length
+            while left > 0:
+                piece = self.rfile.read(min(left, 65536))
+                if not piece:
+                    break
+                pieces.append(piece)
+                left -= len(piece)
+                time.sleep(0.03)
+            body = b"".join(pieces)
+        else:
+            body = self.rfile.read(length)
+        if len(body) < length:
+            self.record("short", len(body))
+            self.close_connection = True
+            return None
+        return body
+
+    def reset(self, length):
+        self.rfile.read(min(length, 65536))
+        self.record("reset", length)
+        # Lost mid-body: no answer, and the rest of the body is never read as a request.
+        # (socket.close() would wait for rfile/wfile to let go; shutdown ends it now.)
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        self.connection.shutdown(socket.SHUT_RDWR)
+
     def do_PUT(self):
         parts = [p for p in self.path.split("?")[0].split("/") if p]
         length = int(self.headers.get("Content-Length", 0))
+        if parts[:1] == ["discard"]:
+            left = length
+            while left > 0:
+                piece = self.rfile.read(min(left, 1 << 20))
+                if not piece:
+                    break
+                left -= len(piece)
+            self.answer(204)
+            return
+        if parts[:1] == ["flaky"]:
+            roll = random.random()
+            if roll < 1 / 6:
+                self.reset(length)
+                return
+            if roll < 1 / 3:
+                body = self.read_body(length, slowly=True)
+                if body is None:
+                    return
+                self.record(503, len(body), body)
+                self.answer(503)
+                return
         if parts[:1] == ["reset"]:
-            self.rfile.read(min(length, 65536))
-            self.record("reset", length)
-            # Lost mid-body: no answer, and the rest of the body is never read as a request.
-            # (socket.close() would wait for rfile/wfile to let go; shutdown ends it now.)
-            self.close_connection = True
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
-            self.connection.shutdown(socket.SHUT_RDWR)
+            self.reset(length)
             return
         if parts[:1] == ["stall"]:
             self.record("stall", length)
             time.sleep(30)
             return
-        body = self.rfile.read(length)
+        body = self.read_body(length, slowly=parts[:1] == ["flaky"])
+        if body is None:
+            return
         key = self.headers.get("Idempotency-Key")
         with lock:
             counts[key] = counts.get(key, 0) + 1
             seen = counts[key]
         if parts[:1] == ["fail"] and seen <= int(parts[1]):
-            self.record(int(parts[2]), len(body))
+            self.record(int(parts[2]), len(body), body)
             self.answer(int(parts[2]), parts[3] if len(parts) > 3 else None)
         elif parts[:1] == ["status"]:
-            self.record(int(parts[1]), len(body))
+            self.record(int(parts[1]), len(body), body)
             self.answer(int(parts[1]))
         else:
-            self.record(201, len(body))
+            self.record(201, len(body), body)
             self.answer(201)
 
     do_POST = do_PUT

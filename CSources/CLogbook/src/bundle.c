@@ -560,7 +560,9 @@ static int create_files_in_place(lb_bundle *b, const lb_options *options, lb_rin
     /* A ring the file system cannot hold is refused before posix_fallocate takes every free block
      * (other processes would see ENOSPC until the failed file is removed). */
     struct statvfs fs;
-    if (fstatvfs(b->ring_fd, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)length) {
+    /* A file system that reports no blocks at all (ramfs) has no limit to check against. */
+    if (fstatvfs(b->ring_fd, &fs) == 0 && fs.f_blocks > 0 &&
+        (uint64_t)fs.f_bavail * fs.f_frsize < (uint64_t)length) {
         lb_error_detail_set("the %lld-byte ring does not fit: the file system has %llu bytes free",
                             (long long)length, (unsigned long long)fs.f_bavail * fs.f_frsize);
         return -ENOSPC;

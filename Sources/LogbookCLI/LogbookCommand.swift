@@ -10,8 +10,8 @@ import Musl
 struct LogbookCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "logbook",
-        abstract: "Read Logbook bundles: show entries as text or JSON, follow a live writer, verify, inspect.",
-        subcommands: [Show.self, Verify.self, Info.self],
+        abstract: "Read Logbook bundles: show entries as text or JSON, follow a live writer, verify, inspect, upload.",
+        subcommands: [Show.self, Verify.self, Info.self, Upload.self],
         defaultSubcommand: Show.self)
 }
 

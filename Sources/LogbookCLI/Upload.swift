@@ -1,0 +1,218 @@
+import ArgumentParser
+import Dispatch
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Logbook
+import LogbookUpload
+
+struct Upload: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Upload files, or the complete archive files of bundles, with persistent retries.",
+        discussion: """
+            Each file goes into a spool first (a hard link, or a copy), so that a killed upload resumes \
+            on the next run: `logbook upload` with no PATH finishes what the spool holds. Every request \
+            carries Idempotency-Key: "ID" (the SHA-256 of the content; lba-RING-NUMBER for an archive \
+            file) and Logbook-Attempt: N. Retried: transport errors, timeouts, 408, 425, 429, 500, 502, \
+            503, 504, with exponential backoff and full jitter, honouring Retry-After; any other status \
+            gives up at once. Archive files delivered are marked (user.logbook.delivered) and skipped \
+            afterwards. Exits 1 when anything gave up, with the reason per item.
+            """)
+
+    @Option(name: .customLong("to"), help: "The URL; {id} and {name} in it are replaced by the item's id and file name.")
+    var url: String
+
+    @Option(name: .customLong("header"), help: "A request header, 'Name: value' (repeatable).")
+    var headers: [String] = []
+
+    @Option(help: "PUT or POST.")
+    var method: String = "PUT"
+
+    @Option(help: "The spool directory (default: $XDG_STATE_HOME/logbook/upload-spool, or ~/.local/state/...).")
+    var spool: String?
+
+    @Option(help: "Attempts per item before giving up.")
+    var maxAttempts: Int = 8
+
+    @Option(help: "The longest wait between attempts, in seconds (Retry-After may ask for up to an hour).")
+    var maxDelay: Int = 30
+
+    @Option(help: "One attempt's limit in seconds.")
+    var timeout: Int = 60
+
+    @Option(help: "Uploads at once.")
+    var parallel: Int = 2
+
+    @Flag(help: "Upload files again even if they are marked delivered.")
+    var again = false
+
+    @Argument(help: "Files, bundles (NAME.logbook) or archive directories.")
+    var paths: [String] = []
+
+    func validate() throws {
+        guard method == "PUT" || method == "POST" else { throw ValidationError("--method is PUT or POST, not '\(escapingControlCharacters(method))'") }
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
+              parsed.host != nil else {
+            throw ValidationError("--to takes an http:// or https:// URL, not '\(escapingControlCharacters(url))'")
+        }
+        for header in headers { _ = try Self.parseHeader(header) }
+        guard maxAttempts >= 1, maxDelay >= 0, timeout >= 1, parallel >= 1 else {
+            throw ValidationError("--max-attempts, --timeout and --parallel are at least 1, --max-delay at least 0")
+        }
+    }
+
+    static func parseHeader(_ text: String) throws -> (String, String) {
+        guard let colon = text.firstIndex(of: ":") else {
+            throw ValidationError("--header takes 'Name: value', not '\(escapingControlCharacters(text))'")
+        }
+        let name = text[..<colon].trimmingCharacters(in: .whitespaces)
+        let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains),
+              !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
+            throw ValidationError("--header '\(escapingControlCharacters(text))' has a name that is not a token or a control character in its value")
+        }
+        return (name, value)
+    }
+
+    static func defaultSpool() -> String {
+        let environment = ProcessInfo.processInfo.environment
+        let state = environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+            ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state"
+        return state + "/logbook/upload-spool"
+    }
+
+    func run() throws {
+        let spoolPath = spool ?? Self.defaultSpool()
+        if spool == nil {
+            // Only the default's parents are created; a spool the user names must have its parent.
+            try? FileManager.default.createDirectory(atPath: (spoolPath as NSString).deletingLastPathComponent,
+                                                     withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        let headers = try self.headers.map(Self.parseHeader)
+        let template = url, method = method
+        let policy = RetryPolicy(maxDelay: .seconds(maxDelay), maxAttempts: maxAttempts)
+        let uploader: Uploader
+        do {
+            uploader = try Uploader(.init(spool: spoolPath, policy: policy, maxConcurrentUploads: parallel,
+                                          timeout: .seconds(timeout)) { item in
+                Self.request(template: template, method: method, headers: headers, item: item)
+            })
+        } catch { fail("\(error)") }
+
+        // Uploads start at once, while the files are still being submitted (hashing a large file
+        // takes a while); what was spooled by an earlier run goes first.
+        let tracker = Locked(Tracker())
+        let resumed = uploader.pending
+        tracker.withLock { tracker in
+            for item in resumed { tracker.expect(item) }
+        }
+        if !resumed.isEmpty { say("resuming \(resumed.count) item\(resumed.count == 1 ? "" : "s") from an earlier run") }
+        let consumer = Task {
+            for await outcome in uploader.outcomes {
+                let (line, failed) = tracker.withLock { $0.settle(outcome) }
+                if Self.terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+                if failed { warn(line) } else { say(line) }
+            }
+        }
+        uploader.start()
+        var submissionFailures = 0
+        for path in paths {
+            var status = stat()
+            do {
+                var items: [SpooledItem] = []
+                if stat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR {
+                    items = try uploader.submitArchives(in: path)
+                    if items.isEmpty { say("\(path): no archive files left to upload") }
+                } else if again {
+                    items = [try uploader.submit(file: path)]
+                } else if let item = try uploader.submitUnlessDelivered(file: path) {
+                    items = [item]
+                } else {
+                    say("\(path): delivered before (--again uploads it again)")
+                }
+                tracker.withLock { tracker in
+                    for item in items { tracker.expect(item) }
+                }
+            } catch {
+                warn("\(error)")
+                submissionFailures += 1
+            }
+        }
+        let totalBytes = tracker.withLock { $0.bytes }
+        while true {
+            let (done, settled, expected) = tracker.withLock { ($0.isDone, $0.settled.count, $0.expected.count) }
+            if done { break }
+            usleep(100_000)
+            guard Self.terminal else { continue }
+            let statistics = uploader.statistics
+            let line = "\r\u{1B}[K\(settled)/\(expected) done, \(Self.mebibytes(max(0, totalBytes - statistics.pendingBytes))) of \(Self.mebibytes(totalBytes)) MiB, \(statistics.uploading) uploading, \(statistics.failedAttempts) failed attempts"
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+        consumer.cancel()
+        if Self.terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        let statistics = uploader.statistics
+        let failed = tracker.withLock { $0.failed } + submissionFailures
+        say("\(statistics.delivered) delivered (\(statistics.deliveredBytes) bytes), \(failed) failed, \(statistics.attempts) attempts")
+        if failed > 0 { throw ExitCode(1) }
+    }
+
+    static let terminal = isatty(2) == 1
+
+    /// Which items this run waits for, and what became of them.
+    struct Tracker {
+        var expected: [String: String] = [:]  // id -> name
+        var settled: [String: Bool] = [:]     // id -> failed
+        var bytes = 0
+        var failed = 0
+
+        var isDone: Bool { expected.keys.allSatisfy { settled[$0] != nil } }
+
+        mutating func expect(_ item: SpooledItem) {
+            if expected.updateValue(Upload.name(of: item), forKey: item.id) == nil { bytes += item.byteCount }
+        }
+
+        /// The line to print, and whether it is a failure.
+        mutating func settle(_ outcome: Uploader.Outcome) -> (String, Bool) {
+            let (id, line, failure): (String, String, Bool)
+            func name(_ id: String) -> String { expected[id] ?? id }
+            switch outcome {
+            case .delivered(let item, let attempts):
+                (id, line, failure) = (item, "delivered \(name(item)) (\(attempts) attempt\(attempts == 1 ? "" : "s"))", false)
+            case .gaveUp(let item, let reason):
+                (id, line, failure) = (item, "gave up on \(name(item)): \(reason)", true)
+            case .expired(let item):
+                (id, line, failure) = (item, "gave up on \(name(item)): expired", true)
+            case .dropped(let item, let reason):
+                (id, line, failure) = (item, "dropped \(name(item)): \(reason)", true)
+            case .quarantined(let item):
+                (id, line, failure) = (item, "quarantined \(item): its state file in the spool is damaged", true)
+            case .notSubmitted(let path, let reason):
+                (id, line, failure) = (path, "not submitted \(path): \(reason)", true)
+            }
+            settled[id] = failure
+            if failure { failed += 1 }
+            return (line, failure)
+        }
+    }
+
+    static func name(of item: SpooledItem) -> String {
+        item.source.isEmpty ? item.id : String(item.source.split(separator: "/").last ?? Substring(item.id))
+    }
+
+    static func mebibytes(_ bytes: Int) -> String {
+        String(format: "%.1f", Double(bytes) / 1_048_576)
+    }
+
+    static func request(template: String, method: String, headers: [(String, String)], item: SpooledItem) -> URLRequest {
+        let allowed = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))
+        let name = Self.name(of: item).addingPercentEncoding(withAllowedCharacters: allowed) ?? item.id
+        let text = template.replacingOccurrences(of: "{id}", with: item.id).replacingOccurrences(of: "{name}", with: name)
+        var request = URLRequest(url: URL(string: text) ?? URL(string: template)!)
+        request.httpMethod = method
+        request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        return request
+    }
+}

@@ -1,0 +1,395 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import XCTest
+import Logbook
+@testable import LogbookUpload
+
+/// The uploader against a real server on 127.0.0.1 that misbehaves: HTTP-date Retry-After,
+/// stalls, a full disk under the spool, damaged state, quotas, consent, archive files whose names
+/// retention deletes before they are uploaded, and kills at random moments.
+final class UploaderFailureTests: XCTestCase {
+    func request(_ url: URL) -> @Sendable (SpooledItem) -> URLRequest {
+        { _ in
+            var request = URLRequest(url: url)
+            request.httpMethod = "PUT"
+            return request
+        }
+    }
+
+    /// The first `count` outcomes (fewer if none comes within `seconds`).
+    func outcomes(_ uploader: Uploader, count: Int, within seconds: Double = 30) async -> [Uploader.Outcome] {
+        await withTaskGroup(of: [Uploader.Outcome].self) { group in
+            group.addTask {
+                var seen: [Uploader.Outcome] = []
+                for await outcome in uploader.outcomes {
+                    seen.append(outcome)
+                    if seen.count == count { break }
+                }
+                return seen
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(seconds))
+                return []
+            }
+            var result: [Uploader.Outcome] = []
+            for await part in group {
+                result = part
+                break
+            }
+            group.cancelAll()
+            return result
+        }
+    }
+
+    /// 429 with an IMF-fixdate two seconds ahead: not retried before that date.
+    func testA429WithAnHTTPDateIsNotRetriedBeforeThatDate() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        let date = Date().addingTimeInterval(3)
+        let retryAfter = formatter.string(from: date).addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let uploader = try Uploader(.init(spool: dir + "/spool", policy: RetryPolicy(baseDelay: .milliseconds(1), maxDelay: .milliseconds(1)),
+                                          makeRequest: request(server.url("/fail/1/429/" + retryAfter))))
+        let item = try uploader.submit(data: Array(repeating: 7, count: 1000))
+        uploader.start()
+        let seen = await outcomes(uploader, count: 1)
+        await uploader.stop()
+        XCTAssertEqual(seen, [.delivered(id: item.id, attempts: 2)])
+        let delivered = Date()
+        // The date has whole seconds: the retry may come at most a second before `date`.
+        XCTAssertGreaterThanOrEqual(delivered.timeIntervalSince(date), -1.0, "retried before the server's date")
+        XCTAssertEqual(server.requests().map { $0["answer"] as? Int }, [429, 201])
+    }
+
+    /// A server that never answers: the attempt times out, is counted, and the item stays.
+    func testAStallPastTheTimeoutIsRetriedAndTheItemKept() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let uploader = try Uploader(.init(spool: dir + "/spool", policy: RetryPolicy(baseDelay: .seconds(60)),
+                                          timeout: .seconds(1), makeRequest: request(server.url("/stall"))))
+        let item = try uploader.submit(data: [1, 2, 3])
+        uploader.start()
+        for _ in 0..<100 where uploader.statistics.attempts == 0 { try await Task.sleep(for: .milliseconds(100)) }
+        await uploader.stop()
+        XCTAssertEqual(uploader.statistics.attempts, 1)
+        XCTAssertEqual(uploader.statistics.failedAttempts, 1)
+        XCTAssertEqual(uploader.pending.map(\.id), [item.id])
+        XCTAssertEqual(uploader.pending.first?.lastReason, "timed out")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/spool/\(item.id).data"))
+    }
+
+    /// Two 500s then 201: file uploads retry 500; OpenTelemetry's policy does not.
+    func testA500IsRetriedForFilesButNotUnderTheOpenTelemetryPolicy() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let fast = RetryPolicy(baseDelay: .milliseconds(5), maxDelay: .milliseconds(5))
+        var otlp = RetryPolicy.openTelemetry
+        otlp.baseDelay = .milliseconds(5)
+        for (name, policy, expected) in [("files", fast, Uploader.Outcome.delivered(id: "files", attempts: 3)),
+                                         ("otlp", otlp, .gaveUp(id: "otlp", reason: "HTTP 500"))] {
+            let uploader = try Uploader(.init(spool: dir + "/spool-" + name, policy: policy,
+                                              makeRequest: request(server.url("/fail/2/500/" + name))))
+            try uploader.submit(data: Array(name.utf8), id: name)
+            uploader.start()
+            let seen = await outcomes(uploader, count: 1)
+            await uploader.stop()
+            XCTAssertEqual(seen, [expected], name)
+        }
+    }
+
+    /// The spool on a full 1 MiB tmpfs: the submission that does not fit throws ENOSPC with the
+    /// path, and everything accepted before is delivered whole.
+    func testASpoolOnAFullDiskRefusesClearlyAndLosesNothingAccepted() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let mountPoint = dir + "/small"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        guard (try? runProgram("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mountPoint]))?.status == 0 else {
+            throw XCTSkip("cannot mount a tmpfs here (not root?)")
+        }
+        defer { _ = try? runProgram("/bin/umount", ["-l", mountPoint]) }
+        let server = try UploadServer(directory: dir, keepsBodies: true)
+        let uploader = try Uploader(.init(spool: mountPoint + "/spool", isAllowed: false, makeRequest: request(server.url("/ok"))))
+        var accepted: [String: [UInt8]] = [:]
+        var refusal: LogbookError?
+        for index in 0..<20 {
+            let bytes = (0..<150_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ index) }
+            do {
+                let item = try uploader.submit(data: bytes)
+                accepted[item.id] = bytes
+            } catch {
+                refusal = error
+                break
+            }
+        }
+        let error = try XCTUnwrap(refusal, "a 1 MiB disk cannot hold 3 MB")
+        XCTAssertEqual(error.errno, ENOSPC)
+        XCTAssertTrue("\(error)".contains(mountPoint + "/spool"), "\(error)")
+        XCTAssertGreaterThanOrEqual(accepted.count, 3)
+        XCTAssertEqual(Set(uploader.pending.map(\.id)), Set(accepted.keys), "the failed submission left nothing behind")
+        uploader.isAllowed = true
+        uploader.start()
+        let seen = await outcomes(uploader, count: accepted.count)
+        await uploader.stop()
+        XCTAssertEqual(seen.count, accepted.count)
+        for (id, bytes) in accepted {
+            XCTAssertEqual(try? Array(Data(contentsOf: URL(fileURLWithPath: server.bodies + "/" + id))), bytes, id)
+        }
+    }
+
+    /// A state file damaged between launches: that item is quarantined and reported, the others
+    /// are delivered.
+    func testADamagedStateIsQuarantinedAndTheOthersGoOn() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let spool = dir + "/spool"
+        var ids: [String] = []
+        do {
+            let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
+            for name in ["a", "b", "c"] { ids.append(try uploader.submit(data: Array(name.utf8)).id) }
+        }
+        let damaged = spool + "/" + ids[1] + ".state"
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: damaged))
+        bytes[13] ^= 0xFF
+        try bytes.write(to: URL(fileURLWithPath: damaged))
+        let uploader = try Uploader(.init(spool: spool, makeRequest: request(server.url("/ok"))))
+        uploader.start()
+        let seen = await outcomes(uploader, count: 3)
+        await uploader.stop()
+        XCTAssertEqual(seen.first, .quarantined(id: ids[1]))
+        XCTAssertEqual(Set(seen.dropFirst()), [.delivered(id: ids[0], attempts: 1), .delivered(id: ids[2], attempts: 1)])
+        XCTAssertEqual(uploader.statistics.quarantined, 1)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: spool + "/quarantine/" + ids[1] + ".data"))
+    }
+
+    /// Quotas by items, bytes and age: the oldest pending items go first, each reported; an item
+    /// larger than the byte quota alone is refused.
+    func testQuotasDropTheOldestFirstAndSaySo() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let now = Locked<Int64>(1_000_000_000_000)
+        let clock: @Sendable () -> Int64 = { now.withLock { $0 } }
+        let uploader = try Uploader(.init(spool: dir + "/spool", quota: .init(maxBytes: 1000, maxItems: 3, maxAge: .seconds(60)),
+                                          isAllowed: false, clock: clock, makeRequest: request(URL(string: "http://127.0.0.1:9/")!)))
+        var ids: [String] = []
+        for index in 0..<5 {
+            now.withLock { $0 += 1_000_000 }
+            ids.append(try uploader.submit(data: [UInt8](repeating: UInt8(index), count: 100)).id)
+        }
+        XCTAssertEqual(uploader.pending.map(\.id), Array(ids[2...]))
+        now.withLock { $0 += 1_000_000 }
+        ids.append(try uploader.submit(data: [UInt8](repeating: 9, count: 800)).id)  // 100+100+800 > 1000
+        XCTAssertEqual(uploader.pending.map(\.id), [ids[3], ids[4], ids[5]], "1100 bytes: the oldest goes")
+        XCTAssertThrowsError(try uploader.submit(data: [UInt8](repeating: 1, count: 1001))) { error in
+            XCTAssertEqual((error as? LogbookError)?.errno, EFBIG)
+            XCTAssertTrue("\(error)".contains("quota of 1000 bytes"), "\(error)")
+        }
+        now.withLock { $0 += 61_000_000_000 }
+        uploader.isAllowed = true
+        uploader.start()
+        let seen = await outcomes(uploader, count: 6)
+        await uploader.stop()
+        XCTAssertEqual(seen, [
+            .dropped(id: ids[0], reason: "the spool's quota of 3 items was reached"),
+            .dropped(id: ids[1], reason: "the spool's quota of 3 items was reached"),
+            .dropped(id: ids[2], reason: "the spool's quota of 1000 bytes was reached"),
+            .dropped(id: ids[3], reason: "older than the spool's age limit of 60.0 seconds"),
+            .dropped(id: ids[4], reason: "older than the spool's age limit of 60.0 seconds"),
+            .dropped(id: ids[5], reason: "older than the spool's age limit of 60.0 seconds"),
+        ])
+        XCTAssertEqual(uploader.statistics.dropped, 6)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir + "/spool").filter { $0 != "lock" }, [])
+    }
+
+    /// Without consent nothing is sent; a purge drops everything unsent; consent given, new items go.
+    func testConsentHoldsUploadsAndPurgeRemovesTheSpool() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let uploader = try Uploader(.init(spool: dir + "/spool", isAllowed: false, makeRequest: request(server.url("/ok"))))
+        let held = try uploader.submit(data: [1])
+        uploader.start()
+        try await Task.sleep(for: .milliseconds(500))
+        XCTAssertEqual(server.requests().count, 0, "nothing sent without consent")
+        XCTAssertEqual(uploader.purge(), 1)
+        let allowed = try uploader.submit(data: [2])
+        uploader.isAllowed = true
+        let seen = await outcomes(uploader, count: 2)
+        await uploader.stop()
+        XCTAssertEqual(seen, [.dropped(id: held.id, reason: "purged"), .delivered(id: allowed.id, attempts: 1)])
+        XCTAssertEqual(server.requests().count, 1)
+    }
+
+    /// Given up with `keepsGivenUpItems`: kept in given-up/ for a person, not resumed.
+    func testGivenUpItemsAreKeptWhenAsked() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let uploader = try Uploader(.init(spool: dir + "/spool", keepsGivenUpItems: true, makeRequest: request(server.url("/status/413"))))
+        let item = try uploader.submit(data: [1, 2])
+        uploader.start()
+        let seen = await outcomes(uploader, count: 1)
+        await uploader.stop()
+        XCTAssertEqual(seen, [.gaveUp(id: item.id, reason: "HTTP 413")])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir + "/spool/given-up").sorted(),
+                       [item.id + ".data", item.id + ".state"])
+        XCTAssertEqual(uploader.statistics.gaveUp, 1)
+    }
+
+    /// The archive wiring: files rolled while uploads are held, deleted by retention (2 files kept)
+    /// before any upload; all of them still arrive, whole (the server's copies read back as the
+    /// records written), and a relaunch submits none of them again.
+    func testRolledArchiveFilesArriveEvenAfterRetentionDeletedThem() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, keepsBodies: true)
+        let uploader = try Uploader(.init(spool: dir + "/spool", isAllowed: false, makeRequest: request(server.url("/ok"))))
+        let bundlePath = dir + "/app.logbook"
+        var written = 0
+        do {
+            let bundle = try LogBundle(path: bundlePath, capacity: 4 * 65536, chunkSize: 65536,
+                                       archive: ArchiveOptions(maxFileSize: 65536 * 2, maxFiles: 2,
+                                                               onFileRolled: { uploader.submit(archive: $0) }))
+            let logger = try bundle.logger("upload")
+            for round in 0..<6 {
+                for index in 0..<(200 + round * 50) {
+                    let text = String(repeating: "x", count: (index * 37) % 900)
+                    logger.info("round \(round) record \(index) \(text)")
+                    written += 1
+                }
+                try bundle.rollArchive()
+            }
+            try bundle.close()
+        }
+        let rolled = uploader.pending.count
+        XCTAssertGreaterThanOrEqual(rolled, 6)
+        let kept = try FileManager.default.contentsOfDirectory(atPath: bundlePath + "/archive").filter { $0.hasSuffix(".lba") }
+        XCTAssertLessThan(kept.count, rolled, "retention deleted files before they were uploaded")
+        uploader.isAllowed = true
+        uploader.start()
+        let seen = await outcomes(uploader, count: rolled)
+        await uploader.stop()
+        XCTAssertEqual(seen.filter { if case .delivered = $0 { true } else { false } }.count, rolled, "\(seen)")
+        // The server's copies are an archive directory holding every record written.
+        let copies = dir + "/copies"
+        try FileManager.default.createDirectory(atPath: copies, withIntermediateDirectories: true)
+        for (number, name) in try FileManager.default.contentsOfDirectory(atPath: server.bodies).sorted(by: { a, b in
+            Int(a.split(separator: "-").last!)! < Int(b.split(separator: "-").last!)!
+        }).enumerated() {
+            try FileManager.default.copyItem(atPath: server.bodies + "/" + name,
+                                             toPath: copies + String(format: "/archive-%010d.lba", number + 1))
+        }
+        let (entries, _) = try readBundle(copies)
+        XCTAssertEqual(entries.count, written, "every record arrived once")
+        XCTAssertEqual(Set(entries.map(\.message)).count, written)
+        // Relaunch: the files left in the archive are marked delivered; nothing goes twice.
+        let relaunched = try Uploader(.init(spool: dir + "/spool-2", makeRequest: request(server.url("/ok"))))
+        XCTAssertEqual(try relaunched.submitArchives(in: bundlePath), [], "marked delivered (user.logbook.delivered)")
+    }
+
+    /// A file system without user extended attributes (ramfs): the delivery mark lives in the
+    /// spool's delivered/, and the relaunch still submits nothing twice; marks of files gone are pruned.
+    func testDeliveryMarksWithoutExtendedAttributes() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let mountPoint = dir + "/ramfs"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        guard (try? runProgram("/bin/mount", ["-t", "ramfs", "ramfs", mountPoint]))?.status == 0 else {
+            throw XCTSkip("cannot mount a ramfs here (not root?)")
+        }
+        defer { _ = try? runProgram("/bin/umount", ["-l", mountPoint]) }
+        let server = try UploadServer(directory: dir)
+        let bundlePath = mountPoint + "/app.logbook"
+        do {
+            let bundle = try LogBundle(path: bundlePath, capacity: 4 * 65536, chunkSize: 65536, archive: ArchiveOptions())
+            for index in 0..<3 {
+                try bundle.logger("x").info("file \(index)")
+                try bundle.rollArchive()
+            }
+            try bundle.close()
+        }
+        // The spool on another file system: submissions are copies, marks go to the spool.
+        let spool = dir + "/spool"
+        do {
+            let uploader = try Uploader(.init(spool: spool, makeRequest: request(server.url("/ok"))))
+            let items = try uploader.submitArchives(in: bundlePath)
+            XCTAssertEqual(items.count, 3)
+            uploader.start()
+            let seen = await outcomes(uploader, count: 3)
+            await uploader.stop()
+            XCTAssertEqual(seen.count, 3)
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: spool + "/delivered").sorted(), items.map(\.id).sorted())
+        }
+        try FileManager.default.removeItem(atPath: bundlePath + "/archive/archive-0000000001.lba")
+        let relaunched = try Uploader(.init(spool: spool, makeRequest: request(server.url("/ok"))))
+        XCTAssertEqual(try relaunched.submitArchives(in: bundlePath), [])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: spool + "/delivered").count, 2, "the gone file's mark pruned")
+    }
+
+    /// The kill loop: `logbook upload` of 20 files of varied sizes to a server that fails a third of
+    /// requests (503 or a reset mid-body), SIGKILLed at random moments for 50 cycles, then run to
+    /// the end. Every file arrives whole at least once; after every kill, an item gone from the
+    /// spool had its 2xx first; repeats (same key) are counted and reported.
+    func testKillLoopDeliversEveryFileAtLeastOnceAndNeverDeletesBeforeA2xx() throws {
+        guard let logbook = logbookExecutable() else { throw XCTSkip("the logbook executable is not built") }
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        var generator = SplitMix64(state: 12)
+        var files: [String: String] = [:]  // id -> path
+        for index in 0..<20 {
+            let size = [0, 1, 100, 4096, 65_536, 1 << 20, 3 << 20][index % 7] + index
+            let bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let path = dir + "/file-\(index).bin"
+            try Data(bytes).write(to: URL(fileURLWithPath: path))
+            files[SHA256.hex(of: bytes)] = path
+        }
+        let spool = dir + "/spool"
+        let arguments = ["upload", "--spool", spool, "--max-delay", "0", "--max-attempts", "1000", "--timeout", "5",
+                         "--to", "http://127.0.0.1:\(server.port)/flaky/{name}"] + files.values.sorted()
+        let cycles = Int(ProcessInfo.processInfo.environment["LOGBOOK_UPLOAD_KILL_CYCLES"] ?? "") ?? 50
+        var everSpooled = Set<String>()
+        var cyclesWithUploads = 0
+        var requestCount = 0
+        for cycle in 0..<cycles {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: logbook)
+            process.arguments = arguments
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            usleep(UInt32.random(in: 20_000...1_200_000, using: &generator))
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            let before = requestCount
+            requestCount = server.requests().count
+            if requestCount > before { cyclesWithUploads += 1 }
+            let spooled = Set(((try? FileManager.default.contentsOfDirectory(atPath: spool)) ?? [])
+                .filter { $0.hasSuffix(".data") }.map { String($0.dropLast(5)) })
+            everSpooled.formUnion(spooled)
+            let acknowledged = Set(server.requests().filter { ($0["answer"] as? Int).map { (200..<300).contains($0) } ?? false }
+                .compactMap { ($0["key"] as? String)?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) })
+            for id in everSpooled.subtracting(spooled) {
+                XCTAssertTrue(acknowledged.contains(id), "cycle \(cycle): \(id) left the spool without a 2xx")
+            }
+        }
+        // The last run, to the end (the server still fails a third of the requests).
+        let (status, output) = try runProgram(logbook, arguments)
+        XCTAssertEqual(status, 0, output)
+        let requests = server.requests()
+        var delivered: [String: Int] = [:]
+        for request in requests {
+            guard let answer = request["answer"] as? Int, (200..<300).contains(answer),
+                  let key = (request["key"] as? String)?.trimmingCharacters(in: CharacterSet(charactersIn: "\"")) else { continue }
+            XCTAssertEqual(request["sha256"] as? String, key, "a body arrived altered: \(request), files: \(files)")
+            delivered[key, default: 0] += 1
+        }
+        XCTAssertEqual(Set(delivered.keys), Set(files.keys), "every file arrived")
+        let repeats = delivered.values.reduce(0) { $0 + $1 - 1 }
+        print("kill loop: \(cycles) kills (\(cyclesWithUploads) while uploading), \(requests.count) requests, \(files.count) files, \(repeats) delivered more than once (same key)")
+        XCTAssertGreaterThan(cyclesWithUploads, cycles / 4, "most kills must land while uploading, not before")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: spool).filter { $0.hasSuffix(".data") }, [])
+        // Running it again sends nothing: every file is marked delivered.
+        let again = try runProgram(logbook, arguments)
+        XCTAssertEqual(again.status, 0, again.output)
+        XCTAssertEqual(server.requests().count, requests.count)
+    }
+}
