@@ -23,7 +23,8 @@ struct BuiltModules {
             "-I", modules, "-module-cache-path", bin + "/ModuleCache", "-swift-version", "6", "-diagnostic-style", "llvm",
         ]
         for (module, include) in [("CLogbook", "CSources/CLogbook/include"),
-                                  ("CLogbookArchive", "CSources/CLogbookArchive/include")] {
+                                  ("CLogbookArchive", "CSources/CLogbookArchive/include"),
+                                  ("CLogbookUpload", "CSources/CLogbookUpload/include")] {
             let map = "\(bin)/\(module).build/module.modulemap"
             guard exists(map) else { throw XCTSkip("no module map for \(module) at \(map): run `swift build` first") }
             arguments += ["-Xcc", "-fmodule-map-file=" + map, "-Xcc", "-I", "-Xcc", repositoryRoot + "/" + include]
