@@ -109,11 +109,13 @@ struct Upload: ParsableCommand {
             for item in resumed { tracker.expect(item) }
         }
         if !resumed.isEmpty { say("resuming \(resumed.count) item\(resumed.count == 1 ? "" : "s") from an earlier run") }
+        let outcomeArrived = DispatchSemaphore(value: 0)
         let consumer = Task {
             for await outcome in uploader.outcomes {
                 let (line, failed) = tracker.withLock { $0.settle(outcome) }
                 if Self.terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
                 if failed { warn(line) } else { say(line) }
+                outcomeArrived.signal()
             }
         }
         uploader.start()
@@ -144,8 +146,8 @@ struct Upload: ParsableCommand {
         while true {
             let (done, settled, expected) = tracker.withLock { ($0.isDone, $0.settled.count, $0.expected.count) }
             if done { break }
-            usleep(100_000)
-            guard Self.terminal else { continue }
+            // Woken by each outcome; every 250 ms otherwise, for the progress line.
+            guard outcomeArrived.wait(timeout: .now() + .milliseconds(250)) == .timedOut, Self.terminal else { continue }
             let statistics = uploader.statistics
             let line = "\r\u{1B}[K\(settled)/\(expected) done, \(Self.mebibytes(max(0, totalBytes - statistics.pendingBytes))) of \(Self.mebibytes(totalBytes)) MiB, \(statistics.uploading) uploading, \(statistics.failedAttempts) failed attempts"
             FileHandle.standardError.write(Data(line.utf8))

@@ -29,7 +29,8 @@ public final class Uploader: Sendable {
         public var policy: RetryPolicy
         /// Uploads at once (at least 1).
         public var maxConcurrentUploads: Int
-        /// One attempt's limit (connection, body and answer).
+        /// How long an attempt may go without progress (connecting, sending, waiting for the
+        /// answer) before it counts as timed out.
         public var timeout: Duration
         /// How much the spool may hold; the oldest pending items go first when it would hold more.
         public var quota: Quota
@@ -141,7 +142,7 @@ public final class Uploader: Sendable {
         let sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.timeoutIntervalForRequest = seconds(configuration.timeout)
         sessionConfiguration.httpMaximumConnectionsPerHost = max(1, configuration.maxConcurrentUploads)
-        session = URLSession(configuration: sessionConfiguration)
+        session = URLSession(configuration: sessionConfiguration, delegate: RedirectRefusal(), delegateQueue: nil)
         for id in contents.quarantined { report(.quarantined(id: id)) }
         state.withLock { state in
             state.counters.quarantined = contents.quarantined.count
@@ -549,6 +550,16 @@ extension Uploader {
         let bytes = Array(name.utf8)
         guard bytes.count == 22, name.hasPrefix("archive-"), name.hasSuffix(".lba") else { return false }
         return bytes[8..<18].allSatisfy { (48...57).contains($0) }
+    }
+}
+
+/// Redirects are not followed: a 301, 302 or 303 would turn the PUT or POST into a GET without the
+/// body, and its 200 would pass for a delivery. The 3xx itself is the answer, and the policy gives
+/// up on it with the status as the reason (the request should name the final URL).
+final class RedirectRefusal: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+        completionHandler(nil)
     }
 }
 

@@ -102,6 +102,22 @@ final class UploaderFailureTests: XCTestCase {
         }
     }
 
+    /// A redirect is not followed (a 301, 302 or 303 would resend as a GET without the body, and
+    /// its 200 would pass for a delivery): it gives up with the status as the reason.
+    func testRedirectsAreNotFollowed() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        for status in [301, 302, 303, 307, 308] {
+            let uploader = try Uploader(.init(spool: dir + "/spool-\(status)", makeRequest: request(server.url("/redirect/\(status)"))))
+            let item = try uploader.submit(data: Array("body \(status)".utf8))
+            uploader.start()
+            let seen = await outcomes(uploader, count: 1)
+            await uploader.stop()
+            XCTAssertEqual(seen, [.gaveUp(id: item.id, reason: "HTTP \(status)")])
+        }
+        XCTAssertEqual(server.requests().map { $0["path"] as? String }.filter { $0 == "/ok/redirected" }, [], "followed a redirect")
+    }
+
     /// The spool on a full 1 MiB tmpfs: the submission that does not fit throws ENOSPC with the
     /// path, and everything accepted before is delivered whole.
     func testASpoolOnAFullDiskRefusesClearlyAndLosesNothingAccepted() async throws {

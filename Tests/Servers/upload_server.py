@@ -7,7 +7,8 @@ STATUS (with Retry-After when given) to the first N requests of a key and 201 af
 always answers S; `/reset` closes the connection after reading part of the body; `/stall` never
 answers; `/flaky` fails a third of all requests at random (half 503, half a reset mid-body) and reads
 bodies at about 2 MB/s;
-`/discard` reads the body in pieces and answers 204 (for benchmarks). Every request is appended
+`/redirect/S` answers S with Location: /ok/redirected; `/discard` reads the body in pieces and
+answers 204 (for benchmarks). Every request is appended
 to LOG as one JSON line: path, key, attempt header, bytes, the SHA-256 of the body, the answer.
 With BODIES, each 2xx body is stored there under its key. The port is printed on stdout once
 listening (0 picks a free one).
@@ -125,6 +126,12 @@ class Handler(BaseHTTPRequestHandler):
         if parts[:1] == ["fail"] and seen <= int(parts[1]):
             self.record(int(parts[2]), len(body), body)
             self.answer(int(parts[2]), parts[3] if len(parts) > 3 else None)
+        elif parts[:1] == ["redirect"]:
+            self.record(int(parts[1]), len(body), body)
+            self.send_response(int(parts[1]))
+            self.send_header("Location", "/ok/redirected")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif parts[:1] == ["status"]:
             self.record(int(parts[1]), len(body), body)
             self.answer(int(parts[1]))

@@ -32,6 +32,12 @@ void lb_sha256_update(lb_sha256 *hash, const void *bytes, size_t length);
 /* Writes the 32-byte digest; the hash must be initialised again before another use. */
 void lb_sha256_final(lb_sha256 *hash, uint8_t digest[32]);
 
+/* Whether the x86 SHA extensions do the rounds (1), or portable C (0). */
+int lb_sha256_accelerated(void);
+
+/* For tests: 1 makes every hash use the portable rounds, 0 goes back to the fastest. */
+void lb_sha256_use_portable(int portable);
+
 #ifdef __cplusplus
 }
 #endif
