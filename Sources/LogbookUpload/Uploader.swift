@@ -119,7 +119,6 @@ public final class Uploader: Sendable {
     private let wakeup = Wakeup()
     private let session: URLSession
     private let workers = Locked<[Task<Void, Never>]>([])
-    private let randomness = Locked(SystemRandomNumberGenerator())
 
     /// Everything that changes, under one lock: the spool's files change only with the queue.
     private struct State {
@@ -407,11 +406,10 @@ public final class Uploader: Sendable {
         var item = item
         item.attempts += 1
         let now = configuration.clock()
-        let decision = randomness.withLock { random in
-            configuration.policy.decide(outcome, attempt: item.attempts,
-                                        firstSubmittedNanoseconds: item.firstSubmittedNanoseconds,
-                                        nowNanoseconds: now, using: &random)
-        }
+        var random = SystemRandomness()
+        let decision = configuration.policy.decide(outcome, attempt: item.attempts,
+                                                   firstSubmittedNanoseconds: item.firstSubmittedNanoseconds,
+                                                   nowNanoseconds: now, using: &random)
         switch outcome {
         case .status(let status, _):
             item.lastStatus = status
@@ -551,6 +549,15 @@ extension Uploader {
         guard bytes.count == 22, name.hasPrefix("archive-"), name.hasSuffix(".lba") else { return false }
         return bytes[8..<18].allSatisfy { (48...57).contains($0) }
     }
+}
+
+/// The system's generator (stateless, safe on any thread) with a stored field: ThreadSanitizer
+/// (Swift 6.3) crashes on an `inout` access to a zero-sized value such as
+/// `SystemRandomNumberGenerator` itself.
+struct SystemRandomness: RandomNumberGenerator {
+    private var unused: UInt8 = 0
+
+    mutating func next() -> UInt64 { UInt64.random(in: .min ... .max) }
 }
 
 /// Redirects are not followed: a 301, 302 or 303 would turn the PUT or POST into a GET without the

@@ -3,7 +3,7 @@ import Foundation
 import FoundationNetworking
 #endif
 import XCTest
-import Logbook
+@testable import Logbook
 @testable import LogbookUpload
 
 /// The uploader against a real server on 127.0.0.1 that misbehaves: HTTP-date Retry-After,
@@ -116,6 +116,49 @@ final class UploaderFailureTests: XCTestCase {
             XCTAssertEqual(seen, [.gaveUp(id: item.id, reason: "HTTP \(status)")])
         }
         XCTAssertEqual(server.requests().map { $0["path"] as? String }.filter { $0 == "/ok/redirected" }, [], "followed a redirect")
+    }
+
+    /// Eight threads submit 25 items each (0 bytes to 200 KB, data and files) while the workers
+    /// upload: every item arrives whole, the counters add up, and the spool ends empty.
+    func testManyThreadsSubmitWhileUploading() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, keepsBodies: true)
+        let uploader = try Uploader(.init(spool: dir + "/spool", maxConcurrentUploads: 3, makeRequest: request(server.url("/ok"))))
+        uploader.start()
+        let submitted = Locked<[String: [UInt8]]>([:])
+        DispatchQueue.concurrentPerform(iterations: 8) { thread in
+            var generator = SplitMix64(state: UInt64(thread + 1))
+            for index in 0..<25 {
+                let size = [0, 1, 63, 64, 4096, 65_537, 200_000][Int.random(in: 0..<7, using: &generator)]
+                var bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                bytes += Array("\(thread)-\(index)".utf8)  // distinct content, distinct ids
+                do {
+                    let item: SpooledItem
+                    if index % 2 == 0 {
+                        item = try uploader.submit(data: bytes)
+                    } else {
+                        let path = dir + "/file-\(thread)-\(index)"
+                        try Data(bytes).write(to: URL(fileURLWithPath: path))
+                        item = try uploader.submit(file: path)
+                    }
+                    submitted.withLock { $0[item.id] = bytes }
+                } catch {
+                    XCTFail("\(error)")
+                }
+            }
+        }
+        let seen = await outcomes(uploader, count: 200, within: 60)
+        await uploader.stop()
+        XCTAssertEqual(seen.count, 200)
+        XCTAssertEqual(Set(seen), Set(submitted.withLock { $0.keys }.map { Uploader.Outcome.delivered(id: $0, attempts: 1) }))
+        for (id, bytes) in submitted.withLock({ $0 }) {
+            XCTAssertEqual(try? Array(Data(contentsOf: URL(fileURLWithPath: server.bodies + "/" + id))), bytes, id)
+        }
+        let statistics = uploader.statistics
+        XCTAssertEqual(statistics.delivered, 200)
+        XCTAssertEqual(statistics.pendingItems, 0)
+        XCTAssertEqual(statistics.deliveredBytes, submitted.withLock { $0.values.reduce(0) { $0 + $1.count } })
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir + "/spool").filter { $0 != "lock" }, [])
     }
 
     /// The spool on a full 1 MiB tmpfs: the submission that does not fit throws ENOSPC with the
