@@ -1,5 +1,33 @@
 /// Text helpers shared by the reader's users (the CLI, tests): time stamps and escaping.
 
+/// The proleptic Gregorian calendar against days since 1970-01-01 (Howard Hinnant's algorithms),
+/// for every date Logbook parses or prints: RFC 3339 here, HTTP-dates in LogbookUpload.
+package enum CivilDate {
+    /// Days since the epoch of a date (month 1...12; not validated).
+    package static func days(year: Int64, month: Int64, day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let monthPrime = month > 2 ? month - 3 : month + 9
+        let dayOfYear = (153 * monthPrime + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    /// The date of a day since the epoch.
+    package static func date(days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let monthPrime = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * monthPrime + 2) / 5 + 1
+        let month = monthPrime < 10 ? monthPrime + 3 : monthPrime - 9
+        return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
+    }
+}
+
 /// RFC 3339 UTC with nanoseconds: `2026-11-21T08:13:00.000000042Z`.
 public func formatRFC3339(nanoseconds: Int64) -> String {
     var seconds = nanoseconds / 1_000_000_000
@@ -14,16 +42,7 @@ public func formatRFC3339(nanoseconds: Int64) -> String {
         rest += 86_400
         days -= 1
     }
-    // Civil date from days since the epoch (Howard Hinnant's algorithm).
-    let z = days + 719_468
-    let era = (z >= 0 ? z : z - 146_096) / 146_097
-    let doe = z - era * 146_097
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-    let mp = (5 * doy + 2) / 153
-    let day = doy - (153 * mp + 2) / 5 + 1
-    let month = mp < 10 ? mp + 3 : mp - 9
-    let year = yoe + era * 400 + (month <= 2 ? 1 : 0)
+    let (year, month, day) = CivilDate.date(days: days)
     guard (0...9999).contains(year) else { return "\(year)-\(month)-\(day)T\(rest)s+\(fraction)nsZ" }
     // Fixed width: write digits into 30 bytes, no intermediate strings.
     return String(unsafeUninitializedCapacity: 30) { buffer in
@@ -96,14 +115,7 @@ public func parseRFC3339(_ text: String) -> Int64? {
         return nil
     }
     guard index == bytes.count else { return nil }
-    // Days from civil (Howard Hinnant's algorithm).
-    let y = month <= 2 ? year - 1 : year
-    let era = (y >= 0 ? y : y - 399) / 400
-    let yoe = y - era * 400
-    let mp = month > 2 ? month - 3 : month + 9
-    let doy = (153 * mp + 2) / 5 + day - 1
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-    let days = era * 146_097 + doe - 719_468
+    let days = CivilDate.days(year: year, month: month, day: day)
     let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset
     // Int64 nanoseconds reach from 1677 to 2262: anything outside is not a time we can compare.
     let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)

@@ -1,3 +1,5 @@
+import Logbook
+
 /// HTTP-date (RFC 9110, section 5.6.7) and `Retry-After` (section 10.2.3), parsed without
 /// Foundation: the three date forms a recipient must accept, and delay-seconds.
 public enum HTTPDate {
@@ -60,15 +62,9 @@ public enum HTTPDate {
         return year
     }
 
-    /// The proleptic Gregorian year of a Unix time (days from civil, inverted).
+    /// The proleptic Gregorian year of a Unix time.
     private static func civilYear(_ seconds: Int64) -> Int {
-        let days = Int(seconds.quotientAndRemainder(dividingBy: 86_400).quotient) + 719_468
-        let era = (days >= 0 ? days : days - 146_096) / 146_097
-        let dayOfEra = days - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let monthPrime = (5 * dayOfYear + 2) / 153
-        return yearOfEra + era * 400 + (monthPrime >= 10 ? 1 : 0)
+        Int(CivilDate.date(days: seconds.quotientAndRemainder(dividingBy: 86_400).quotient).year)
     }
 
     private static func epochSeconds(_ year: Int, _ month: Int, _ day: Int, _ time: (Int, Int, Int)) -> Int64? {
@@ -76,14 +72,8 @@ public enum HTTPDate {
         let daysInMonth = [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
         let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
         guard day <= daysInMonth[month - 1] + (month == 2 && leap ? 1 : 0) else { return nil }
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let monthPrime = month > 2 ? month - 3 : month + 9
-        let dayOfYear = (153 * monthPrime + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        let days = era * 146_097 + dayOfEra - 719_468
-        return Int64(days) * 86_400 + Int64(time.0 * 3600 + time.1 * 60 + min(time.2, 59))
+        let days = CivilDate.days(year: Int64(year), month: Int64(month), day: Int64(day))
+        return days * 86_400 + Int64(time.0 * 3600 + time.1 * 60 + min(time.2, 59))
     }
 }
 

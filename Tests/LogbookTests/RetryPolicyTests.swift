@@ -6,17 +6,6 @@ final class RetryPolicyTests: XCTestCase {
     /// 2026-11-23T12:00:00Z.
     let now: Int64 = 1_795_435_200 * 1_000_000_000
 
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// Always the largest value: the backoff at its bound.
     struct Largest: RandomNumberGenerator { mutating func next() -> UInt64 { .max } }
 
@@ -83,7 +72,7 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertEqual(bounds.prefix(7).map { $0 / 1_000_000 }, [500, 1000, 2000, 4000, 8000, 16000, 30000])
         XCTAssertEqual(Set(bounds.dropFirst(6)), [30_000_000_000])
         XCTAssertEqual(policy.backoff(afterAttempt: 10_000, using: &largest), 30_000_000_000, "no overflow")
-        var random = SplitMix(state: 42)
+        var random = SplitMix64(state: 42)
         let samples = (0..<2000).map { _ in policy.backoff(afterAttempt: 4, using: &random) }
         XCTAssertTrue(samples.allSatisfy { (0...4_000_000_000).contains($0) })
         let mean = Double(samples.reduce(0, +)) / Double(samples.count)
@@ -91,7 +80,7 @@ final class RetryPolicyTests: XCTestCase {
     }
 
     func testWhatIsRetriedAndWhatGivesUpAtOnce() {
-        var random = SplitMix(state: 1)
+        var random = SplitMix64(state: 1)
         func decide(_ outcome: AttemptOutcome, _ policy: RetryPolicy = .fileUpload) -> RetryDecision {
             policy.decide(outcome, attempt: 1, firstSubmittedNanoseconds: now, nowNanoseconds: now, using: &random)
         }
