@@ -16,8 +16,9 @@ struct Upload: ParsableCommand {
             carries Idempotency-Key: "ID" (the SHA-256 of the content; lba-RING-NUMBER for an archive \
             file) and Logbook-Attempt: N. Retried: transport errors, timeouts, 408, 425, 429, 500, 502, \
             503, 504, with exponential backoff and full jitter, honouring Retry-After; any other status \
-            gives up at once. Archive files delivered are marked (user.logbook.delivered) and skipped \
-            afterwards. Exits 1 when anything gave up, with the reason per item.
+            gives up at once; redirects are not followed. Files delivered are marked \
+            (user.logbook.delivered) and skipped afterwards unless --again. Files are copied into the \
+            spool, archive files hard-linked. Exits 1 when anything gave up, with the reason per item.
             """)
 
     @Option(name: .customLong("to"), help: "The URL; {id} and {name} in it are replaced by the item's id and file name.")
@@ -69,6 +70,10 @@ struct Upload: ParsableCommand {
         let name = text[..<colon].trimmingCharacters(in: .whitespaces)
         let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
         let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        let framing = ["content-length", "transfer-encoding", "connection", "expect", "upgrade", "te"]
+        if framing.contains(name.lowercased()) {
+            throw ValidationError("--header '\(escapingControlCharacters(name))' is set by the transport (it frames the body), not by --header")
+        }
         guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains),
               !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
             throw ValidationError("--header '\(escapingControlCharacters(text))' has a name that is not a token or a control character in its value")
@@ -106,15 +111,16 @@ struct Upload: ParsableCommand {
         let tracker = Locked(Tracker())
         let resumed = uploader.pending
         tracker.withLock { tracker in
-            for item in resumed { tracker.expect(item) }
+            for item in resumed { _ = tracker.expect(item, path: nil) }
         }
         if !resumed.isEmpty { say("resuming \(resumed.count) item\(resumed.count == 1 ? "" : "s") from an earlier run") }
         let outcomeArrived = DispatchSemaphore(value: 0)
         let consumer = Task {
             for await outcome in uploader.outcomes {
-                let (line, failed) = tracker.withLock { $0.settle(outcome) }
-                if Self.terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
-                if failed { warn(line) } else { say(line) }
+                if let (line, failed) = tracker.withLock({ $0.settle(outcome) }) {
+                    if Self.terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+                    if failed { warn(line) } else { say(line) }
+                }
                 outcomeArrived.signal()
             }
         }
@@ -134,9 +140,8 @@ struct Upload: ParsableCommand {
                 } else {
                     say("\(path): delivered before (--again uploads it again)")
                 }
-                tracker.withLock { tracker in
-                    for item in items { tracker.expect(item) }
-                }
+                let lines = tracker.withLock { tracker in items.compactMap { tracker.expect($0, path: path) } }
+                for (line, failed) in lines { if failed { warn(line) } else { say(line) } }
             } catch {
                 warn("\(error)")
                 submissionFailures += 1
@@ -166,17 +171,27 @@ struct Upload: ParsableCommand {
     struct Tracker {
         var expected: [String: String] = [:]  // id -> name
         var settled: [String: Bool] = [:]     // id -> failed
+        /// Outcomes of items that finished before their submission was recorded here.
+        var early: [String: Uploader.Outcome] = [:]
         var bytes = 0
         var failed = 0
 
         var isDone: Bool { expected.keys.allSatisfy { settled[$0] != nil } }
 
-        mutating func expect(_ item: SpooledItem) {
-            if expected.updateValue(Upload.name(of: item), forKey: item.id) == nil { bytes += item.byteCount }
+        /// Records an item this run waits for; the line to print when its outcome came first, or
+        /// when `path` has the same content as a file already submitted (one upload for both).
+        mutating func expect(_ item: SpooledItem, path: String?) -> (String, Bool)? {
+            let name = path.map { String($0.split(separator: "/").last ?? Substring($0)) } ?? Upload.name(of: item)
+            if let other = expected[item.id] {
+                return other == name ? nil : ("\(name): the same content as \(other), uploaded once", false)
+            }
+            expected[item.id] = name
+            bytes += item.byteCount
+            return early.removeValue(forKey: item.id).flatMap { settle($0) }
         }
 
-        /// The line to print, and whether it is a failure.
-        mutating func settle(_ outcome: Uploader.Outcome) -> (String, Bool) {
+        /// The line to print for an outcome, and whether it is a failure (`nil`: printed later).
+        mutating func settle(_ outcome: Uploader.Outcome) -> (String, Bool)? {
             let (id, line, failure): (String, String, Bool)
             func name(_ id: String) -> String { expected[id] ?? id }
             switch outcome {
@@ -189,9 +204,18 @@ struct Upload: ParsableCommand {
             case .dropped(let item, let reason):
                 (id, line, failure) = (item, "dropped \(name(item)): \(reason)", true)
             case .quarantined(let item):
-                (id, line, failure) = (item, "quarantined \(item): its state file in the spool is damaged", true)
+                (id, line, failure) = (item, "quarantined \(name(item)): its state or content in the spool is damaged", true)
             case .notSubmitted(let path, let reason):
                 (id, line, failure) = (path, "not submitted \(path): \(reason)", true)
+            }
+            let waitsForItsSubmission: Bool
+            switch outcome {
+            case .notSubmitted, .quarantined: waitsForItsSubmission = false  // found, not submitted, by this run
+            default: waitsForItsSubmission = expected[id] == nil
+            }
+            if waitsForItsSubmission {
+                early[id] = outcome
+                return nil
             }
             settled[id] = failure
             if failure { failed += 1 }

@@ -29,8 +29,9 @@ public struct SpooledItem: Sendable, Equatable {
 /// replaced atomically after every attempt, so that a `kill -9` at any moment loses nothing and a
 /// new `Spool` on the directory resumes every item. One process at a time (an OFD lock).
 ///
-/// Layout (docs/FORMAT.md, "Spool"): `lock`; per item `ID.data` (a hard link of the submitted file,
-/// so that the archiver's retention cannot delete it first, or a copy) and `ID.state`;
+/// Layout (docs/FORMAT.md, "Spool"): `lock`; per item `ID.data` (a copy of the submitted file, or a
+/// hard link of an archive file, so that the archiver's retention cannot delete it first) and
+/// `ID.state`;
 /// `quarantine/` for items whose state file is damaged, `given-up/` for items given up when the
 /// uploader keeps them, `delivered/` for delivery marks where the file system has no user
 /// extended attributes. Every file goes through logbook_files.h.
@@ -56,7 +57,7 @@ public final class Spool {
             close(lock)
             close(directory)
             throw LogbookError(operation: "Spool", path: path, errno: -locked,
-                               detail: locked == -EWOULDBLOCK ? "another process uses this spool" : nil)
+                               detail: locked == -EWOULDBLOCK ? "another process uses this spool (or another Uploader of this process)" : nil)
         }
         self.path = path
         self.directory = directory
@@ -118,6 +119,14 @@ public final class Spool {
 
         deinit { close(descriptor) }
 
+        func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(LogbookError) -> Int {
+            while true {
+                let n = pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset))
+                if n >= 0 { return n }
+                if errno != EINTR { throw LogbookError(operation: "read", path: path, errno: errno) }
+            }
+        }
+
         func contentIdentifier() throws(LogbookError) -> String {
             var hasher = SHA256()
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
@@ -146,39 +155,100 @@ public final class Spool {
         try Source(file).byteCount
     }
 
-    /// Puts the file at `file` into the spool (a hard link of the very file opened, where the file
-    /// system allows; a copy otherwise), fsynced, and records it. The same id again returns the
-    /// item already there. A linked file must not be changed in place afterwards (archive files
-    /// never are): the spool shares its content.
+    /// Puts the file at `file` into the spool, fsynced, and records it: a copy, or with `linking`
+    /// a hard link of the very file opened where the spool is on its file system (a copy
+    /// otherwise). Link only files that are never changed in place (Logbook's complete archive
+    /// files): a link shares the file's content, a copy does not. The same id again returns the item
+    /// already there; a caller's id already spooled with other content throws `EEXIST`.
     @discardableResult
-    public func submit(file: String, id given: String? = nil) throws(LogbookError) -> SpooledItem {
+    public func submit(file: String, id given: String? = nil, linking: Bool = false) throws(LogbookError) -> SpooledItem {
         let source = try Source(file)
         let id: String
         if let given { id = given } else { id = try source.contentIdentifier() }
         try requireValid(id)
-        if let existing = try readState(id) { return existing }
+        if let existing = try existingItem(id, sameAs: { (offset, buffer) throws(LogbookError) in
+            try source.read(into: buffer, at: offset)
+        }, byteCount: source.byteCount) {
+            return existing
+        }
+        // The state first: a crash before the content is in place leaves a state without content,
+        // which the next open removes (the submission never returned, so nothing was promised).
+        let item = try record(id, byteCount: source.byteCount, source: absolute(file))
         let data = id + ".data"
-        unlinkat(directory, data, 0)  // a leftover without state: the submission never completed
         // Link the inode opened above, not whatever the name points to by now.
-        if linkat(AT_FDCWD, "/proc/self/fd/\(source.descriptor)", directory, data, AT_SYMLINK_FOLLOW) == 0 {
+        if linking && linkat(AT_FDCWD, "/proc/self/fd/\(source.descriptor)", directory, data, AT_SYMLINK_FOLLOW) == 0 {
             let synced = fsync(source.descriptor) == 0 ? 0 : -errno
             try check(synced, "fsync", path: file)
             if fsync(directory) != 0 { throw LogbookError(operation: "fsync", path: path, errno: errno) }
         } else {
-            try copy(source, to: data)
+            do {
+                try copy(source, to: data)
+            } catch {
+                unlinkat(directory, id + ".state", 0)
+                throw error
+            }
         }
-        return try record(id, byteCount: source.byteCount, source: absolute(file))
+        return item
     }
 
-    /// Puts `bytes` into the spool as a new item (written and fsynced) and records it.
+    /// Puts `bytes` into the spool as a new item (written and fsynced) and records it. The same id
+    /// again returns the item already there; a caller's id already spooled with other content
+    /// throws `EEXIST`.
     @discardableResult
-    public func submit(data bytes: [UInt8], id: String? = nil) throws(LogbookError) -> SpooledItem {
-        let id = id ?? SHA256.hex(of: bytes)
+    public func submit(data bytes: [UInt8], id given: String? = nil) throws(LogbookError) -> SpooledItem {
+        let id = given ?? SHA256.hex(of: bytes)
         try requireValid(id)
-        if let existing = try readState(id) { return existing }
+        if let existing = try existingItem(id, sameAs: { (offset, buffer) throws(LogbookError) in
+            let n = min(buffer.count, bytes.count - offset)
+            bytes.withUnsafeBytes { buffer.baseAddress!.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
+            return n
+        }, byteCount: bytes.count) {
+            return existing
+        }
+        let item = try record(id, byteCount: bytes.count, source: "")
         let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, id + ".data", $0.baseAddress, $0.count, path) }
+        if result < 0 { unlinkat(directory, id + ".state", 0) }
         try check(result, "lb_file_replace_at", path: path, detailed: true)
-        return try record(id, byteCount: bytes.count, source: "")
+        return item
+    }
+
+    /// The item spooled as `id`, if its content is complete and equal to what `read` gives
+    /// (`byteCount` bytes); `EEXIST` if it differs. A state whose content never arrived (a
+    /// submission cut short) is removed, and `nil` returned.
+    private func existingItem(_ id: String, sameAs read: (Int, UnsafeMutableRawBufferPointer) throws(LogbookError) -> Int,
+                              byteCount: Int) throws(LogbookError) -> SpooledItem? {
+        guard let existing = try readState(id) else { return nil }
+        let fd = lb_file_open_at(directory, id + ".data", O_RDONLY, nil)
+        if fd == -ENOENT {
+            unlinkat(directory, id + ".state", 0)
+            return nil
+        }
+        try check(fd, "lb_file_open_at", path: dataPath(id))
+        defer { close(fd) }
+        var same = existing.byteCount == byteCount
+        if same {
+            let ours = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+            let theirs = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+            defer { ours.deallocate(); theirs.deallocate() }
+            var offset = 0
+            while same && offset < byteCount {
+                let n = try read(offset, theirs)
+                guard n > 0, pread(fd, ours.baseAddress, n, off_t(offset)) == n else { same = false; break }
+                same = memcmp(ours.baseAddress!, theirs.baseAddress!, n) == 0
+                offset += n
+            }
+        }
+        guard same else {
+            throw LogbookError(operation: "Spool.submit", path: path, errno: EEXIST,
+                               detail: "item '\(id)' is already spooled with other content (wait for its outcome, or use another id)")
+        }
+        return existing
+    }
+
+    /// Opens an item's content for its upload: a regular file in the spool, never through a
+    /// symlink. `-ELOOP`, `-EINVAL` (not a regular file) or `-ENOENT` mean it cannot be sent.
+    public func openContent(_ id: String) -> Int32 {
+        lb_file_open_at(directory, id + ".data", O_RDONLY, path)
     }
 
     private func record(_ id: String, byteCount: Int, source: String) throws(LogbookError) -> SpooledItem {
@@ -371,32 +441,39 @@ public final class Spool {
         public var quarantined: [String]
     }
 
-    /// Lists the spool and repairs what a crash left: content without a state (a submission cut
-    /// short after the content was durable) is recorded now; a state without content (a removal
-    /// cut short) is removed; temporary files are removed; a damaged state is quarantined.
+    /// Lists the spool and repairs what a crash left: a state without content (a submission or a
+    /// removal cut short) is removed; content without a state (left by a removal's order reversed,
+    /// or put there by hand) is recorded now; temporary files are removed; a damaged state, and
+    /// anything but a regular file where content belongs, is quarantined.
     public func contents() throws(LogbookError) -> Contents {
         let names = Self.names(in: directory)
         let all = Set(names)
-        var result = Contents(items: [], quarantined: [])
-        for name in names.sorted() {
+        var ids = Set<String>()
+        for name in names {
             if name.hasSuffix(".new") {
                 unlinkat(directory, name, 0)
-            } else if name.hasSuffix(".state") {
-                let id = String(name.dropLast(6))
-                guard Self.isValidIdentifier(id) else { continue }
-                if !all.contains(id + ".data") {
-                    unlinkat(directory, name, 0)
-                } else if let item = try readState(id) {
-                    result.items.append(item)
-                } else {
-                    try moveAside(id, to: "quarantine")
-                    result.quarantined.append(id)
-                }
-            } else if name.hasSuffix(".data") {
-                let id = String(name.dropLast(5))
-                if Self.isValidIdentifier(id) && !all.contains(id + ".state") {
-                    result.items.append(try record(id, byteCount: dataByteCount(id), source: ""))
-                }
+            } else if name.hasSuffix(".data") || name.hasSuffix(".state") {
+                let id = String(name[..<name.lastIndex(of: ".")!])
+                if Self.isValidIdentifier(id) { ids.insert(id) }
+            }
+        }
+        var result = Contents(items: [], quarantined: [])
+        for id in ids.sorted() {
+            var status = stat()
+            if all.contains(id + ".data"),
+               fstatat(directory, id + ".data", &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT != S_IFREG {
+                // A symlink, FIFO or directory where content belongs: never sent, never trusted.
+                try moveAside(id, to: "quarantine")
+                result.quarantined.append(id)
+            } else if !all.contains(id + ".data") {
+                unlinkat(directory, id + ".state", 0)  // a submission or a removal cut short
+            } else if !all.contains(id + ".state") {
+                result.items.append(try record(id, byteCount: dataByteCount(id), source: ""))
+            } else if let item = try readState(id) {
+                result.items.append(item)
+            } else {
+                try moveAside(id, to: "quarantine")
+                result.quarantined.append(id)
             }
         }
         result.items.sort { ($0.firstSubmittedNanoseconds, $0.id) < ($1.firstSubmittedNanoseconds, $1.id) }

@@ -157,21 +157,24 @@ public final class Uploader: Sendable {
 
     // MARK: submitting
 
-    /// Puts a file into the spool, durably, before returning (a hard link of the file where the
-    /// spool is on its file system, a fsynced copy otherwise): once this returns, deleting the file
-    /// (e.g. by the archiver's retention) loses nothing. The id defaults to the SHA-256 of the
-    /// content; the same id again returns the item already spooled. A linked file must not be
-    /// changed in place afterwards (archive files never are).
+    /// Puts a file into the spool, durably, before returning: a fsynced copy, so that once this
+    /// returns, changing or deleting the file loses nothing. With `linking`, a hard link where the
+    /// spool is on the file's file system (a copy otherwise): only for files that are never
+    /// changed in place, such as complete archive files (``submit(archive:)`` links); a linked
+    /// file whose size changes before its upload is given up, never sent. The id defaults to the
+    /// SHA-256 of the content; the same id again returns the item already spooled, and an id
+    /// already spooled with other content throws `EEXIST`.
     @discardableResult
-    public func submit(file: String, id: String? = nil) throws(LogbookError) -> SpooledItem {
+    public func submit(file: String, id: String? = nil, linking: Bool = false) throws(LogbookError) -> SpooledItem {
         try requireWithinQuota(try Spool.byteCount(ofFile: file), file)
-        return try spooling { spool throws(LogbookError) in try spool.submit(file: file, id: id) }
+        return try spooling { spool throws(LogbookError) in try spool.submit(file: file, id: id, linking: linking) }
     }
 
     /// Like ``submit(file:id:)``, unless this file was delivered before under the same id (its
     /// delivery mark, see ``submitArchives(in:)``): then nothing is submitted and the result is `nil`.
     /// Running the same upload twice then sends nothing twice.
     public func submitUnlessDelivered(file: String, id: String? = nil) throws(LogbookError) -> SpooledItem? {
+        try requireWithinQuota(try Spool.byteCount(ofFile: file), file)  // before hashing a file too large
         let id = if let id { id } else { try Spool.contentIdentifier(ofFile: file) }
         let delivered = state.withLock { $0.items[id] == nil && $0.spool.wasDelivered(file: file, id: id) }
         return delivered ? nil : try submit(file: file, id: id)
@@ -277,10 +280,16 @@ public final class Uploader: Sendable {
         workers.withLock { workers in
             guard workers.isEmpty else { return }
             for _ in 0..<max(1, configuration.maxConcurrentUploads) {
-                // Weakly held: an uploader nobody references stops within a second (its deinit
-                // cancels the workers and releases the spool).
-                workers.append(Task.detached { [weak self] in
-                    while !Task.isCancelled, let uploader = self { await uploader.step() }
+                // Held only during an attempt, never while idle: an uploader nobody references
+                // goes (its deinit cancels the workers and releases the spool's lock) once its
+                // uploads in flight end.
+                workers.append(Task.detached { [weak self, wakeup] in
+                    while !Task.isCancelled {
+                        guard let next = await self?.step() else { return }
+                        if case .wait(let generation, let duration) = next {
+                            await wakeup.wait(ifStill: generation, upTo: duration)
+                        }
+                    }
                 })
             }
         }
@@ -300,22 +309,35 @@ public final class Uploader: Sendable {
 
     // MARK: uploading
 
-    /// One worker's turn: an attempt, or a wait for work.
-    private func step() async {
+    /// One worker's turn: an attempt, or how long to wait for work (until the next item is due,
+    /// or a submission, a change of consent or a stop; at most a second, so that a clock set
+    /// forward is noticed).
+    private func step() async -> Turn {
         let generation = wakeup.generation
         switch takeDueItem() {
         case .item(let item):
-            let outcome = await attempt(item)
+            let body: Data
+            switch loadBody(item) {
+            case .success(let content): body = content
+            case .failure(let problem):
+                setAside(item, problem)
+                return .worked
+            }
+            let outcome = await attempt(item, body: body)
             if Task.isCancelled {
                 _ = state.withLock { $0.inFlight.remove(item.id) }  // stopped: its state stays as it was
-                return
+                return .worked
             }
             settle(item, outcome)
+            return .worked
         case .wait(let nanoseconds):
-            // Until the next item is due, a submission, a change of consent or a stop; at most a
-            // second, so that a clock set forward is noticed.
-            await wakeup.wait(ifStill: generation, upTo: .nanoseconds(min(max(nanoseconds, 1_000_000), 1_000_000_000)))
+            return .wait(generation: generation, .nanoseconds(min(max(nanoseconds, 1_000_000), 1_000_000_000)))
         }
+    }
+
+    private enum Turn {
+        case worked
+        case wait(generation: UInt64, Duration)
     }
 
     private enum Next {
@@ -349,18 +371,16 @@ public final class Uploader: Sendable {
         }
     }
 
-    private func attempt(_ item: SpooledItem) async -> AttemptOutcome {
+    private func attempt(_ item: SpooledItem, body: Data) async -> AttemptOutcome {
         var request = configuration.makeRequest(item)
         request.setValue("\"\(item.id)\"", forHTTPHeaderField: "Idempotency-Key")
         request.setValue(String(item.attempts + 1), forHTTPHeaderField: "Logbook-Attempt")
+        // The body's framing is the transport's: a Content-Length of the caller's would cut the
+        // body short (and the rest would be read as another request on the connection).
+        request.setValue(nil, forHTTPHeaderField: "Content-Length")
+        request.setValue(nil, forHTTPHeaderField: "Transfer-Encoding")
+        request.httpBody = nil
         request.timeoutInterval = seconds(configuration.timeout)
-        let path = state.withLock { $0.spool.dataPath(item.id) }
-        let body: Data
-        do {
-            body = try Self.body(path)
-        } catch {
-            return .transportError("the spooled content cannot be read: \(error)")
-        }
         do {
             // A Data body, never upload(fromFile:): FoundationNetworking traps the process on a
             // connection reset in the middle of a file body (measured; docs/ARCHITECTURE.md).
@@ -394,12 +414,71 @@ public final class Uploader: Sendable {
         return "\(words) (URLError \(error.code.rawValue))"
     }
 
-    /// An item's content: mapped when the spool alone holds the file, read into memory when it is
-    /// shared by a hard link (whoever else holds it could truncate a mapping under us).
-    private static func body(_ path: String) throws -> Data {
+    /// Why an item's content cannot be sent.
+    struct BodyProblem: Error {
+        /// Quarantine (the spool holds something else than content) or give up (it changed).
+        var quarantines: Bool
+        var reason: String
+    }
+
+    /// An item's content, opened in the spool with `O_NOFOLLOW` (a regular file only): mapped when
+    /// the spool alone holds the file; read into memory when a hard link shares it (its other owner
+    /// could truncate a mapping under us), after checking that its size is still the one submitted.
+    private func loadBody(_ item: SpooledItem) -> Result<Data, BodyProblem> {
+        let fd = state.withLock { $0.spool.openContent(item.id) }
+        if fd == -ELOOP || fd == -EINVAL || fd == -ENOENT {
+            return .failure(BodyProblem(quarantines: true, reason: "its content in the spool is not a regular file"))
+        }
+        if fd < 0 {
+            return .failure(BodyProblem(quarantines: false, reason: "its content cannot be opened: \(String(cString: strerror(-fd)))"))
+        }
+        defer { close(fd) }
         var status = stat()
-        guard lstat(path, &status) == 0 else { throw LogbookError(operation: "lstat", path: path, errno: errno) }
-        return try Data(contentsOf: URL(fileURLWithPath: path), options: status.st_nlink == 1 ? .alwaysMapped : [])
+        guard fstat(fd, &status) == 0 else {
+            return .failure(BodyProblem(quarantines: false, reason: "its content cannot be read: \(String(cString: strerror(errno)))"))
+        }
+        let size = Int(status.st_size)
+        if status.st_nlink > 1 && size != item.byteCount {
+            return .failure(BodyProblem(quarantines: false,
+                                        reason: "the file changed after it was submitted (\(item.byteCount) bytes, now \(size))"))
+        }
+        if size == 0 { return .success(Data()) }
+        if status.st_nlink == 1, let mapping = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), mapping != MAP_FAILED {
+            return .success(Data(bytesNoCopy: mapping, count: size, deallocator: .custom { pointer, count in
+                munmap(pointer, count)
+            }))
+        }
+        var data = Data(count: size)
+        let read = data.withUnsafeMutableBytes { buffer -> Int in
+            var offset = 0
+            while offset < size {
+                let n = pread(fd, buffer.baseAddress! + offset, size - offset, off_t(offset))
+                if n < 0 && errno == EINTR { continue }
+                if n <= 0 { break }
+                offset += n
+            }
+            return offset
+        }
+        guard read == size else {
+            return .failure(BodyProblem(quarantines: false, reason: "the file changed after it was submitted (\(size) bytes, read \(read))"))
+        }
+        return .success(data)
+    }
+
+    /// An item whose content cannot be sent: quarantined, or given up.
+    private func setAside(_ item: SpooledItem, _ problem: BodyProblem) {
+        state.withLock { state in
+            state.inFlight.remove(item.id)
+            guard state.items[item.id] != nil else { return }
+            if problem.quarantines {
+                state.items[item.id] = nil
+                state.counters.quarantined += 1
+                try? state.spool.moveAside(item.id, to: "quarantine")
+                report(.quarantined(id: item.id))
+            } else {
+                remove(item, from: &state, outcome: .gaveUp(id: item.id, reason: problem.reason))
+            }
+        }
     }
 
     private func settle(_ item: SpooledItem, _ outcome: AttemptOutcome) {
@@ -507,7 +586,7 @@ extension Uploader {
     /// retention deletes it) for ``submitArchives(in:)`` on the next launch.
     public func submit(archive: ArchivedFile) {
         do {
-            try submit(file: archive.path, id: try Self.archiveIdentifier(ofFile: archive.path))
+            try submit(file: archive.path, id: try Self.archiveIdentifier(ofFile: archive.path), linking: true)
         } catch {
             state.withLock { $0.counters.notSubmitted += 1 }
             report(.notSubmitted(path: archive.path, reason: error.description))
@@ -527,6 +606,11 @@ extension Uploader {
         try check(fd, "lb_dir_open_private", path: directory, detailed: true)
         close(fd)
         let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        let isBundle = directory != path || files.contains("ring")
+        guard isBundle || files.contains(where: { $0.hasPrefix("archive-") && $0.contains(".lba") }) else {
+            throw LogbookError(operation: "Uploader.submitArchives", path: path, errno: EINVAL,
+                               detail: "neither a bundle nor a directory of archive files")
+        }
         var submitted: [SpooledItem] = []
         var seen: [String: Set<String>] = [:]  // ring prefix -> ids present
         for name in files.filter(Self.isCompleteArchiveName).sorted() {
@@ -535,7 +619,7 @@ extension Uploader {
             let prefix = String(id[..<id.lastIndex(of: "-")!]) + "-"
             seen[prefix, default: []].insert(id)
             let known = state.withLock { $0.items[id] != nil || $0.spool.wasDelivered(file: file, id: id) }
-            if !known { submitted.append(try submit(file: file, id: id)) }
+            if !known { submitted.append(try submit(file: file, id: id, linking: true)) }
         }
         state.withLock { state in
             for (prefix, ids) in seen { state.spool.pruneDeliveryMarks(prefix: prefix, keep: ids) }

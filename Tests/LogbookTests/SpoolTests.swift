@@ -20,7 +20,7 @@ final class SpoolTests: XCTestCase {
         var dataItem: SpooledItem
         do {
             let spool = try makeSpool(dir + "/spool")
-            fileItem = try spool.submit(file: source)
+            fileItem = try spool.submit(file: source, linking: true)
             XCTAssertEqual(fileItem.id, SHA256.hex(of: Array("file content".utf8)), "the content's hash by default")
             // A hard link: the archiver's retention can delete its name, not the content.
             let original = try FileManager.default.attributesOfItem(atPath: source)[.systemFileNumber] as? Int

@@ -161,6 +161,165 @@ final class UploaderFailureTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: dir + "/spool").filter { $0 != "lock" }, [])
     }
 
+    /// A file changed in place after `submit(file:)` returned: the spool's copy is what arrives.
+    /// Linked (`linking: true`, for files never changed in place), a change of size is given up,
+    /// never sent under the old content's key.
+    func testAFileChangedAfterSubmissionIsNotSentAsTheOldContent() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, keepsBodies: true)
+        let uploader = try Uploader(.init(spool: dir + "/spool", isAllowed: false, makeRequest: request(server.url("/ok"))))
+        let copied = dir + "/report.json", linked = dir + "/linked.bin"
+        let original = [UInt8](repeating: 65, count: 2200)
+        try Data(original).write(to: URL(fileURLWithPath: copied))
+        try Data(original + [1]).write(to: URL(fileURLWithPath: linked))
+        let copy = try uploader.submit(file: copied)
+        let link = try uploader.submit(file: linked, linking: true)
+        for path in [copied, linked] {  // rewritten in place (O_TRUNC), as editors and loggers do
+            let handle = try XCTUnwrap(FileHandle(forWritingAtPath: path))
+            try handle.truncate(atOffset: 0)
+            try handle.write(contentsOf: Data("new content".utf8))
+            try handle.close()
+        }
+        uploader.isAllowed = true
+        uploader.start()
+        let seen = await outcomes(uploader, count: 2)
+        await uploader.stop()
+        XCTAssertEqual(Set(seen), [.delivered(id: copy.id, attempts: 1),
+                                   .gaveUp(id: link.id, reason: "the file changed after it was submitted (2201 bytes, now 11)")])
+        XCTAssertEqual(try Array(Data(contentsOf: URL(fileURLWithPath: server.bodies + "/" + copy.id))), original)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: server.bodies + "/" + link.id), "sent under the old content's key")
+    }
+
+    /// A symlink, FIFO or directory planted where an item's content belongs (by whoever can write
+    /// the spool) is never followed nor sent: quarantined at open, or at upload.
+    func testPlantedContentIsQuarantinedNeverSent() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, keepsBodies: true)
+        let spool = dir + "/spool"
+        let secret = dir + "/secret"
+        try Data("secret".utf8).write(to: URL(fileURLWithPath: secret))
+        var ids: [String] = []
+        do {
+            let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
+            for name in ["a", "b", "c", "d"] { ids.append(try uploader.submit(data: Array(name.utf8)).id) }
+        }
+        try FileManager.default.removeItem(atPath: spool + "/\(ids[0]).data")
+        try FileManager.default.createSymbolicLink(atPath: spool + "/\(ids[0]).data", withDestinationPath: secret)
+        try FileManager.default.removeItem(atPath: spool + "/\(ids[1]).data")
+        XCTAssertEqual(mkfifo(spool + "/\(ids[1]).data", 0o600), 0)
+        try FileManager.default.removeItem(atPath: spool + "/\(ids[2]).data")
+        try FileManager.default.createDirectory(atPath: spool + "/\(ids[2]).data", withIntermediateDirectories: false)
+        let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
+        XCTAssertEqual(uploader.pending.map(\.id), [ids[3]])
+        // Planted while the uploader runs: found at upload.
+        try FileManager.default.removeItem(atPath: spool + "/\(ids[3]).data")
+        try FileManager.default.createSymbolicLink(atPath: spool + "/\(ids[3]).data", withDestinationPath: secret)
+        uploader.isAllowed = true
+        uploader.start()
+        let seen = await outcomes(uploader, count: 4)
+        await uploader.stop()
+        XCTAssertEqual(Set(seen), Set(ids.map { Uploader.Outcome.quarantined(id: $0) }))
+        XCTAssertEqual(server.requests().count, 0, "nothing planted was sent")
+        XCTAssertEqual(uploader.statistics.quarantined, 4)
+    }
+
+    /// The transport frames the body: a Content-Length or Transfer-Encoding the request builder
+    /// sets is removed (it would cut the body short and smuggle the rest as another request).
+    func testTheCallersFramingHeadersAreRemoved() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, keepsBodies: true)
+        let url = server.url("/ok")
+        let uploader = try Uploader(.init(spool: dir + "/spool") { _ in
+            var request = URLRequest(url: url)
+            request.httpMethod = "POST"
+            request.setValue("5", forHTTPHeaderField: "Content-Length")
+            request.setValue("chunked", forHTTPHeaderField: "Transfer-Encoding")
+            return request
+        })
+        let body = [UInt8](repeating: 7, count: 1000)
+        let item = try uploader.submit(data: body)
+        uploader.start()
+        let seen = await outcomes(uploader, count: 1)
+        await uploader.stop()
+        XCTAssertEqual(seen, [.delivered(id: item.id, attempts: 1)])
+        XCTAssertEqual(server.requests().count, 1, "no second request smuggled in the body")
+        XCTAssertEqual(try Array(Data(contentsOf: URL(fileURLWithPath: server.bodies + "/" + item.id))), body)
+    }
+
+    /// The caller's id names one content: the same again is the same item, other content is EEXIST.
+    func testACallersIdWithOtherContentIsRefused() throws {
+        let dir = makeTemporaryDirectory(self)
+        let uploader = try Uploader(.init(spool: dir + "/spool", isAllowed: false, makeRequest: request(URL(string: "http://127.0.0.1:9/")!)))
+        let first = try uploader.submit(data: Array("first content".utf8), id: "report-1")
+        XCTAssertEqual(try uploader.submit(data: Array("first content".utf8), id: "report-1"), first)
+        for other in ["second content", "first contenT", "first content!"] {
+            XCTAssertThrowsError(try uploader.submit(data: Array(other.utf8), id: "report-1"), other) { error in
+                XCTAssertEqual((error as? LogbookError)?.errno, EEXIST)
+                XCTAssertTrue("\(error)".contains("already spooled with other content"), "\(error)")
+            }
+        }
+        let file = dir + "/other"
+        try Data("file content".utf8).write(to: URL(fileURLWithPath: file))
+        XCTAssertThrowsError(try uploader.submit(file: file, id: "report-1"))
+        XCTAssertEqual(uploader.pending.count, 1)
+    }
+
+    /// An uploader dropped without `stop()` releases its spool once its uploads in flight end: a
+    /// new one on the same spool opens (idle workers do not keep it alive).
+    func testAnUploaderDroppedWithoutStopReleasesTheSpool() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        do {
+            let uploader = try Uploader(.init(spool: dir + "/spool", makeRequest: request(server.url("/ok"))))
+            for index in 0..<5 { try uploader.submit(data: [UInt8(index)]) }
+            uploader.start()
+            try await Task.sleep(for: .milliseconds(30))
+        }
+        var reopened: Uploader?
+        for _ in 0..<50 where reopened == nil {
+            reopened = try? Uploader(.init(spool: dir + "/spool", makeRequest: request(server.url("/ok"))))
+            if reopened == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        XCTAssertNotNil(reopened, "the spool stayed locked by an uploader nobody holds")
+    }
+
+    /// `logbook upload`'s answers to mistakes: framing headers refused, a directory that is no
+    /// bundle refused, two paths with one content uploaded once and said so, a second run sends
+    /// nothing, a FIFO refused without blocking; the reason per item and exit 1 when one gave up.
+    func testTheUploadCommandSaysWhatItDid() throws {
+        guard let logbook = logbookExecutable() else { throw XCTSkip("the logbook executable is not built") }
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let spool = ["--spool", dir + "/spool"]
+        let to = "http://127.0.0.1:\(server.port)/ok/{name}"
+        let header = try runProgram(logbook, ["upload", "--to", to, "--header", "Content-Length: 5"] + spool + [dir])
+        XCTAssertEqual(header.status, 64, header.output)
+        XCTAssertTrue(header.output.contains("is set by the transport"), header.output)
+        let plain = dir + "/plain"
+        try FileManager.default.createDirectory(atPath: plain, withIntermediateDirectories: true)
+        try Data("x".utf8).write(to: URL(fileURLWithPath: plain + "/notes.txt"))
+        let notBundle = try runProgram(logbook, ["upload", "--to", to] + spool + [plain])
+        XCTAssertEqual(notBundle.status, 1, notBundle.output)
+        XCTAssertTrue(notBundle.output.contains("neither a bundle nor a directory of archive files"), notBundle.output)
+        try Data("same".utf8).write(to: URL(fileURLWithPath: dir + "/one.txt"))
+        try Data("same".utf8).write(to: URL(fileURLWithPath: dir + "/two.txt"))
+        XCTAssertEqual(mkfifo(dir + "/fifo", 0o600), 0)
+        let run = try runProgram(logbook, ["upload", "--to", to] + spool + [dir + "/one.txt", dir + "/two.txt", dir + "/fifo"])
+        XCTAssertEqual(run.status, 1, run.output)
+        XCTAssertTrue(run.output.contains("two.txt: the same content as one.txt, uploaded once"), run.output)
+        XCTAssertTrue(run.output.contains("delivered one.txt (1 attempt)"), run.output)
+        XCTAssertTrue(run.output.contains("only a regular file can be uploaded"), run.output)
+        XCTAssertTrue(run.output.contains("1 delivered (4 bytes), 1 failed"), run.output)
+        let again = try runProgram(logbook, ["upload", "--to", to] + spool + [dir + "/one.txt"])
+        XCTAssertEqual(again.status, 0, again.output)
+        XCTAssertTrue(again.output.contains("delivered before (--again uploads it again)"), again.output)
+        let refused = try runProgram(logbook, ["upload", "--to", "http://127.0.0.1:\(server.port)/status/403"] + spool
+                                     + ["--again", dir + "/one.txt"])
+        XCTAssertEqual(refused.status, 1, refused.output)
+        XCTAssertTrue(refused.output.contains("gave up on one.txt: HTTP 403"), refused.output)
+        XCTAssertEqual(server.requests().count, 2)
+    }
+
     /// The spool on a full 1 MiB tmpfs: the submission that does not fit throws ENOSPC with the
     /// path, and everything accepted before is delivered whole.
     func testASpoolOnAFullDiskRefusesClearlyAndLosesNothingAccepted() async throws {
