@@ -393,6 +393,8 @@ static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32
     /* Unknown kinds are skipped: a later format may add entries that older readers ignore. */
 }
 
+static int writer_alive(lb_reader *r);
+
 static void read_meta(lb_reader *r) {
     if (!r->meta_ok) {
         if (r->meta_offset != 0) return;  /* broken earlier: reported once */
@@ -414,7 +416,8 @@ static void read_meta(lb_reader *r) {
         add_issue(r, LB_ISSUE_CORRUPT, "meta", r->meta_offset, size - r->meta_offset,
                   "meta entry fails its checksum or length check; the rest is unreadable");
         r->meta_ok = 0;
-    } else if (rc == 1 && r->meta_torn_reported != r->meta_offset) {
+    } else if (rc == 1 && r->meta_torn_reported != r->meta_offset && !writer_alive(r)) {
+        /* (A running writer's entry may be half written as we read: in progress, not torn.) */
         add_issue(r, LB_ISSUE_TORN, "meta", r->meta_offset, size - r->meta_offset,
                   "incomplete meta entry at the end (a crash during a write, or one in progress)");
         r->meta_torn_reported = r->meta_offset;
@@ -632,6 +635,9 @@ static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t f
     e->args_length = args_length;
     if (!e->args && args_length) return;
     if (LB_UNLIKELY(e->session != r->known_site_session || e->site_id != r->known_site_id)) {
+        /* A live writer appends a site to meta before any record names it, but this scan read
+         * meta before the ring: a site registered in between is read now, not reported. */
+        if (!name_find(r->sites, e->session, e->site_id) && r->meta_fd >= 0 && r->meta_ok) read_meta(r);
         if (!name_find(r->sites, e->session, e->site_id)) {
             add_issue(r, LB_ISSUE_UNKNOWN_SITE, file, file_offset, length + 8,
                       "record refers to a call site that no meta entry defines");
