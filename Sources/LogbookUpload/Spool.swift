@@ -262,9 +262,9 @@ public final class Spool {
 
     private func absolute(_ file: String) -> String {
         if file.hasPrefix("/") { return file }
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        guard getcwd(&buffer, buffer.count) != nil else { return file }
-        return String(cString: buffer) + "/" + file
+        guard let directory = getcwd(nil, 0) else { return file }
+        defer { free(directory) }
+        return String(cString: directory) + "/" + file
     }
 
     private func requireValid(_ id: String) throws(LogbookError) {
