@@ -207,6 +207,35 @@ final class ArchiveTests: XCTestCase {
         XCTAssertEqual(summary.recordsLost, 0)
     }
 
+    /// Reopened after retention deleted files whose chunks the ring still holds as archived: those
+    /// chunks are not archived again (they were once; their file is retired), so the files rolled
+    /// afterwards hold each record of the new sessions once and no record twice, and verify passes.
+    /// (Before: every reopen archived the ring's old chunks again, and an uploader sent them anew.)
+    func testReopenAfterRetentionArchivesNothingTwice() throws {
+        let path = makeTemporaryDirectory(self) + "/retained.logbook"
+        let rolled = Locked<[ArchivedFile]>([])
+        var written = 0
+        for session in 0..<4 {
+            let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                       losslessWaitMilliseconds: 30_000,
+                                       archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 2, quota: nil,
+                                                               onFileRolled: { file in rolled.withLock { $0.append(file) } }))
+            let log = try bundle.logger("retained")
+            let count = session == 0 ? 20_000 : 1  // a big first session, then one record per launch
+            for i in 0..<count { log.info("session \(session) record \(i) \(String(repeating: "x", count: i % 50))") }
+            written += count
+            try bundle.close()
+        }
+        let files = rolled.withLock { $0 }
+        XCTAssertTrue(files.suffix(3).allSatisfy { $0.records == 1 }, "each later launch rolls its own record only: \(files.suffix(4).map(\.records))")
+        XCTAssertEqual(files.reduce(0) { $0 + Int($1.records) }, written, "every record rolled exactly once")
+        let reader = try LogReader(path: path)
+        _ = try reader.readAll()
+        let summary = try reader.verify()
+        XCTAssertEqual(reader.issues.filter(\.isFailure).map(\.description), [])
+        XCTAssertEqual(summary.recordsLost, 0)
+    }
+
     /// A custom directory is linked from the bundle, so readers of the bundle find it.
     func testCustomDirectoryIsFoundThroughTheBundle() throws {
         let root = makeTemporaryDirectory(self)

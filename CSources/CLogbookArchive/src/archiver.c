@@ -989,8 +989,9 @@ static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_nam
 }
 
 /* Every chunk the ring holds SEALED or ARCHIVED is looked for in the files, newest file first:
- * ARCHIVED if an intact copy is found (also a copy whose write completed just before a crash),
- * SEALED otherwise, so that it is archived (again) before its slot can be reused. */
+ * ARCHIVED if an intact copy is found (also a copy whose write completed just before a crash), or
+ * if it was archived into a file retention has deleted since; SEALED otherwise, so that it is
+ * archived (again) before its slot can be reused. */
 static int reconcile_ring(archiver *a) {
     lb_bundle *b = a->b;
     reconcile_context r = {a, -1, calloc(b->chunk_count, sizeof(ring_chunk)), 0, 0,
@@ -1017,10 +1018,15 @@ static int reconcile_ring(archiver *a) {
         reconcile_file(&r, f->number, f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE,
                        &f->summary);
     }
+    /* An archived chunk whose file retention deleted has no copy left, and needs none: its claim
+     * is below the retired claim the ring header recorded before the deletion. */
+    uint64_t retired_claim = atomic_load(&b->ring->archive_retired_claim);
     uint64_t reverted = 0;
     for (size_t i = 0; i < r.count; i++) {
         lb_chunk_header *h = lb_chunk_at(b, r.chunks[i].slot);
-        uint32_t want = r.chunks[i].found ? LB_CHUNK_ARCHIVED : LB_CHUNK_SEALED;
+        int retired = !r.chunks[i].found && r.chunks[i].claim < retired_claim &&
+                      atomic_load(&h->state) == LB_CHUNK_ARCHIVED;
+        uint32_t want = r.chunks[i].found || retired ? LB_CHUNK_ARCHIVED : LB_CHUNK_SEALED;
         if (atomic_exchange(&h->state, want) == LB_CHUNK_ARCHIVED && want == LB_CHUNK_SEALED)
             reverted++;
     }
