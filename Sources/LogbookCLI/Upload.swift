@@ -11,17 +11,17 @@ struct Upload: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Upload files, or the complete archive files of bundles, with persistent retries.",
         discussion: """
-            Each file goes into a spool first (a hard link, or a copy), so that a killed upload resumes \
+            Each file goes into a spool first (a copy; an archive file, a hard link), so that a killed upload resumes \
             on the next run: `logbook upload` with no PATH finishes what the spool holds. Every request \
             carries Idempotency-Key: "ID" (the SHA-256 of the content; lba-RING-NUMBER for an archive \
             file) and Logbook-Attempt: N. Retried: transport errors, timeouts, 408, 425, 429, 500, 502, \
             503, 504, with exponential backoff and full jitter, honouring Retry-After; any other status \
             gives up at once; redirects are not followed. Files delivered are marked \
-            (user.logbook.delivered) and skipped afterwards unless --again. Files are copied into the \
-            spool, archive files hard-linked. Exits 1 when anything gave up, with the reason per item.
+            (user.logbook.delivered) and skipped afterwards unless --again. Exits 1 when anything gave \
+            up, with the reason per item.
             """)
 
-    @Option(name: .customLong("to"), help: "The URL; {id} and {name} in it are replaced by the item's id and file name.")
+    @Option(name: .customLong("to"), help: "The URL; {id} in it is replaced by the item's id (unique: the content's SHA-256, or lba-RING-NUMBER for an archive file), {name} by its file name (archive-0000000001.lba recurs across bundles).")
     var url: String
 
     @Option(name: .customLong("header"), help: "A request header, 'Name: value' (repeatable).")
@@ -39,7 +39,7 @@ struct Upload: ParsableCommand {
     @Option(help: "The longest wait between attempts, in seconds (Retry-After may ask for up to an hour).")
     var maxDelay: Int = 30
 
-    @Option(help: "One attempt's limit in seconds.")
+    @Option(help: "Seconds an attempt may go without progress before it times out.")
     var timeout: Int = 60
 
     @Option(help: "Uploads at once.")
@@ -140,7 +140,8 @@ struct Upload: ParsableCommand {
                 } else {
                     say("\(path): delivered before (--again uploads it again)")
                 }
-                let lines = tracker.withLock { tracker in items.compactMap { tracker.expect($0, path: path) } }
+                let named = status.st_mode & S_IFMT == S_IFDIR ? nil : path  // a bundle's items by their file names
+                let lines = tracker.withLock { tracker in items.compactMap { tracker.expect($0, path: named) } }
                 for (line, failed) in lines { if failed { warn(line) } else { say(line) } }
             } catch {
                 warn("\(error)")

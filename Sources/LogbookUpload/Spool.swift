@@ -446,6 +446,13 @@ public final class Spool {
     /// or put there by hand) is recorded now; temporary files are removed; a damaged state, and
     /// anything but a regular file where content belongs, is quarantined.
     public func contents() throws(LogbookError) -> Contents {
+        /// Quarantines an item; when that fails (the quarantine directory is unusable), the item
+        /// is left where it is, out of the queue, and still reported: one bad item never stops
+        /// the spool.
+        func quarantine(_ id: String, into result: inout Contents) {
+            try? moveAside(id, to: "quarantine")
+            result.quarantined.append(id)
+        }
         let names = Self.names(in: directory)
         let all = Set(names)
         var ids = Set<String>()
@@ -463,17 +470,15 @@ public final class Spool {
             if all.contains(id + ".data"),
                fstatat(directory, id + ".data", &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT != S_IFREG {
                 // A symlink, FIFO or directory where content belongs: never sent, never trusted.
-                try moveAside(id, to: "quarantine")
-                result.quarantined.append(id)
+                quarantine(id, into: &result)
             } else if !all.contains(id + ".data") {
                 unlinkat(directory, id + ".state", 0)  // a submission or a removal cut short
             } else if !all.contains(id + ".state") {
                 result.items.append(try record(id, byteCount: dataByteCount(id), source: ""))
-            } else if let item = try readState(id) {
+            } else if let item = try? readState(id) {
                 result.items.append(item)
             } else {
-                try moveAside(id, to: "quarantine")
-                result.quarantined.append(id)
+                quarantine(id, into: &result)
             }
         }
         result.items.sort { ($0.firstSubmittedNanoseconds, $0.id) < ($1.firstSubmittedNanoseconds, $1.id) }

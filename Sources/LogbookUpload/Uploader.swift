@@ -126,6 +126,9 @@ public final class Uploader: Sendable {
         /// Pending items (those being uploaded included), by id.
         var items: [String: SpooledItem]
         var inFlight: Set<String> = []
+        /// In flight when `purge()` ran: dropped when their attempt ends, unless it delivered them.
+        var purging: Set<String> = []
+        var stopped = false
         var allowed: Bool
         var counters = Statistics()
     }
@@ -162,27 +165,57 @@ public final class Uploader: Sendable {
     /// spool is on the file's file system (a copy otherwise): only for files that are never
     /// changed in place, such as complete archive files (``submit(archive:)`` links); a linked
     /// file whose size changes before its upload is given up, never sent. The id defaults to the
-    /// SHA-256 of the content; the same id again returns the item already spooled, and an id
-    /// already spooled with other content throws `EEXIST`.
+    /// SHA-256 of the content (`lba-RING-NUMBER` for a complete Logbook archive file, which is
+    /// linked); the same id again returns the item already spooled, and an id already spooled
+    /// with other content throws `EEXIST`. A caller's id must not look like those (64 hex digits,
+    /// `lba-…`).
     @discardableResult
     public func submit(file: String, id: String? = nil, linking: Bool = false) throws(LogbookError) -> SpooledItem {
+        try requireCallersIdentifier(id)
+        return try spool(file: file, id: id, linking: linking)
+    }
+
+    private func spool(file: String, id: String?, linking: Bool) throws(LogbookError) -> SpooledItem {
         try requireWithinQuota(try Spool.byteCount(ofFile: file), file)
+        let (id, linking) = id == nil ? Self.archiveIdentity(file) ?? (nil, linking) : (id, linking)
         return try spooling { spool throws(LogbookError) in try spool.submit(file: file, id: id, linking: linking) }
+    }
+
+    /// A complete Logbook archive file (by its name and header) is the same item however it is
+    /// submitted: its id is `lba-RING-NUMBER`, and it is linked (it is never changed).
+    private static func archiveIdentity(_ file: String) -> (String?, Bool)? {
+        let name = file.split(separator: "/").last.map(String.init) ?? file
+        guard isCompleteArchiveName(name), let id = try? archiveIdentifier(ofFile: file) else { return nil }
+        return (id, true)
+    }
+
+    /// A caller's id must not have the shape of the ids Logbook makes (64 hex digits: a content
+    /// hash; `lba-`: an archive file), so that it can never take one of theirs.
+    private func requireCallersIdentifier(_ id: String?) throws(LogbookError) {
+        guard let id else { return }
+        let looksLikeAHash = id.utf8.count == 64 && id.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+        if looksLikeAHash || id.hasPrefix("lba-") {
+            throw LogbookError(operation: "Uploader.submit", path: configuration.spool, errno: EINVAL,
+                               detail: "item identifier '\(id)' has the shape of Logbook's own (64 hex digits, or lba-…): choose another")
+        }
     }
 
     /// Like ``submit(file:id:)``, unless this file was delivered before under the same id (its
     /// delivery mark, see ``submitArchives(in:)``): then nothing is submitted and the result is `nil`.
     /// Running the same upload twice then sends nothing twice.
     public func submitUnlessDelivered(file: String, id: String? = nil) throws(LogbookError) -> SpooledItem? {
+        try requireCallersIdentifier(id)
         try requireWithinQuota(try Spool.byteCount(ofFile: file), file)  // before hashing a file too large
-        let id = if let id { id } else { try Spool.contentIdentifier(ofFile: file) }
+        let id = if let id { id } else if let (archive, _) = Self.archiveIdentity(file), let archive { archive }
+                 else { try Spool.contentIdentifier(ofFile: file) }
         let delivered = state.withLock { $0.items[id] == nil && $0.spool.wasDelivered(file: file, id: id) }
-        return delivered ? nil : try submit(file: file, id: id)
+        return delivered ? nil : try spool(file: file, id: id, linking: false)
     }
 
     /// Puts `data` into the spool as an item (written and fsynced before returning).
     @discardableResult
     public func submit(data: [UInt8], id: String? = nil) throws(LogbookError) -> SpooledItem {
+        try requireCallersIdentifier(id)
         try requireWithinQuota(data.count, nil)
         return try spooling { spool throws(LogbookError) in try spool.submit(data: data, id: id) }
     }
@@ -248,12 +281,19 @@ public final class Uploader: Sendable {
     }
 
     /// Removes every pending item unsent (e.g. when the user withdraws consent); each is reported
-    /// as dropped. Returns how many.
+    /// as dropped. An item being uploaded at that moment is dropped when its attempt ends, unless
+    /// the server took it (then it is reported delivered). Returns how many items were pending.
     @discardableResult
     public func purge() -> Int {
         state.withLock { state in
             let items = Array(state.items.values)
-            for item in items { remove(item, from: &state, outcome: .dropped(id: item.id, reason: "purged")) }
+            for item in items {
+                if state.inFlight.contains(item.id) {
+                    state.purging.insert(item.id)
+                } else {
+                    remove(item, from: &state, outcome: .dropped(id: item.id, reason: "purged"))
+                }
+            }
             return items.count
         }
     }
@@ -275,8 +315,9 @@ public final class Uploader: Sendable {
         }
     }
 
-    /// Starts the uploads (`maxConcurrentUploads` workers).
+    /// Starts the uploads (`maxConcurrentUploads` workers). Does nothing after ``stop()``.
     public func start() {
+        guard !state.withLock({ $0.stopped }) else { return }
         workers.withLock { workers in
             guard workers.isEmpty else { return }
             for _ in 0..<max(1, configuration.maxConcurrentUploads) {
@@ -295,9 +336,13 @@ public final class Uploader: Sendable {
         }
     }
 
-    /// Stops the uploads; an upload in flight is abandoned and tried again by the next start or
-    /// launch (its state was not changed, so it keeps its attempt count).
+    /// Stops the uploads for good, and finishes ``outcomes`` (so that a task reading it ends, and
+    /// with it any reference it holds to this uploader). An upload in flight is abandoned and tried
+    /// again by the next uploader on this spool (its state was not changed, so it keeps its
+    /// attempt count). Submissions still go into the spool. The spool is released when the
+    /// uploader goes.
     public func stop() async {
+        state.withLock { $0.stopped = true }
         let running = workers.withLock { workers in
             defer { workers = [] }
             return workers
@@ -305,6 +350,7 @@ public final class Uploader: Sendable {
         for task in running { task.cancel() }
         wakeup.signal()
         for task in running { await task.value }
+        outcomeSink.finish()
     }
 
     // MARK: uploading
@@ -325,7 +371,12 @@ public final class Uploader: Sendable {
             }
             let outcome = await attempt(item, body: body)
             if Task.isCancelled {
-                _ = state.withLock { $0.inFlight.remove(item.id) }  // stopped: its state stays as it was
+                state.withLock { state in  // stopped: its state stays as it was
+                    state.inFlight.remove(item.id)
+                    if state.purging.remove(item.id) != nil, state.items[item.id] != nil {
+                        remove(item, from: &state, outcome: .dropped(id: item.id, reason: "purged"))
+                    }
+                }
                 return .worked
             }
             settle(item, outcome)
@@ -470,7 +521,9 @@ public final class Uploader: Sendable {
         state.withLock { state in
             state.inFlight.remove(item.id)
             guard state.items[item.id] != nil else { return }
-            if problem.quarantines {
+            if state.purging.remove(item.id) != nil {
+                remove(item, from: &state, outcome: .dropped(id: item.id, reason: "purged"))
+            } else if problem.quarantines {
                 state.items[item.id] = nil
                 state.counters.quarantined += 1
                 try? state.spool.moveAside(item.id, to: "quarantine")
@@ -504,8 +557,12 @@ public final class Uploader: Sendable {
             state.inFlight.remove(item.id)
             state.counters.attempts += 1
             if decision != .delivered { state.counters.failedAttempts += 1 }
-            // Purged or dropped by the quota while it was in flight: nothing of it is left to update.
+            // Dropped by the quota while it was in flight: nothing of it is left to update.
             guard state.items[item.id] != nil else { return }
+            if state.purging.remove(item.id) != nil && decision != .delivered {
+                remove(item, from: &state, outcome: .dropped(id: item.id, reason: "purged"))
+                return
+            }
             switch decision {
             case .delivered:
                 state.spool.markDelivered(item)
@@ -586,7 +643,7 @@ extension Uploader {
     /// retention deletes it) for ``submitArchives(in:)`` on the next launch.
     public func submit(archive: ArchivedFile) {
         do {
-            try submit(file: archive.path, id: try Self.archiveIdentifier(ofFile: archive.path), linking: true)
+            try spool(file: archive.path, id: try Self.archiveIdentifier(ofFile: archive.path), linking: true)
         } catch {
             state.withLock { $0.counters.notSubmitted += 1 }
             report(.notSubmitted(path: archive.path, reason: error.description))
@@ -619,7 +676,7 @@ extension Uploader {
             let prefix = String(id[..<id.lastIndex(of: "-")!]) + "-"
             seen[prefix, default: []].insert(id)
             let known = state.withLock { $0.items[id] != nil || $0.spool.wasDelivered(file: file, id: id) }
-            if !known { submitted.append(try submit(file: file, id: id, linking: true)) }
+            if !known { submitted.append(try spool(file: file, id: id, linking: true)) }
         }
         state.withLock { state in
             for (prefix, ids) in seen { state.spool.pruneDeliveryMarks(prefix: prefix, keep: ids) }

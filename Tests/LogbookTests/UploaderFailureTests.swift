@@ -320,6 +320,114 @@ final class UploaderFailureTests: XCTestCase {
         XCTAssertEqual(server.requests().count, 2)
     }
 
+    /// `stop()` finishes `outcomes`: the README's reading task ends, and with it its reference to
+    /// the uploader, so the spool can be opened again in the same process.
+    func testStopFinishesOutcomesAndReleasesTheSpool() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        var reader: Task<Int, Never>?
+        do {
+            let uploader = try Uploader(.init(spool: dir + "/spool", makeRequest: request(server.url("/ok"))))
+            try uploader.submit(data: [1])
+            uploader.start()
+            reader = Task {
+                var count = 0
+                for await _ in uploader.outcomes { count += 1 }
+                return count
+            }
+            for _ in 0..<100 where uploader.statistics.delivered == 0 { try await Task.sleep(for: .milliseconds(20)) }
+            await uploader.stop()
+            uploader.start()  // nothing after stop
+        }
+        let count = await reader!.value
+        XCTAssertEqual(count, 1)
+        var reopened: Uploader?
+        for _ in 0..<50 where reopened == nil {
+            reopened = try? Uploader(.init(spool: dir + "/spool", makeRequest: request(server.url("/ok"))))
+            if reopened == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        XCTAssertNotNil(reopened)
+    }
+
+    /// A purge while an item is being uploaded: a server that takes it makes it delivered (never
+    /// reported dropped after its 2xx); one that never answers makes it dropped when the attempt ends.
+    func testPurgeDuringAnUploadReportsWhatReallyHappened() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        for (path, expectDelivered) in [("/slow/0.5", true), ("/stall", false)] {
+            let uploader = try Uploader(.init(spool: dir + "/spool" + path.replacingOccurrences(of: "/", with: "-"),
+                                              timeout: .seconds(2), makeRequest: request(server.url(path))))
+            let item = try uploader.submit(data: [UInt8](repeating: 1, count: 100), id: "item" + path.replacingOccurrences(of: "/", with: "-"))
+            uploader.start()
+            for _ in 0..<100 where uploader.statistics.uploading == 0 { try await Task.sleep(for: .milliseconds(5)) }
+            XCTAssertEqual(uploader.purge(), 1)
+            let seen = await outcomes(uploader, count: 1)
+            await uploader.stop()
+            XCTAssertEqual(seen, [expectDelivered ? .delivered(id: item.id, attempts: 1) : .dropped(id: item.id, reason: "purged")], path)
+            XCTAssertEqual(uploader.pending, [])
+        }
+    }
+
+    /// A caller's id cannot take the shape of the ids Logbook makes, so it can never block one.
+    func testCallersIdsCannotLookLikeLogbooksOwn() throws {
+        let dir = makeTemporaryDirectory(self)
+        let uploader = try Uploader(.init(spool: dir + "/spool", isAllowed: false, makeRequest: request(URL(string: "http://127.0.0.1:9/")!)))
+        for id in [SHA256.hex(of: Array("one".utf8)), "lba-1-1"] {
+            XCTAssertThrowsError(try uploader.submit(data: Array("two".utf8), id: id)) { error in
+                XCTAssertEqual((error as? LogbookError)?.errno, EINVAL)
+                XCTAssertTrue("\(error)".contains("has the shape of Logbook's own"), "\(error)")
+            }
+        }
+        XCTAssertEqual(try uploader.submit(data: Array("one".utf8)).id, SHA256.hex(of: Array("one".utf8)))
+    }
+
+    /// An unusable quarantine directory (a file in its place) does not stop the spool: the damaged
+    /// item is reported and left out, the others are delivered.
+    func testAnUnusableQuarantineStopsNothing() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let spool = dir + "/spool"
+        var ids: [String] = []
+        do {
+            let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
+            for name in ["a", "b"] { ids.append(try uploader.submit(data: Array(name.utf8)).id) }
+        }
+        try Data("garbage".utf8).write(to: URL(fileURLWithPath: spool + "/\(ids[0]).state"))
+        try Data("not a directory".utf8).write(to: URL(fileURLWithPath: spool + "/quarantine"))
+        let uploader = try Uploader(.init(spool: spool, makeRequest: request(server.url("/ok"))))
+        uploader.start()
+        let seen = await outcomes(uploader, count: 2)
+        await uploader.stop()
+        XCTAssertEqual(seen, [.quarantined(id: ids[0]), .delivered(id: ids[1], attempts: 1)])
+    }
+
+    /// An archive file submitted by its path is the same item as through its directory (one id,
+    /// lba-RING-NUMBER, and a hard link): the directory afterwards submits it no more.
+    func testAnArchiveFileIsOneItemHoweverItIsSubmitted() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let bundlePath = dir + "/app.logbook"
+        do {
+            let bundle = try LogBundle(path: bundlePath, capacity: 4 * 65536, chunkSize: 65536, archive: ArchiveOptions())
+            for index in 0..<2 {
+                try bundle.logger("x").info("file \(index)")
+                try bundle.rollArchive()
+            }
+            try bundle.close()
+        }
+        let first = bundlePath + "/archive/archive-0000000001.lba"
+        let uploader = try Uploader(.init(spool: dir + "/spool", makeRequest: request(server.url("/ok"))))
+        let item = try XCTUnwrap(try uploader.submitUnlessDelivered(file: first))
+        XCTAssertTrue(item.id.hasPrefix("lba-") && item.id.hasSuffix("-1"), item.id)
+        XCTAssertEqual(try uploader.submit(file: first).id, item.id)
+        uploader.start()
+        _ = await outcomes(uploader, count: 1)
+        XCTAssertEqual(try uploader.submitArchives(in: bundlePath).map { String($0.id.split(separator: "-").last!) }, ["2"])
+        _ = await outcomes(uploader, count: 1)
+        await uploader.stop()
+        XCTAssertEqual(server.requests().count, 2)
+    }
+
     /// The spool on a full 1 MiB tmpfs: the submission that does not fit throws ENOSPC with the
     /// path, and everything accepted before is delivered whole.
     func testASpoolOnAFullDiskRefusesClearlyAndLosesNothingAccepted() async throws {

@@ -5,7 +5,7 @@
 The request path scripts the answers, per Idempotency-Key: `/fail/N/STATUS[/RETRY-AFTER]` answers
 STATUS (with Retry-After when given) to the first N requests of a key and 201 after; `/status/S`
 always answers S; `/reset` closes the connection after reading part of the body; `/stall` never
-answers; `/flaky` fails a third of all requests at random (half 503, half a reset mid-body) and reads
+answers; `/slow/SECONDS` waits that long, then answers 201; `/flaky` fails a third of all requests at random (half 503, half a reset mid-body) and reads
 bodies at about 2 MB/s;
 `/redirect/S` answers S with Location: /ok/redirected; `/discard` reads the body in pieces and
 answers 204 (for benchmarks). Every request is appended
@@ -112,6 +112,8 @@ class Handler(BaseHTTPRequestHandler):
         if parts[:1] == ["reset"]:
             self.reset(length)
             return
+        if parts[:1] == ["slow"]:
+            time.sleep(float(parts[1]))  # then answers as /ok does
         if parts[:1] == ["stall"]:
             self.record("stall", length)
             time.sleep(30)
