@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The uploader's benchmark: 16 MiB files over loopback to a python3 server that discards the
-# body (Tests/Servers/upload_server.py, /discard), `logbook upload` (release build: hash, hard
-# link, fsynced state, PUT, removal) against `curl -T` of the same files to the same server,
+# body (Tests/Servers/upload_server.py, /discard), `logbook upload` (release build: hash, fsynced
+# copy into the spool, fsynced state, PUT, removal) against `curl -T` of the same files to the same server,
 # interleaved in one run. Prints MB/s per run and the median with its spread.
 # Usage: Benchmarks/upload.sh [FILES] [RUNS] (default 8 files of 16 MiB, 7 runs each).
 set -euo pipefail
