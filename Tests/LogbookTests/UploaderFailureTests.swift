@@ -18,6 +18,16 @@ final class UploaderFailureTests: XCTestCase {
         }
     }
 
+    /// A bundle at `path` with `files` complete archive files of one record each.
+    func writeBundle(_ path: String, rollingFiles files: Int) throws {
+        let bundle = try LogBundle(path: path, capacity: 4 * 65536, chunkSize: 65536, archive: ArchiveOptions())
+        for index in 0..<files {
+            try bundle.logger("x").info("file \(index)")
+            try bundle.rollArchive()
+        }
+        try bundle.close()
+    }
+
     /// The first `count` outcomes (fewer if none comes within `seconds`).
     func outcomes(_ uploader: Uploader, count: Int, within seconds: Double = 30) async -> [Uploader.Outcome] {
         await withTaskGroup(of: [Uploader.Outcome].self) { group in
@@ -407,14 +417,7 @@ final class UploaderFailureTests: XCTestCase {
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir)
         let bundlePath = dir + "/app.logbook"
-        do {
-            let bundle = try LogBundle(path: bundlePath, capacity: 4 * 65536, chunkSize: 65536, archive: ArchiveOptions())
-            for index in 0..<2 {
-                try bundle.logger("x").info("file \(index)")
-                try bundle.rollArchive()
-            }
-            try bundle.close()
-        }
+        try writeBundle(bundlePath, rollingFiles: 2)
         let first = bundlePath + "/archive/archive-0000000001.lba"
         let uploader = try Uploader(.init(spool: dir + "/spool", makeRequest: request(server.url("/ok"))))
         let item = try XCTUnwrap(try uploader.submitUnlessDelivered(file: first))
@@ -625,14 +628,7 @@ final class UploaderFailureTests: XCTestCase {
         defer { _ = try? runProgram("/bin/umount", ["-l", mountPoint]) }
         let server = try UploadServer(directory: dir)
         let bundlePath = mountPoint + "/app.logbook"
-        do {
-            let bundle = try LogBundle(path: bundlePath, capacity: 4 * 65536, chunkSize: 65536, archive: ArchiveOptions())
-            for index in 0..<3 {
-                try bundle.logger("x").info("file \(index)")
-                try bundle.rollArchive()
-            }
-            try bundle.close()
-        }
+        try writeBundle(bundlePath, rollingFiles: 3)
         // The spool on another file system: submissions are copies, marks go to the spool.
         let spool = dir + "/spool"
         do {
