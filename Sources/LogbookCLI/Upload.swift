@@ -131,7 +131,7 @@ struct Upload: ParsableCommand {
             do {
                 var items: [SpooledItem] = []
                 if stat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR {
-                    items = try uploader.submitArchives(in: path)
+                    items = try uploader.submitArchives(in: path, includingDelivered: again)
                     if items.isEmpty { say("\(path): no archive files left to upload") }
                 } else if again {
                     items = [try uploader.submit(file: path)]

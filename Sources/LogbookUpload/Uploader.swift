@@ -117,7 +117,7 @@ public final class Uploader: Sendable {
     private let outcomeSink: AsyncStream<Outcome>.Continuation
     private let state: Locked<State>
     private let wakeup = Wakeup()
-    private let session: URLSession
+    private let sessionConfiguration: URLSessionConfiguration
     private let workers = Locked<[Task<Void, Never>]>([])
 
     /// Everything that changes, under one lock: the spool's files change only with the queue.
@@ -141,10 +141,8 @@ public final class Uploader: Sendable {
         state = Locked(State(spool: spool, items: Dictionary(uniqueKeysWithValues: contents.items.map { ($0.id, $0) }),
                              allowed: configuration.isAllowed))
         (outcomes, outcomeSink) = AsyncStream.makeStream(of: Outcome.self, bufferingPolicy: .bufferingNewest(4096))
-        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration = URLSessionConfiguration.ephemeral
         sessionConfiguration.timeoutIntervalForRequest = seconds(configuration.timeout)
-        sessionConfiguration.httpMaximumConnectionsPerHost = max(1, configuration.maxConcurrentUploads)
-        session = URLSession(configuration: sessionConfiguration, delegate: RedirectRefusal(), delegateQueue: nil)
         for id in contents.quarantined { report(.quarantined(id: id)) }
         state.withLock { state in
             state.counters.quarantined = contents.quarantined.count
@@ -154,7 +152,6 @@ public final class Uploader: Sendable {
 
     deinit {
         for task in workers.withLock({ $0 }) { task.cancel() }
-        session.invalidateAndCancel()
         outcomeSink.finish()
     }
 
@@ -435,6 +432,12 @@ public final class Uploader: Sendable {
         do {
             // A Data body, never upload(fromFile:): FoundationNetworking traps the process on a
             // connection reset in the middle of a file body (measured; docs/ARCHITECTURE.md).
+            // A session of its own per attempt, so a fresh connection: on a reused connection
+            // that the server reset, libcurl retries the request by itself and, unable to rewind
+            // a FoundationNetworking body, sends it with no body at all (measured: such retries
+            // hung until the timeout, or an empty body reached a server that accepted it).
+            let session = URLSession(configuration: sessionConfiguration, delegate: RedirectRefusal(), delegateQueue: nil)
+            defer { session.finishTasksAndInvalidate() }
             let (_, response) = try await session.upload(for: request, from: body)
             guard let http = response as? HTTPURLResponse else { return .transportError("not an HTTP response") }
             return .status(http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
@@ -653,9 +656,10 @@ extension Uploader {
     /// Submits the complete archive files of a bundle (`NAME.logbook`) or an archive directory,
     /// oldest first, except those delivered before (marked with the extended attribute
     /// `user.logbook.delivered`, or in the spool's `delivered/` where the file system has no
-    /// user attributes) and those already spooled. Returns the items submitted.
+    /// user attributes; unless `includingDelivered`) and those already spooled. Returns the items
+    /// submitted.
     @discardableResult
-    public func submitArchives(in path: String) throws(LogbookError) -> [SpooledItem] {
+    public func submitArchives(in path: String, includingDelivered: Bool = false) throws(LogbookError) -> [SpooledItem] {
         var directory = path
         var status = stat()
         if stat(path + "/archive", &status) == 0 && status.st_mode & S_IFMT == S_IFDIR { directory = path + "/archive" }
@@ -675,7 +679,7 @@ extension Uploader {
             let id = try Self.archiveIdentifier(ofFile: file)
             let prefix = String(id[..<id.lastIndex(of: "-")!]) + "-"
             seen[prefix, default: []].insert(id)
-            let known = state.withLock { $0.items[id] != nil || $0.spool.wasDelivered(file: file, id: id) }
+            let known = state.withLock { $0.items[id] != nil || (!includingDelivered && $0.spool.wasDelivered(file: file, id: id)) }
             if !known { submitted.append(try spool(file: file, id: id, linking: true)) }
         }
         state.withLock { state in

@@ -112,6 +112,28 @@ final class UploaderFailureTests: XCTestCase {
         }
     }
 
+    /// A reset on a connection that an earlier upload used: libcurl would retry by itself with no
+    /// body (it cannot rewind FoundationNetworking's); every attempt has a fresh connection, so the
+    /// server never sees a request cut short by such a retry, and each item arrives whole.
+    func testAResetOnAReusedConnectionNeverSendsAnEmptyRetry() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, keepsBodies: true)
+        let uploader = try Uploader(.init(spool: dir + "/spool", policy: RetryPolicy(baseDelay: .milliseconds(5), maxDelay: .milliseconds(5)),
+                                          maxConcurrentUploads: 1, timeout: .seconds(5), makeRequest: request(server.url("/reset-once"))))
+        var items: [SpooledItem] = []
+        for index in 0..<8 { items.append(try uploader.submit(data: Array("message number \(index) of eight".utf8))) }
+        uploader.start()
+        let seen = await outcomes(uploader, count: 8, within: 30)
+        await uploader.stop()
+        XCTAssertEqual(Set(seen), Set(items.map { Uploader.Outcome.delivered(id: $0.id, attempts: 2) }))
+        let answers = server.requests().map { "\($0["answer"] ?? "")" }
+        XCTAssertFalse(answers.contains("short"), "a request arrived without its body: \(answers)")
+        for item in items {
+            XCTAssertEqual(try? Array(Data(contentsOf: URL(fileURLWithPath: server.bodies + "/" + item.id))).count,
+                           item.byteCount)
+        }
+    }
+
     /// A redirect is not followed (a 301, 302 or 303 would resend as a GET without the body, and
     /// its 200 would pass for a delivery): it gives up with the status as the reason.
     func testRedirectsAreNotFollowed() async throws {
@@ -328,6 +350,17 @@ final class UploaderFailureTests: XCTestCase {
         XCTAssertEqual(refused.status, 1, refused.output)
         XCTAssertTrue(refused.output.contains("gave up on one.txt: HTTP 403"), refused.output)
         XCTAssertEqual(server.requests().count, 2)
+        // --again sends a bundle's delivered files again, too.
+        let bundlePath = dir + "/again.logbook"
+        try writeBundle(bundlePath, rollingFiles: 2)
+        let first = try runProgram(logbook, ["upload", "--to", to] + spool + [bundlePath])
+        XCTAssertTrue(first.output.contains("2 delivered"), first.output)
+        let none = try runProgram(logbook, ["upload", "--to", to] + spool + [bundlePath])
+        XCTAssertTrue(none.output.contains("no archive files left to upload"), none.output)
+        let resent = try runProgram(logbook, ["upload", "--to", to, "--again"] + spool + [bundlePath])
+        XCTAssertEqual(resent.status, 0, resent.output)
+        XCTAssertTrue(resent.output.contains("delivered archive-0000000001.lba") && resent.output.contains("2 delivered"), resent.output)
+        XCTAssertEqual(server.requests().count, 6)
     }
 
     /// `stop()` finishes `outcomes`: the README's reading task ends, and with it its reference to

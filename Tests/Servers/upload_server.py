@@ -5,7 +5,7 @@
 The request path scripts the answers, per Idempotency-Key: `/fail/N/STATUS[/RETRY-AFTER]` answers
 STATUS (with Retry-After when given) to the first N requests of a key and 201 after; `/status/S`
 always answers S; `/reset` closes the connection after reading part of the body; `/stall` never
-answers; `/slow/SECONDS` waits that long, then answers 201; `/flaky` fails a third of all requests at random (half 503, half a reset mid-body) and reads
+answers; `/reset-once` resets each key's first request, then answers 201; `/slow/SECONDS` waits that long, then answers 201; `/flaky` fails a third of all requests at random (half 503, half a reset mid-body) and reads
 bodies at about 2 MB/s;
 `/redirect/S` answers S with Location: /ok/redirected; `/discard` reads the body in pieces and
 answers 204 (for benchmarks). Every request is appended
@@ -14,6 +14,7 @@ With BODIES, each 2xx body is stored there under its key. The port is printed on
 listening (0 picks a free one).
 """
 import hashlib
+import io
 import json
 import random
 import os
@@ -26,6 +27,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 counts = {}
 lock = threading.Lock()
+
+
+def key_of(handler):
+    return handler.headers.get("Idempotency-Key")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -76,8 +81,8 @@ class Handler(BaseHTTPRequestHandler):
             return None
         return body
 
-    def reset(self, length):
-        self.rfile.read(min(length, 65536))
+    def reset(self, length, part=65536):
+        self.rfile.read(min(length, part))
         self.record("reset", length)
         # Lost mid-body: no answer, and the rest of the body is never read as a request.
         # (socket.close() would wait for rfile/wfile to let go; shutdown ends it now.)
@@ -112,6 +117,23 @@ class Handler(BaseHTTPRequestHandler):
         if parts[:1] == ["reset"]:
             self.reset(length)
             return
+        if parts[:1] == ["reset-once"]:  # the first request of each key is reset mid-body, then 201
+            with lock:
+                counts[("reset", key_of(self))] = counts.get(("reset", key_of(self)), 0) + 1
+                first = counts[("reset", key_of(self))] == 1
+            if first:  # half the body read, then the connection closed with a RST (SO_LINGER 0)
+                self.rfile.read(length // 2)
+                self.record("reset", length)
+                self.close_connection = True
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                for stream in (self.rfile, self.wfile):
+                    try:
+                        stream.close()
+                    except OSError:
+                        pass
+                self.connection.close()
+                self.wfile = io.BytesIO()  # finish() flushes it: nothing goes out
+                return
         if parts[:1] == ["slow"]:
             time.sleep(float(parts[1]))  # then answers as /ok does
         if parts[:1] == ["stall"]:
