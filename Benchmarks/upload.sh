@@ -34,5 +34,5 @@ done
 summary() { python3 -c "import statistics,sys; v=sorted(map(float,sys.argv[1:])); print(f'{statistics.median(v):.0f} MB/s (min {v[0]:.0f}, max {v[-1]:.0f})')" "$@"; }
 echo "| $files files of 16 MiB over loopback, $runs runs interleaved | median (spread) |"
 echo "|---|---:|"
-echo "| \`logbook upload\` (hash, link, fsynced state, PUT, 2 at once) | $(summary "${logbook_rates[@]}") |"
+echo "| \`logbook upload\` (hash, fsynced copy into the spool, fsynced state, PUT, 2 at once) | $(summary "${logbook_rates[@]}") |"
 echo "| \`curl -T\`, one file after another | $(summary "${curl_rates[@]}") |"
