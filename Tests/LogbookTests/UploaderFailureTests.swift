@@ -18,6 +18,13 @@ final class UploaderFailureTests: XCTestCase {
         }
     }
 
+    /// Items named by their content (`names`), spooled by an uploader that never sends and is gone
+    /// before this returns: their ids, in order.
+    func spoolItems(_ names: [String], in spool: String, server: UploadServer) throws -> [String] {
+        let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
+        return try names.map { try uploader.submit(data: Array($0.utf8)).id }
+    }
+
     /// A bundle at `path` with `files` complete archive files of one record each.
     func writeBundle(_ path: String, rollingFiles files: Int) throws {
         let bundle = try LogBundle(path: path, capacity: 4 * 65536, chunkSize: 65536, archive: ArchiveOptions())
@@ -230,11 +237,7 @@ final class UploaderFailureTests: XCTestCase {
         let spool = dir + "/spool"
         let secret = dir + "/secret"
         try Data("secret".utf8).write(to: URL(fileURLWithPath: secret))
-        var ids: [String] = []
-        do {
-            let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
-            for name in ["a", "b", "c", "d"] { ids.append(try uploader.submit(data: Array(name.utf8)).id) }
-        }
+        let ids = try spoolItems(["a", "b", "c", "d"], in: spool, server: server)
         try FileManager.default.removeItem(atPath: spool + "/\(ids[0]).data")
         try FileManager.default.createSymbolicLink(atPath: spool + "/\(ids[0]).data", withDestinationPath: secret)
         try FileManager.default.removeItem(atPath: spool + "/\(ids[1]).data")
@@ -430,11 +433,7 @@ final class UploaderFailureTests: XCTestCase {
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir)
         let spool = dir + "/spool"
-        var ids: [String] = []
-        do {
-            let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
-            for name in ["a", "b"] { ids.append(try uploader.submit(data: Array(name.utf8)).id) }
-        }
+        let ids = try spoolItems(["a", "b"], in: spool, server: server)
         try Data("garbage".utf8).write(to: URL(fileURLWithPath: spool + "/\(ids[0]).state"))
         try Data("not a directory".utf8).write(to: URL(fileURLWithPath: spool + "/quarantine"))
         let uploader = try Uploader(.init(spool: spool, makeRequest: request(server.url("/ok"))))
@@ -509,11 +508,7 @@ final class UploaderFailureTests: XCTestCase {
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir)
         let spool = dir + "/spool"
-        var ids: [String] = []
-        do {
-            let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
-            for name in ["a", "b", "c"] { ids.append(try uploader.submit(data: Array(name.utf8)).id) }
-        }
+        let ids = try spoolItems(["a", "b", "c"], in: spool, server: server)
         let damaged = spool + "/" + ids[1] + ".state"
         var bytes = try Data(contentsOf: URL(fileURLWithPath: damaged))
         bytes[13] ^= 0xFF
