@@ -36,3 +36,7 @@ echo "| $files files of 16 MiB over loopback, $runs runs interleaved | median (s
 echo "|---|---:|"
 echo "| \`logbook upload\` (hash, fsynced copy into the spool, fsynced state, PUT, 2 at once) | $(summary "${logbook_rates[@]}") |"
 echo "| \`curl -T\`, one file after another | $(summary "${curl_rates[@]}") |"
+cc -O2 -ICSources/CLogbookUpload/include Benchmarks/Upload/sha256_bench.c CSources/CLogbookUpload/src/sha256.c \
+  -o "$work/sha256_bench"
+echo
+"$work/sha256_bench"
