@@ -688,11 +688,10 @@ extension Uploader {
         return submitted
     }
 
-    /// `archive-` ten digits `.lba`: a complete file (not `.writing`, not `.unsynced`).
+    /// A complete archive file's name (not `.writing`, not `.unsynced`), by the core's one rule.
     static func isCompleteArchiveName(_ name: String) -> Bool {
-        let bytes = Array(name.utf8)
-        guard bytes.count == 22, name.hasPrefix("archive-"), name.hasSuffix(".lba") else { return false }
-        return bytes[8..<18].allSatisfy { (48...57).contains($0) }
+        var number: UInt64 = 0
+        return lb_archive_name_parse(name, &number) == LB_ARCHIVE_NAME_COMPLETE
     }
 }
 

@@ -59,6 +59,20 @@ int lb_file_attribute_set(int fd, const char *name, const void *value, size_t le
  * (-ENODATA when it has none, -ERANGE when longer than `capacity`). */
 ssize_t lb_file_attribute_get(int fd, const char *name, void *value, size_t capacity);
 
+/* Archive file names (logbook_format.h), one rule for the archiver, the reader and the uploader. */
+#define LB_ARCHIVE_NAME_MAX 40u
+
+typedef enum lb_archive_name_kind {
+    LB_ARCHIVE_NAME_NONE = 0,      /* not an archive file */
+    LB_ARCHIVE_NAME_COMPLETE = 1,  /* archive-NNNNNNNNNN.lba */
+    LB_ARCHIVE_NAME_WRITING = 2,   /* archive-NNNNNNNNNN.lba.writing */
+    LB_ARCHIVE_NAME_UNSYNCED = 3,  /* archive-NNNNNNNNNN.lba.unsynced: complete, fsync failed */
+} lb_archive_name_kind;
+
+/* What `name` says of a file, and its number. */
+lb_archive_name_kind lb_archive_name_parse(const char *name, uint64_t *number);
+void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, lb_archive_name_kind kind);
+
 /* CRC-32C (Castagnoli) of `length` bytes, continuing from `crc` (0 to start): the checksum of
  * every Logbook format. */
 uint32_t lb_crc32c(uint32_t crc, const void *data, size_t length);

@@ -97,18 +97,7 @@ int lb_pwrite_full(int fd, const void *buffer, size_t length, uint64_t offset);
 
 /* ---- archive files: names and frames, shared by the archiver and the reader ---- */
 #define LB_ARCHIVE_FRAME_MAX (64u << 20)    /* largest frame body a reader accepts */
-#define LB_ARCHIVE_NAME_MAX 40u
-
-/* What an archive file's name says of it (logbook_format.h). */
-typedef enum lb_archive_name_kind {
-    LB_ARCHIVE_NAME_NONE = 0,      /* not an archive file */
-    LB_ARCHIVE_NAME_COMPLETE = 1,  /* archive-NNNNNNNNNN.lba */
-    LB_ARCHIVE_NAME_WRITING = 2,   /* archive-NNNNNNNNNN.lba.writing */
-    LB_ARCHIVE_NAME_UNSYNCED = 3,  /* archive-NNNNNNNNNN.lba.unsynced: complete, fsync failed */
-} lb_archive_name_kind;
-
-lb_archive_name_kind lb_archive_name_parse(const char *name, uint64_t *number);
-void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, lb_archive_name_kind kind);
+/* (Archive file names, lb_archive_name_parse and _format: logbook_files.h, for the uploader too.) */
 uint32_t lb_archive_header_crc(const lb_archive_file_header *header);
 /* Checks a file header (read from a file of file_size bytes): NULL when valid, else why not. */
 const char *lb_archive_header_problem(const lb_archive_file_header *header, uint64_t file_size);
