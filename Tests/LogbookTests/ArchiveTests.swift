@@ -233,7 +233,10 @@ final class ArchiveTests: XCTestCase {
             try bundle.close()
         }
         let files = rolled.withLock { $0 }
-        XCTAssertTrue(files.suffix(3).allSatisfy { $0.records == 1 }, "each later launch rolls its own record only: \(files.suffix(4).map(\.records))")
+        // Under overwrite, chunks the archiver had not reached when session 0 closed may roll with
+        // session 1 (not twice: the sum below); from then on each launch rolls its own record.
+        XCTAssertTrue(files.suffix(policy == .lossless ? 3 : 2).allSatisfy { $0.records == 1 },
+                      "each later launch rolls its own record only: \(files.suffix(4).map(\.records))")
         if policy == .lossless {
             XCTAssertEqual(files.reduce(0) { $0 + Int($1.records) }, written, "every record rolled exactly once")
         } else {
