@@ -39,6 +39,8 @@ let package = Package(
         .target(name: "LogbookTesting", dependencies: ["Logbook"]),
         // Delivery to HTTP servers: the retry engine shared by the uploader and the exporters.
         .target(name: "CLogbookUpload", path: "CSources/CLogbookUpload"),
+        // The message cache's C layer (issue 13, work in progress): frames on the core's commit protocol.
+        .target(name: "CLogbookCache", dependencies: ["CLogbook"], path: "CSources/CLogbookCache"),
         .target(name: "LogbookUpload", dependencies: ["Logbook", "CLogbook", "CLogbookUpload"]),
         .executableTarget(
             name: "LogbookCLI",
