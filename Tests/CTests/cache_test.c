@@ -212,6 +212,45 @@ static void test_damage_is_skipped_and_reported(void) {
     lb_cache_reader_close(r);
 }
 
+/* Reopened with another maximum: the newest messages that fit are kept, in order, the sequence
+ * goes on, and the dropped ones are counted. */
+static void test_resize_keeps_the_newest(void) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/resize.cache", dir);
+    lb_cache_options o;
+    lb_cache_options_init(&o);
+    o.maximum_bytes = 256 << 10;
+    lb_cache *c;
+    CHECK(lb_cache_open(path, &o, &c) == 0);
+    for (uint64_t n = 1; n <= 1000; n++) CHECK(append_numbered(c, n) == 0);
+    lb_cache_stats before;
+    lb_cache_stats_get(c, &before);
+    lb_cache_close(c);
+    o.maximum_bytes = 64 << 10;
+    CHECK(lb_cache_open(path, &o, &c) == 0);
+    lb_cache_stats after;
+    lb_cache_stats_get(c, &after);
+    CHECK(after.messages < before.messages && after.messages > 20);
+    CHECK(after.evicted_overwrite == before.evicted_overwrite + (before.messages - after.messages));
+    CHECK(after.next_sequence == before.next_sequence);
+    CHECK(append_numbered(c, 1001) == 0);  /* full after the resize: the oldest makes room */
+    lb_cache_stats_get(c, &after);
+    lb_cache_close(c);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_size == 64 << 10);
+    uint64_t first, last;
+    int bad;
+    uint64_t count = read_all(path, &first, &last, &bad);
+    CHECK(bad == 0);
+    CHECK(last == 1001);
+    CHECK(count == after.messages);
+    CHECK(first == 1002 - count);
+    o.maximum_bytes = 1 << 20;  /* and larger again: everything kept */
+    CHECK(lb_cache_open(path, &o, &c) == 0);
+    lb_cache_close(c);
+    CHECK(read_all(path, &first, &last, &bad) == count && bad == 0);
+}
+
 int main(int argc, char **argv) {
     snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp/logbook-cache-test");
     mkdir(dir, 0700);
@@ -221,6 +260,7 @@ int main(int argc, char **argv) {
     test_threads(0);
     test_threads(1);
     test_damage_is_skipped_and_reported();
+    test_resize_keeps_the_newest();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

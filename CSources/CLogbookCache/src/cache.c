@@ -117,6 +117,106 @@ static int create_file(int dir_fd, const char *name, const char *dir_path, uint6
     return -rc;
 }
 
+typedef struct kept_message {
+    uint64_t sequence;
+    int64_t wall_ns;
+    uint32_t length;
+    uint8_t *bytes;
+} kept_message;
+
+/* A cache file of another size: NAME.new of `size` with the newest messages that fit (the rest
+ * counted as evicted by overwrite), locked, then renamed over NAME. The new descriptor, or -errno. */
+static int rebuild(int old_fd, int dir_fd, const char *name, const char *path, uint64_t size) {
+    lb_cache_header old;
+    if (pread(old_fd, &old, sizeof old, 0) != (ssize_t)sizeof old) return -EPROTO;
+    lb_cache_reader *r;
+    int rc = lb_cache_reader_open(path, &r);
+    if (rc) return rc;
+    kept_message *list = NULL;
+    size_t count = 0, capacity = 0;
+    lb_cache_message m;
+    while ((rc = lb_cache_reader_next(r, &m)) == 1) {
+        if (count == capacity) {
+            capacity = capacity ? capacity * 2 : 64;
+            kept_message *grown = realloc(list, capacity * sizeof *grown);
+            if (!grown) { rc = -ENOMEM; break; }
+            list = grown;
+        }
+        uint8_t *copy = malloc(m.length ? m.length : 1);
+        if (!copy) { rc = -ENOMEM; break; }
+        memcpy(copy, m.bytes, m.length);
+        list[count++] = (kept_message){m.sequence, m.wall_ns, m.length, copy};
+    }
+    lb_cache_reader_close(r);
+    int fd = -1;
+    char temporary[NAME_MAX + 1];
+    if (rc == 0 && snprintf(temporary, sizeof temporary, "%s.new", name) >= (int)sizeof temporary) rc = -ENAMETOOLONG;
+    if (rc == 0) {
+        fd = lb_file_create_at(dir_fd, temporary, path);
+        if (fd < 0) rc = fd;
+    }
+    if (rc == 0 && (rc = lb_file_lock_exclusive(fd)) == 0) rc = -posix_fallocate(fd, 0, (off_t)size);
+    if (rc == 0) {
+        uint64_t region = (size - LB_CACHE_HEADER_SIZE) & ~(uint64_t)7, used = 0, bytes = 0;
+        size_t first = count;
+        while (first > 0 && used + frame_size(list[first - 1].length) <= region) {
+            used += frame_size(list[first - 1].length);
+            bytes += list[first - 1].length;
+            first--;
+        }
+        uint64_t at = 0;
+        uint8_t *frame = malloc(frame_size(UINT16_MAX));
+        for (size_t i = first; i < count && rc == 0; i++) {
+            uint64_t body = MESSAGE_PREFIX + list[i].length, whole = frame_size(list[i].length);
+            uint8_t *buffer = whole <= frame_size(UINT16_MAX) ? frame : malloc(whole);
+            if (!buffer) { rc = -ENOMEM; break; }
+            memset(buffer, 0, whole);
+            memcpy(buffer + FRAME_HEAD, &list[i].sequence, 8);
+            memcpy(buffer + FRAME_HEAD + 8, &list[i].wall_ns, 8);
+            memcpy(buffer + FRAME_HEAD + MESSAGE_PREFIX, list[i].bytes, list[i].length);
+            lb_archive_frame_head head;
+            frame_head_fill(&head, (uint32_t)body, LB_CACHE_FRAME_MESSAGE, lb_crc32c(0, buffer + FRAME_HEAD, body));
+            memcpy(buffer, &head, sizeof head);
+            if (pwrite(fd, buffer, whole, (off_t)(LB_CACHE_HEADER_SIZE + at)) != (ssize_t)whole) rc = -EIO;
+            if (buffer != frame) free(buffer);
+            at += whole;
+        }
+        free(frame);
+        lb_cache_header h;
+        memset(&h, 0, sizeof h);
+        memcpy(h.magic, LB_CACHE_MAGIC, 8);
+        h.format_version = LB_CACHE_FORMAT_VERSION;
+        h.header_size = LB_CACHE_HEADER_SIZE;
+        h.region_size = region;
+        h.created_wall_ns = old.created_wall_ns;
+        h.fixed_crc = fixed_crc(&h);
+        uint64_t next = atomic_load(&old.next_sequence);
+        atomic_store(&h.tail, used);
+        atomic_store(&h.head_sequence, first < count ? list[first].sequence : next);
+        atomic_store(&h.next_sequence, next);
+        atomic_store(&h.messages, count - first);
+        atomic_store(&h.message_bytes, bytes);
+        atomic_store(&h.evicted_overwrite, atomic_load(&old.evicted_overwrite) + first);
+        atomic_store(&h.evicted_count, atomic_load(&old.evicted_count));
+        atomic_store(&h.evicted_age, atomic_load(&old.evicted_age));
+        atomic_store(&h.removed, atomic_load(&old.removed));
+        if (rc == 0 && pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) rc = -EIO;
+    }
+    if (rc == 0 && fsync(fd) != 0) rc = -errno;
+    if (rc == 0 && renameat(dir_fd, temporary, dir_fd, name) != 0) rc = -errno;
+    if (rc == 0 && fsync(dir_fd) != 0) rc = -errno;
+    for (size_t i = 0; i < count; i++) free(list[i].bytes);
+    free(list);
+    if (rc) {
+        if (fd >= 0) {
+            close(fd);
+            unlinkat(dir_fd, temporary, 0);
+        }
+        return rc;
+    }
+    return fd;
+}
+
 int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **out) {
     if (!path || !out) return -EINVAL;
     lb_cache_options o;
@@ -132,12 +232,24 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
         int rc = create_file(dir_fd, name, path, o.maximum_bytes);
         fd = rc < 0 ? rc : lb_file_open_at(dir_fd, name, O_RDWR, path);
     }
-    close(dir_fd);
-    if (fd < 0) return fd;
+    if (fd < 0) {
+        close(dir_fd);
+        return fd;
+    }
     int rc = lb_file_lock_exclusive(fd);
     struct stat st;
     if (rc == 0 && fstat(fd, &st) != 0) rc = -errno;
-    if (rc == 0 && (uint64_t)st.st_size != o.maximum_bytes) rc = -ENOTSUP; /* TODO: rebuild with the newest that fit */
+    if (rc == 0 && (uint64_t)st.st_size != o.maximum_bytes) {
+        /* Another size: keep the newest messages that fit (the reference refuses to write). */
+        int rebuilt = rebuild(fd, dir_fd, name, path, o.maximum_bytes);
+        if (rebuilt < 0) rc = rebuilt;
+        else {
+            close(fd);
+            fd = rebuilt;
+            if (fstat(fd, &st) != 0) rc = -errno;
+        }
+    }
+    close(dir_fd);
     lb_cache *c = NULL;
     if (rc == 0 && !(c = calloc(1, sizeof *c))) rc = -ENOMEM;
     if (rc == 0) {
