@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "LogbookLogging", targets: ["LogbookLogging"]),
         .library(name: "LogbookTesting", targets: ["LogbookTesting"]),
         .library(name: "LogbookUpload", targets: ["LogbookUpload"]),
+        .library(name: "LogbookCache", targets: ["LogbookCache"]),
         .executable(name: "logbook", targets: ["LogbookCLI"]),
         .executable(name: "logbook-demo", targets: ["LogbookDemo"]),
     ],
@@ -41,6 +42,7 @@ let package = Package(
         .target(name: "CLogbookUpload", path: "CSources/CLogbookUpload"),
         // The message cache's C layer (issue 13, work in progress): frames on the core's commit protocol.
         .target(name: "CLogbookCache", dependencies: ["CLogbook"], path: "CSources/CLogbookCache"),
+        .target(name: "LogbookCache", dependencies: ["Logbook", "CLogbookCache"]),
         .target(name: "LogbookUpload", dependencies: ["Logbook", "CLogbook", "CLogbookUpload"]),
         .executableTarget(
             name: "LogbookCLI",
@@ -51,7 +53,7 @@ let package = Package(
         .testTarget(
             name: "LogbookTests",
             dependencies: [
-                "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookLogging", "LogbookTesting", "LogbookUpload",
+                "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookLogging", "LogbookTesting", "LogbookUpload", "LogbookCache",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
