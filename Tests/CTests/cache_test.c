@@ -295,8 +295,13 @@ static void test_kill_loop(int cycles) {
 }
 
 int main(int argc, char **argv) {
-    snprintf(dir, sizeof dir, "%s", argc > 1 ? argv[1] : "/tmp/logbook-cache-test");
-    mkdir(dir, 0700);
+    if (argc > 1) {
+        snprintf(dir, sizeof dir, "%s", argv[1]);
+        mkdir(dir, 0700);
+    } else {
+        snprintf(dir, sizeof dir, "/tmp/logbook-cache-test-XXXXXX");
+        if (!mkdtemp(dir)) return 2;
+    }
     test_overwrite_and_order();
     test_reject_when_full();
     test_count_limit();

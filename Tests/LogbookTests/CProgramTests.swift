@@ -20,7 +20,7 @@ final class CProgramTests: XCTestCase {
     /// Every C program is built with UBSan and `-fno-sanitize-recover` (unless `extraFlags` picks
     /// its sanitizers): any undefined behaviour ends the program with an error, so the test fails.
     func build(_ source: String, extraFlags: [String] = [], archiver: Bool = false, testSupport: Bool = false,
-               output: String) throws {
+               cache: Bool = false, output: String) throws {
         let sanitizers = extraFlags.contains { $0.hasPrefix("-fsanitize") } ? [] : try undefinedBehaviourFlags()
         func sources(_ target: String) throws -> [String] {
             try FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/CSources/\(target)/src")
@@ -33,6 +33,10 @@ final class CProgramTests: XCTestCase {
             flags += ["-I", repositoryRoot + "/Tests/CLogbookTestSupport/include"]
             files += [repositoryRoot + "/Tests/CLogbookTestSupport/shaped_records.c"]
         }
+        if cache {
+            flags += ["-I", repositoryRoot + "/CSources/CLogbookCache/include", "-I", repositoryRoot + "/Tests/CTests"]
+            files += try sources("CLogbookCache")
+        }
         if archiver {
             flags += ["-I", repositoryRoot + "/CSources/CLogbookArchive/include"]
             files += try sources("CLogbookArchive") + ["-luring"]
@@ -43,10 +47,10 @@ final class CProgramTests: XCTestCase {
 
     /// Builds and runs a C test program that prints "N passed, N failed".
     @discardableResult
-    func runCTest(_ source: String, extraFlags: [String] = [], archiver: Bool = false,
+    func runCTest(_ source: String, extraFlags: [String] = [], archiver: Bool = false, cache: Bool = false,
                   environment: [String: String] = [:]) throws -> String {
         let binary = makeTemporaryDirectory(self) + "/c-test"
-        try build(source, extraFlags: extraFlags, archiver: archiver, output: binary)
+        try build(source, extraFlags: extraFlags, archiver: archiver, cache: cache, output: binary)
         let result = try runProgram(binary, [], environment: environment.isEmpty ? nil : environment)
         XCTAssertEqual(result.status, 0, result.output)
         XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
@@ -74,6 +78,13 @@ final class CProgramTests: XCTestCase {
     }
 
     func testCCoreTestProgramPasses() throws { try runCTest("Tests/CTests/core_test.c") }
+
+    /// The message cache from C (work in progress, issue 13), under ASan and UBSan: order,
+    /// overwrite and reject, limits, threads, resize, damage, a 200-cycle SIGKILL loop.
+    func testCacheProgramIsCleanUnderAddressAndUndefinedSanitizers() throws {
+        try runCTest("Tests/CTests/cache_test.c", extraFlags: try sanitizerFlags(), cache: true,
+                     environment: ["ASAN_OPTIONS": "detect_leaks=1"])
+    }
 
     /// Hostile paths (directories of others or writable by all, planted symlinks and FIFOs), the
     /// archive directory held to the same rules, errors that name what was wrong, a closed bundle
