@@ -41,10 +41,8 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
         }
         var opened: OpaquePointer?
         let rc = lb_cache_open(file, &options, &opened)
-        guard rc == 0, let opened else {
-            throw LogbookError(operation: "lb_cache_open", path: file, errno: -rc,
-                               detail: rc == -EWOULDBLOCK ? "another process writes to this cache" : nil)
-        }
+        try check(rc, "lb_cache_open", path: file, detailed: true)
+        guard let opened else { throw LogbookError(operation: "lb_cache_open", path: file, errno: EIO) }
         path = file
         cache = opened
         self.encoding = encoding

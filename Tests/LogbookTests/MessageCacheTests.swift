@@ -37,6 +37,22 @@ final class MessageCacheTests: XCTestCase {
         XCTAssertEqual(reopened.count, seen - 10)
     }
 
+    func testErrorsSayWhatWasWrong() throws {
+        let dir = makeTemporaryDirectory(self)
+        let first = try MessageCache<Event>(file: dir + "/one.cache", maximumBytes: 16 << 10)
+        XCTAssertThrowsError(try MessageCache<Event>(file: dir + "/one.cache", maximumBytes: 16 << 10)) { error in
+            XCTAssertTrue("\(error)".contains("another process writes to the cache"), "\(error)")
+        }
+        XCTAssertThrowsError(try MessageCache<Event>(file: dir + "/small.cache", maximumBytes: 100)) { error in
+            XCTAssertTrue("\(error)".contains("under the minimum of 8192"), "\(error)")
+        }
+        try Data(repeating: 7, count: 16 << 10).write(to: URL(fileURLWithPath: dir + "/garbage.cache"))
+        XCTAssertThrowsError(try MessageCache<Event>(file: dir + "/garbage.cache", maximumBytes: 16 << 10)) { error in
+            XCTAssertTrue("\(error)".contains("is not a Logbook cache"), "\(error)")
+        }
+        _ = first
+    }
+
     func testAFullCacheThatDoesNotOverwriteRefuses() throws {
         let cache = try MessageCache<Event>(file: makeTemporaryDirectory(self) + "/reject.cache", maximumBytes: 8192,
                                             shouldOverwriteOldMessages: false)

@@ -73,6 +73,12 @@ typedef enum lb_archive_name_kind {
 lb_archive_name_kind lb_archive_name_parse(const char *name, uint64_t *number);
 void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, lb_archive_name_kind kind);
 
+/* Leaves a sentence (printf format) for lb_error_detail() (logbook.h) on this thread: what a
+ * failed open found wrong, in words. For the modules above the core (the cache). */
+void lb_error_detail_set(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/* Forgets this thread's detail (an open call does so first). */
+void lb_error_detail_clear(void);
+
 /* CRC-32C (Castagnoli) of `length` bytes, continuing from `crc` (0 to start): the checksum of
  * every Logbook format. */
 uint32_t lb_crc32c(uint32_t crc, const void *data, size_t length);

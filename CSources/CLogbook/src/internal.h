@@ -88,9 +88,8 @@ ssize_t lb_pread_full(int fd, void *buffer, size_t length, uint64_t offset);
 /* "dir/name", malloc'd, or NULL. */
 char *lb_path_join(const char *dir, const char *name);
 
-/* ---- error details (lb_error_detail): set by the open calls beside their -errno ---- */
-void lb_error_detail_clear(void);
-void lb_error_detail_set(const char *format, ...) __attribute__((format(printf, 1, 2)));
+/* ---- error details (lb_error_detail): set by the open calls beside their -errno; the setter
+ * and lb_error_detail_clear are declared in logbook_files.h, for the modules above the core ---- */
 
 /* ---- files Logbook writes: include/logbook_files.h (public, for the other modules too) ---- */
 int lb_pwrite_full(int fd, const void *buffer, size_t length, uint64_t offset);

@@ -219,11 +219,18 @@ static int rebuild(int old_fd, int dir_fd, const char *name, const char *path, u
 
 int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **out) {
     if (!path || !out) return -EINVAL;
+    lb_error_detail_clear();
     lb_cache_options o;
     if (options) o = *options; else lb_cache_options_init(&o);
-    if (o.maximum_bytes < LB_CACHE_MINIMUM_BYTES ||
-        (o.durability != LB_CACHE_DURABLE_PROCESS && o.durability != LB_CACHE_DURABLE_POWER))
+    if (o.maximum_bytes < LB_CACHE_MINIMUM_BYTES) {
+        lb_error_detail_set("maximum bytes %llu is under the minimum of %u", (unsigned long long)o.maximum_bytes,
+                            LB_CACHE_MINIMUM_BYTES);
         return -EINVAL;
+    }
+    if (o.durability != LB_CACHE_DURABLE_PROCESS && o.durability != LB_CACHE_DURABLE_POWER) {
+        lb_error_detail_set("durability %u is neither process (1) nor power (2)", o.durability);
+        return -EINVAL;
+    }
     char name[NAME_MAX + 1];
     int dir_fd = open_parent(path, name, sizeof name);
     if (dir_fd < 0) return dir_fd;
@@ -239,6 +246,7 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     int rc = lb_file_lock_exclusive(fd);
     struct stat st;
     if (rc == 0 && fstat(fd, &st) != 0) rc = -errno;
+    if (rc == -EWOULDBLOCK) lb_error_detail_set("another process writes to the cache '%s'", path);
     if (rc == 0 && (uint64_t)st.st_size != o.maximum_bytes) {
         /* Another size: keep the newest messages that fit (the reference refuses to write). */
         int rebuilt = rebuild(fd, dir_fd, name, path, o.maximum_bytes);
@@ -270,6 +278,9 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
         else if (h->region_size == 0 || h->region_size % 8 || h->region_size > c->map_size - LB_CACHE_HEADER_SIZE) rc = -EPROTO;
         else if (head > tail || tail - head > h->region_size) rc = -EPROTO; /* TODO: recover by scanning */
     }
+    if (rc == -EPROTO)
+        lb_error_detail_set("'%s' is not a Logbook cache of format version %u, or its header is damaged",
+                            path, LB_CACHE_FORMAT_VERSION);
     if (rc) {
         if (c && c->map && c->map != MAP_FAILED) munmap(c->map, (size_t)st.st_size);
         free(c);
