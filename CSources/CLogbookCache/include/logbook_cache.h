@@ -1,7 +1,7 @@
 /*
  * logbook_cache.h — a persistent message cache: app-defined messages (bytes) kept in one file of
- * a fixed size, in append order, thread-safe, with the durability the caller chooses. WORK IN
- * PROGRESS (issue 13; docs/CACHE-PLAN.md).
+ * a fixed size, in append order, thread-safe, with the durability the caller chooses. The byte format is
+ * docs/FORMAT.md, "Cache".
  *
  *     lb_cache_options options;
  *     lb_cache_options_init(&options);            // 1 MiB, overwrite the oldest, process durability
@@ -64,6 +64,8 @@ typedef struct lb_cache_header {
     _Atomic uint64_t evicted_overwrite, evicted_count, evicted_age; /* messages the limits removed */
     _Atomic uint64_t removed;        /* messages lb_cache_remove_through removed */
     _Atomic uint64_t durable_tail;   /* the tail the last sync covered (power durability) */
+    _Atomic uint64_t rebuilds;       /* times a damaged file was rebuilt from a scan of its region */
+    _Atomic uint64_t damage_found;   /* damaged regions those rebuilds skipped */
 } lb_cache_header;
 
 typedef struct lb_cache_options {
@@ -80,13 +82,17 @@ typedef struct lb_cache_stats {
     uint64_t messages, message_bytes, head_sequence, next_sequence;
     uint64_t evicted_overwrite, evicted_count, evicted_age, removed;
     uint64_t region_size, used_bytes;
+    uint64_t rebuilds, damage_found; /* see lb_cache_header */
 } lb_cache_stats;
 
 void lb_cache_options_init(lb_cache_options *options);
 
 /* Opens (or creates, 0600, in a directory this user owns; see logbook_files.h) the cache file at
  * `path` for writing. One process at a time: -EWOULDBLOCK, "another process writes to this cache".
- * A file of another size is rebuilt with the newest messages that fit, atomically. */
+ * A file of another size is rebuilt with the newest messages that fit, atomically. A damaged file
+ * (header checksum, positions out of bounds, truncated) is rebuilt from what a scan of its region
+ * finds (counted in `rebuilds` and `damage_found`). -EPROTO: not a cache (wrong magic; the file is
+ * left alone) or another format version. */
 int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **out);
 
 /* Appends one message; any thread. -EMSGSIZE: larger than the region can ever hold; -ENOSPC: full
@@ -120,6 +126,10 @@ typedef struct lb_cache_issue {
 
 typedef struct lb_cache_reader lb_cache_reader;
 
+/* -EPROTO: not a cache, or another format version (lb_error_detail() says which). A damaged
+ * header is not an error: the reader scans the region for intact messages, in sequence order, and
+ * records an issue at offset 0 (messages already removed may come back: at least once, never
+ * lost). A truncated file yields what is left, with an issue for what is missing. */
 int lb_cache_reader_open(const char *path, lb_cache_reader **out);
 /* The next message: 1, 0 at the end (of what the header published when the reader looked), or
  * -errno. Damaged frames are skipped and recorded as issues. */

@@ -1,5 +1,5 @@
 /* The message cache (logbook_cache.h): one file, a mapped header and a circular region of frames
- * published by atomic stores of the header's tail. WORK IN PROGRESS (issue 13). */
+ * published by atomic stores of the header's tail. */
 #define _GNU_SOURCE
 #include "logbook_cache.h"
 #include "logbook_files.h"
@@ -35,6 +35,7 @@ struct lb_cache {
     pthread_mutex_t lock;
     pthread_cond_t synced;
     int syncing;
+    int stepping_over_damage; /* eviction is searching past a damaged frame head */
 };
 
 static uint64_t round8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
@@ -126,12 +127,12 @@ typedef struct kept_message {
 
 /* A cache file of another size: NAME.new of `size` with the newest messages that fit (the rest
  * counted as evicted by overwrite), locked, then renamed over NAME. The new descriptor, or -errno. */
-static int rebuild(int old_fd, int dir_fd, const char *name, const char *path, uint64_t size) {
-    lb_cache_header old;
-    if (pread(old_fd, &old, sizeof old, 0) != (ssize_t)sizeof old) return -EPROTO;
+static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int dir_fd, const char *name,
+                   const char *path, uint64_t size) {
     lb_cache_reader *r;
     int rc = lb_cache_reader_open(path, &r);
     if (rc) return rc;
+    uint64_t issues = lb_cache_reader_issue_count(r);
     kept_message *list = NULL;
     size_t count = 0, capacity = 0;
     lb_cache_message m;
@@ -188,18 +189,24 @@ static int rebuild(int old_fd, int dir_fd, const char *name, const char *path, u
         h.format_version = LB_CACHE_FORMAT_VERSION;
         h.header_size = LB_CACHE_HEADER_SIZE;
         h.region_size = region;
-        h.created_wall_ns = old.created_wall_ns;
+        h.created_wall_ns = fixed_ok ? old->created_wall_ns : (uint64_t)wall_now();
         h.fixed_crc = fixed_crc(&h);
-        uint64_t next = atomic_load(&old.next_sequence);
+        /* The sequence goes on: past every message kept, and past the old header's if that is
+         * believable (its moving fields carry no checksum). */
+        uint64_t next = count ? list[count - 1].sequence + 1 : 0, hinted = atomic_load(&old->next_sequence);
+        if (hinted > next && (!damaged || hinted - next < (1u << 30))) next = hinted;
         atomic_store(&h.tail, used);
         atomic_store(&h.head_sequence, first < count ? list[first].sequence : next);
         atomic_store(&h.next_sequence, next);
         atomic_store(&h.messages, count - first);
         atomic_store(&h.message_bytes, bytes);
-        atomic_store(&h.evicted_overwrite, atomic_load(&old.evicted_overwrite) + first);
-        atomic_store(&h.evicted_count, atomic_load(&old.evicted_count));
-        atomic_store(&h.evicted_age, atomic_load(&old.evicted_age));
-        atomic_store(&h.removed, atomic_load(&old.removed));
+        int counted = fixed_ok && !damaged; /* else the old counters are not believable */
+        atomic_store(&h.evicted_overwrite, (counted ? atomic_load(&old->evicted_overwrite) : 0) + first);
+        atomic_store(&h.evicted_count, counted ? atomic_load(&old->evicted_count) : 0);
+        atomic_store(&h.evicted_age, counted ? atomic_load(&old->evicted_age) : 0);
+        atomic_store(&h.removed, counted ? atomic_load(&old->removed) : 0);
+        atomic_store(&h.rebuilds, (fixed_ok ? atomic_load(&old->rebuilds) : 0) + (damaged ? 1 : 0));
+        atomic_store(&h.damage_found, (fixed_ok ? atomic_load(&old->damage_found) : 0) + issues);
         if (rc == 0 && pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) rc = -EIO;
     }
     if (rc == 0 && fsync(fd) != 0) rc = -errno;
@@ -247,14 +254,33 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     struct stat st;
     if (rc == 0 && fstat(fd, &st) != 0) rc = -errno;
     if (rc == -EWOULDBLOCK) lb_error_detail_set("another process writes to the cache '%s'", path);
-    if (rc == 0 && (uint64_t)st.st_size != o.maximum_bytes) {
-        /* Another size: keep the newest messages that fit (the reference refuses to write). */
-        int rebuilt = rebuild(fd, dir_fd, name, path, o.maximum_bytes);
-        if (rebuilt < 0) rc = rebuilt;
-        else {
-            close(fd);
-            fd = rebuilt;
-            if (fstat(fd, &st) != 0) rc = -errno;
+    lb_cache_header old;
+    memset(&old, 0, sizeof old);
+    ssize_t got = rc == 0 ? pread(fd, &old, sizeof old, 0) : 0;
+    if (rc == 0 && (got < 8 || memcmp(old.magic, LB_CACHE_MAGIC, 8) != 0)) {
+        lb_error_detail_set("'%s' is not a Logbook cache (it is left as it is)", path);
+        rc = -EPROTO;
+    }
+    int fixed_ok = got == (ssize_t)sizeof old && old.fixed_crc == fixed_crc(&old);
+    if (rc == 0 && fixed_ok && (old.format_version != LB_CACHE_FORMAT_VERSION || old.header_size != LB_CACHE_HEADER_SIZE)) {
+        lb_error_detail_set("'%s' is a cache of format version %u; this library writes version %u", path,
+                            old.format_version, LB_CACHE_FORMAT_VERSION);
+        rc = -EPROTO;
+    }
+    if (rc == 0) {
+        uint64_t region = (uint64_t)st.st_size > LB_CACHE_HEADER_SIZE ? ((uint64_t)st.st_size - LB_CACHE_HEADER_SIZE) & ~(uint64_t)7 : 0;
+        uint64_t head = atomic_load(&old.head), tail = atomic_load(&old.tail);
+        int damaged = !fixed_ok || old.region_size != region || head > tail || tail - head > old.region_size;
+        if (damaged || (uint64_t)st.st_size != o.maximum_bytes) {
+            /* Another size: keep the newest messages that fit (the reference refuses to write).
+             * Damaged: keep what a scan finds (the reference says to delete the file). */
+            int rebuilt = rebuild(&old, fixed_ok, damaged, dir_fd, name, path, o.maximum_bytes);
+            if (rebuilt < 0) rc = rebuilt;
+            else {
+                close(fd);
+                fd = rebuilt;
+                if (fstat(fd, &st) != 0) rc = -errno;
+            }
         }
     }
     close(dir_fd);
@@ -272,15 +298,15 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
         c->region_size = c->h->region_size;
         c->o = o;
         const lb_cache_header *h = c->h;
-        uint64_t head = atomic_load(&c->h->head), tail = atomic_load(&c->h->tail);
-        if (memcmp(h->magic, LB_CACHE_MAGIC, 8) != 0 || h->fixed_crc != fixed_crc(h)) rc = -EPROTO;
-        else if (h->format_version != LB_CACHE_FORMAT_VERSION || h->header_size != LB_CACHE_HEADER_SIZE) rc = -EPROTO;
-        else if (h->region_size == 0 || h->region_size % 8 || h->region_size > c->map_size - LB_CACHE_HEADER_SIZE) rc = -EPROTO;
-        else if (head > tail || tail - head > h->region_size) rc = -EPROTO; /* TODO: recover by scanning */
+        uint64_t head = atomic_load(&h->head), tail = atomic_load(&h->tail);
+        /* Checked above or just rebuilt; checked again, as it is now mapped. */
+        if (memcmp(h->magic, LB_CACHE_MAGIC, 8) != 0 || h->fixed_crc != fixed_crc(h) || h->region_size == 0 ||
+            h->region_size % 8 || h->region_size > c->map_size - LB_CACHE_HEADER_SIZE || head > tail ||
+            tail - head > h->region_size) {
+            lb_error_detail_set("the cache '%s' changed while it was opened", path);
+            rc = -EPROTO;
+        }
     }
-    if (rc == -EPROTO)
-        lb_error_detail_set("'%s' is not a Logbook cache of format version %u, or its header is damaged",
-                            path, LB_CACHE_FORMAT_VERSION);
     if (rc) {
         if (c && c->map && c->map != MAP_FAILED) munmap(c->map, (size_t)st.st_size);
         free(c);
@@ -293,8 +319,16 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     return 0;
 }
 
+static void subtract(_Atomic uint64_t *counter, uint64_t amount) {
+    uint64_t value = atomic_load_explicit(counter, memory_order_relaxed);
+    atomic_store_explicit(counter, value >= amount ? value - amount : 0, memory_order_relaxed);
+}
+
 /* Removes the frame at the head (with c->lock held): its counters and the published head. A
- * damaged head moves on by 8 bytes (the next frame is searched as the reader does). */
+ * damaged head moves on by 8 bytes (the next frame is searched as the reader does); a message's
+ * sequence is believed only when its body passes its checksum, and the messages a damaged frame
+ * head hid are known from the gap in sequences after it (they are contiguous) and counted in
+ * damage_found. (Gaps alone prove nothing: a rebuild keeps only the intact messages.) */
 static void evict_one(lb_cache *c, _Atomic uint64_t *reason) {
     lb_cache_header *h = c->h;
     uint64_t head = atomic_load_explicit(&h->head, memory_order_relaxed);
@@ -305,22 +339,32 @@ static void evict_one(lb_cache *c, _Atomic uint64_t *reason) {
     }
     lb_archive_frame_head f;
     memcpy(&f, c->region + offset, sizeof f);
-    uint64_t next;
+    uint64_t next, first = atomic_load_explicit(&h->head_sequence, memory_order_relaxed);
     if (!frame_head_valid(&f) || FRAME_HEAD + round8(f.length) > left) {
         next = head + 8;
+        c->stepping_over_damage = 1;
     } else if (f.kind == LB_CACHE_FRAME_WRAP) {
         next = head + left;
     } else {
-        uint64_t sequence;
-        memcpy(&sequence, c->region + offset + FRAME_HEAD, 8);
+        const uint8_t *body = c->region + offset + FRAME_HEAD;
         next = head + FRAME_HEAD + round8(f.length);
-        uint64_t messages = atomic_load_explicit(&h->messages, memory_order_relaxed);
-        if (messages) atomic_store_explicit(&h->messages, messages - 1, memory_order_relaxed);
-        uint64_t bytes = atomic_load_explicit(&h->message_bytes, memory_order_relaxed);
-        uint64_t length = f.length >= MESSAGE_PREFIX ? f.length - MESSAGE_PREFIX : 0;
-        atomic_store_explicit(&h->message_bytes, bytes >= length ? bytes - length : 0, memory_order_relaxed);
+        uint64_t sequence = first;
+        int intact = f.length >= MESSAGE_PREFIX && lb_crc32c(0, body, f.length) == f.body_crc;
+        if (intact) memcpy(&sequence, body, 8);
+        if (intact && sequence < first) { /* stale: left from before a wrap, behind damage */
+            atomic_store_explicit(&h->head, next, memory_order_release);
+            return;
+        }
+        if (c->stepping_over_damage && sequence > first) { /* the damaged heads hid these */
+            subtract(&h->messages, sequence - first);
+            atomic_fetch_add_explicit(&h->damage_found, sequence - first, memory_order_relaxed);
+        }
+        c->stepping_over_damage = 0;
+        subtract(&h->messages, 1);
+        subtract(&h->message_bytes, f.length >= MESSAGE_PREFIX ? f.length - MESSAGE_PREFIX : 0);
         atomic_store_explicit(&h->head_sequence, sequence + 1, memory_order_relaxed);
-        if (reason) atomic_fetch_add_explicit(reason, 1, memory_order_relaxed);
+        if (!intact) atomic_fetch_add_explicit(&h->damage_found, 1, memory_order_relaxed);
+        else if (reason) atomic_fetch_add_explicit(reason, 1, memory_order_relaxed);
     }
     atomic_store_explicit(&h->head, next, memory_order_release);
 }
@@ -339,8 +383,17 @@ static int head_message(lb_cache *c, uint64_t *sequence, int64_t *wall_ns) {
             evict_one(c, NULL); /* padding, a wrap, or damage: nothing to count */
             continue;
         }
-        memcpy(sequence, c->region + offset + FRAME_HEAD, 8);
-        memcpy(wall_ns, c->region + offset + FRAME_HEAD + 8, 8);
+        const uint8_t *body = c->region + offset + FRAME_HEAD;
+        if (f.length < MESSAGE_PREFIX || lb_crc32c(0, body, f.length) != f.body_crc) {
+            evict_one(c, NULL); /* damaged: counted there */
+            continue;
+        }
+        memcpy(sequence, body, 8);
+        memcpy(wall_ns, body + 8, 8);
+        if (*sequence < atomic_load_explicit(&h->head_sequence, memory_order_relaxed)) {
+            evict_one(c, NULL); /* stale, behind damage */
+            continue;
+        }
         return 1;
     }
 }
@@ -464,6 +517,8 @@ int lb_cache_stats_get(lb_cache *c, lb_cache_stats *out) {
     out->removed = atomic_load(&h->removed);
     out->region_size = c->region_size;
     out->used_bytes = atomic_load(&h->tail) - atomic_load(&h->head);
+    out->rebuilds = atomic_load(&h->rebuilds);
+    out->damage_found = atomic_load(&h->damage_found);
     return 0;
 }
 
@@ -480,9 +535,19 @@ int lb_cache_close(lb_cache *c) {
 
 /* ---- reader ---- */
 
+typedef struct scanned_frame {
+    uint64_t sequence, offset; /* offset in the region */
+} scanned_frame;
+
 struct lb_cache_reader {
     int fd;
-    uint64_t region_size, position, end;
+    uint64_t region_size;
+    uint64_t available;      /* bytes of the region the file holds (less when truncated) */
+    uint64_t position, end;  /* logical, from the header */
+    scanned_frame *scanned;  /* a damaged header: the frames a scan found, by sequence */
+    size_t scanned_count, scanned_next;
+    int scanning;
+    uint64_t next_expected;  /* a frame of a lower sequence is stale: left from before a wrap */
     uint8_t *buffer;
     size_t capacity;
     lb_cache_issue *issues;
@@ -490,6 +555,11 @@ struct lb_cache_reader {
 };
 
 static void add_issue(lb_cache_reader *r, uint64_t offset, uint64_t length, const char *what) {
+    lb_cache_issue *previous = r->issue_count ? &r->issues[r->issue_count - 1] : NULL;
+    if (previous && previous->what == what && previous->offset + previous->length == offset) {
+        previous->length += length; /* one damaged region, searched 8 bytes at a time */
+        return;
+    }
     if (r->issue_count == r->issue_capacity) {
         size_t capacity = r->issue_capacity ? r->issue_capacity * 2 : 8;
         lb_cache_issue *grown = realloc(r->issues, capacity * sizeof *grown);
@@ -500,21 +570,105 @@ static void add_issue(lb_cache_reader *r, uint64_t offset, uint64_t length, cons
     r->issues[r->issue_count++] = (lb_cache_issue){offset, length, what};
 }
 
+static int by_sequence(const void *a, const void *b) {
+    const scanned_frame *x = a, *y = b;
+    return x->sequence < y->sequence ? -1 : x->sequence > y->sequence;
+}
+
+/* A frame at `offset` of `data` (the region, `available` bytes): its whole size if it is an intact
+ * message (head and body checked), else 0. */
+static uint64_t intact_message(const uint8_t *data, uint64_t available, uint64_t offset, uint64_t *sequence) {
+    if (available - offset < FRAME_HEAD) return 0;
+    lb_archive_frame_head f;
+    memcpy(&f, data + offset, sizeof f);
+    uint64_t size = FRAME_HEAD + round8(f.length);
+    if (!frame_head_valid(&f) || f.kind != LB_CACHE_FRAME_MESSAGE || f.length < MESSAGE_PREFIX ||
+        size > available - offset || lb_crc32c(0, data + offset + FRAME_HEAD, f.length) != f.body_crc)
+        return 0;
+    memcpy(sequence, data + offset + FRAME_HEAD, 8);
+    return size;
+}
+
+/* The header cannot be trusted: every intact message in the region, by sequence. Those in the
+ * header's [head_sequence, next_sequence) if that range holds any (it is not covered by the
+ * checksum, so it is a hint), else all of them. */
+static int scan_region(lb_cache_reader *r, const lb_cache_header *h) {
+    uint8_t *data = malloc(r->available ? r->available : 1);
+    if (!data) return -ENOMEM;
+    uint64_t got = 0;
+    while (got < r->available) {
+        ssize_t n = pread(r->fd, data + got, r->available - got, (off_t)(LB_CACHE_HEADER_SIZE + got));
+        if (n <= 0) break;
+        got += (uint64_t)n;
+    }
+    size_t capacity = 0;
+    uint64_t damaged_from = UINT64_MAX;
+    for (uint64_t offset = 0; offset + FRAME_HEAD <= got;) {
+        uint64_t sequence, size = intact_message(data, got, offset, &sequence);
+        if (!size) {
+            lb_archive_frame_head f;
+            memcpy(&f, data + offset, sizeof f);
+            int zero = 1;
+            for (size_t i = 0; i < sizeof f && zero; i++) zero = data[offset + i] == 0;
+            if (!zero && !(frame_head_valid(&f) && f.kind == LB_CACHE_FRAME_WRAP) && damaged_from == UINT64_MAX)
+                damaged_from = offset;
+            offset += 8;
+            continue;
+        }
+        if (damaged_from != UINT64_MAX) {
+            add_issue(r, LB_CACHE_HEADER_SIZE + damaged_from, offset - damaged_from, "no intact frame here");
+            damaged_from = UINT64_MAX;
+        }
+        if (r->scanned_count == capacity) {
+            capacity = capacity ? capacity * 2 : 64;
+            scanned_frame *grown = realloc(r->scanned, capacity * sizeof *grown);
+            if (!grown) { free(data); return -ENOMEM; }
+            r->scanned = grown;
+        }
+        r->scanned[r->scanned_count++] = (scanned_frame){sequence, offset};
+        offset += size;
+    }
+    free(data);
+    uint64_t first = atomic_load(&h->head_sequence), next = atomic_load(&h->next_sequence);
+    size_t inside = 0;
+    for (size_t i = 0; i < r->scanned_count; i++) inside += r->scanned[i].sequence >= first && r->scanned[i].sequence < next;
+    if (inside && first <= next) {
+        size_t kept = 0;
+        for (size_t i = 0; i < r->scanned_count; i++)
+            if (r->scanned[i].sequence >= first && r->scanned[i].sequence < next) r->scanned[kept++] = r->scanned[i];
+        r->scanned_count = kept;
+    }
+    qsort(r->scanned, r->scanned_count, sizeof *r->scanned, by_sequence);
+    size_t unique = 0; /* a sequence twice: keep one */
+    for (size_t i = 0; i < r->scanned_count; i++)
+        if (!unique || r->scanned[unique - 1].sequence != r->scanned[i].sequence) r->scanned[unique++] = r->scanned[i];
+    r->scanned_count = unique;
+    r->scanning = 1;
+    return 0;
+}
+
 int lb_cache_reader_open(const char *path, lb_cache_reader **out) {
     if (!path || !out) return -EINVAL;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return -errno;
     struct stat st;
     lb_cache_header h;
+    memset(&h, 0, sizeof h);
     int rc = 0;
+    ssize_t got = 0;
     if (fstat(fd, &st) != 0) rc = -errno;
-    else if (!S_ISREG(st.st_mode)) rc = -EINVAL;
-    else if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) rc = -EPROTO;
-    else if (memcmp(h.magic, LB_CACHE_MAGIC, 8) != 0 || h.fixed_crc != fixed_crc(&h) ||
-             h.format_version != LB_CACHE_FORMAT_VERSION || h.header_size != LB_CACHE_HEADER_SIZE ||
-             h.region_size == 0 || h.region_size % 8 ||
-             h.region_size > (uint64_t)st.st_size - LB_CACHE_HEADER_SIZE)
+    else if (!S_ISREG(st.st_mode)) {
+        lb_error_detail_set("'%s' is not a regular file", path);
+        rc = -EINVAL;
+    } else if ((got = pread(fd, &h, sizeof h, 0)) < 8 || memcmp(h.magic, LB_CACHE_MAGIC, 8) != 0) {
+        lb_error_detail_set("'%s' is not a Logbook cache", path);
         rc = -EPROTO;
+    } else if (got == (ssize_t)sizeof h && h.fixed_crc == fixed_crc(&h) &&
+               (h.format_version != LB_CACHE_FORMAT_VERSION || h.header_size != LB_CACHE_HEADER_SIZE)) {
+        lb_error_detail_set("'%s' is a cache of format version %u; this library reads version %u", path,
+                            h.format_version, LB_CACHE_FORMAT_VERSION);
+        rc = -EPROTO;
+    }
     lb_cache_reader *r = NULL;
     if (rc == 0 && !(r = calloc(1, sizeof *r))) rc = -ENOMEM;
     if (rc) {
@@ -522,14 +676,25 @@ int lb_cache_reader_open(const char *path, lb_cache_reader **out) {
         return rc;
     }
     r->fd = fd;
-    r->region_size = h.region_size;
+    uint64_t in_file = (uint64_t)st.st_size > LB_CACHE_HEADER_SIZE ? (uint64_t)st.st_size - LB_CACHE_HEADER_SIZE : 0;
+    int fixed_ok = got == (ssize_t)sizeof h && h.fixed_crc == fixed_crc(&h) && h.region_size && h.region_size % 8 == 0;
+    r->region_size = fixed_ok ? h.region_size : (in_file & ~(uint64_t)7);
+    r->available = in_file < r->region_size ? in_file : r->region_size;
+    if (fixed_ok && in_file < h.region_size)
+        add_issue(r, (uint64_t)st.st_size, h.region_size - in_file, "the file is truncated: this part of the region is missing");
     uint64_t head = atomic_load(&h.head), tail = atomic_load(&h.tail);
-    if (head > tail || tail - head > h.region_size) {
-        add_issue(r, offsetof(lb_cache_header, head), 16, "the header's head and tail are out of bounds");
-        head = tail; /* TODO: recover by scanning the region */
+    if (!fixed_ok || head > tail || tail - head > r->region_size) {
+        add_issue(r, 0, sizeof h, fixed_ok ? "the header's head and tail are out of bounds; the region was scanned"
+                                           : "the header is damaged; the region was scanned (messages already removed may come back)");
+        r->scanning = 1;
+        if (r->region_size && (rc = scan_region(r, &h)) != 0) {
+            lb_cache_reader_close(r);
+            return rc;
+        }
     }
     r->position = head;
     r->end = tail;
+    r->next_expected = fixed_ok ? atomic_load(&h.head_sequence) : 0;
     *out = r;
     return 0;
 }
@@ -541,21 +706,65 @@ static uint64_t current_head(lb_cache_reader *r) {
     return head;
 }
 
+static int reserve(lb_cache_reader *r, size_t length) {
+    if (length <= r->capacity) return 0;
+    uint8_t *grown = realloc(r->buffer, length);
+    if (!grown) return -ENOMEM;
+    r->buffer = grown;
+    r->capacity = length;
+    return 0;
+}
+
+static void message_from_buffer(lb_cache_reader *r, uint32_t length, lb_cache_message *m) {
+    memcpy(&m->sequence, r->buffer, 8);
+    memcpy(&m->wall_ns, r->buffer + 8, 8);
+    m->bytes = r->buffer + MESSAGE_PREFIX;
+    m->length = length - MESSAGE_PREFIX;
+}
+
+/* A damaged header: the frames the scan found (checked again: the file may have changed). */
+static int next_scanned(lb_cache_reader *r, lb_cache_message *m) {
+    while (r->scanned_next < r->scanned_count) {
+        uint64_t offset = r->scanned[r->scanned_next++].offset;
+        lb_archive_frame_head f;
+        if (pread(r->fd, &f, sizeof f, (off_t)(LB_CACHE_HEADER_SIZE + offset)) != (ssize_t)sizeof f) continue;
+        if (!frame_head_valid(&f) || f.kind != LB_CACHE_FRAME_MESSAGE || f.length < MESSAGE_PREFIX ||
+            FRAME_HEAD + round8(f.length) > r->available - offset)
+            continue;
+        int rc = reserve(r, f.length);
+        if (rc) return rc;
+        if (pread(r->fd, r->buffer, f.length, (off_t)(LB_CACHE_HEADER_SIZE + offset + FRAME_HEAD)) != (ssize_t)f.length ||
+            lb_crc32c(0, r->buffer, f.length) != f.body_crc)
+            continue;
+        message_from_buffer(r, f.length, m);
+        return 1;
+    }
+    return 0;
+}
+
 int lb_cache_reader_next(lb_cache_reader *r, lb_cache_message *m) {
     if (!r || !m) return -EINVAL;
+    if (r->scanning) return next_scanned(r, m);
     while (r->position < r->end) {
         uint64_t position = r->position;
         uint64_t offset = position % r->region_size, left = r->region_size - offset;
         uint64_t file_offset = LB_CACHE_HEADER_SIZE + offset;
+        if (offset >= r->available) { /* truncated away (reported at open) */
+            r->position += left;
+            continue;
+        }
         if (left < FRAME_HEAD) {
             r->position += left;
             continue;
         }
         lb_archive_frame_head f;
-        if (pread(r->fd, &f, sizeof f, (off_t)file_offset) != (ssize_t)sizeof f) return -EIO;
+        ssize_t got = pread(r->fd, &f, sizeof f, (off_t)file_offset);
+        if (got < 0) return -errno;
         uint64_t size = FRAME_HEAD + round8(f.length);
-        if (!frame_head_valid(&f) || size > left || (f.kind == LB_CACHE_FRAME_MESSAGE && f.length < MESSAGE_PREFIX)) {
-            if (current_head(r) > position) { r->position = current_head(r); continue; }
+        if (got != (ssize_t)sizeof f || !frame_head_valid(&f) || size > left ||
+            (f.kind == LB_CACHE_FRAME_MESSAGE && f.length < MESSAGE_PREFIX)) {
+            uint64_t now = current_head(r);
+            if (now > position) { r->position = now; continue; }
             add_issue(r, file_offset, 8, "a frame head fails its check; the next one is searched");
             r->position += 8;
             continue;
@@ -564,23 +773,19 @@ int lb_cache_reader_next(lb_cache_reader *r, lb_cache_message *m) {
             r->position += left;
             continue;
         }
-        if (f.length > r->capacity) {
-            uint8_t *grown = realloc(r->buffer, f.length);
-            if (!grown) return -ENOMEM;
-            r->buffer = grown;
-            r->capacity = f.length;
-        }
-        if (pread(r->fd, r->buffer, f.length, (off_t)(file_offset + FRAME_HEAD)) != (ssize_t)f.length) return -EIO;
+        int rc = reserve(r, f.length);
+        if (rc) return rc;
+        got = pread(r->fd, r->buffer, f.length, (off_t)(file_offset + FRAME_HEAD));
+        if (got < 0) return -errno;
         r->position += size;
         if (current_head(r) > position) continue; /* overwritten while it was read */
-        if (lb_crc32c(0, r->buffer, f.length) != f.body_crc) {
+        if (got != (ssize_t)f.length || lb_crc32c(0, r->buffer, f.length) != f.body_crc) {
             add_issue(r, file_offset, size, "a message fails its checksum");
             continue;
         }
-        memcpy(&m->sequence, r->buffer, 8);
-        memcpy(&m->wall_ns, r->buffer + 8, 8);
-        m->bytes = r->buffer + MESSAGE_PREFIX;
-        m->length = f.length - MESSAGE_PREFIX;
+        message_from_buffer(r, f.length, m);
+        if (m->sequence < r->next_expected) continue; /* stale: behind a damaged wrap frame */
+        r->next_expected = m->sequence + 1;
         return 1;
     }
     return 0;
@@ -599,6 +804,7 @@ int lb_cache_reader_close(lb_cache_reader *r) {
     close(r->fd);
     free(r->buffer);
     free(r->issues);
+    free(r->scanned);
     free(r);
     return 0;
 }
