@@ -3,8 +3,18 @@ import Foundation
 import Logbook
 
 /// A persistent queue of app-defined messages in one file of a fixed size: append from any thread,
-/// read them back in append order after a relaunch, drop what was handled. WORK IN PROGRESS (issue
-/// 13; docs/CACHE-PLAN.md). The C layer is `logbook_cache.h`.
+/// read them back in append order after a relaunch, drop what was handled. The C layer is
+/// `logbook_cache.h`; the bytes are in docs/FORMAT.md, "Cache".
+///
+/// - `maximumBytes` is the whole file. Full, the oldest messages make room
+///   (`shouldOverwriteOldMessages`, the default) or `append` throws `ENOSPC`; a message that cannot
+///   fit even in an empty cache throws `EMSGSIZE`.
+/// - An append is visible to readers in any process as soon as it returns, and survives what its
+///   ``Durability`` says.
+/// - Any number of threads may append; one process at a time may open the cache (a second one
+///   gets `EWOULDBLOCK`); readers (``reader()``, ``messages()``) may be anywhere.
+/// - Damage is recovered: a torn last append is invisible, a damaged message is skipped and
+///   reported by the reader with its offset, a damaged header is rebuilt from the messages found.
 ///
 /// ```swift
 /// let cache = try MessageCache<Event>(file: "/var/lib/app/events.cache", maximumBytes: 1 << 20,
@@ -72,53 +82,153 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
         return sequence
     }
 
-    /// Every message, oldest first.
+    /// Every message, oldest first (damaged ones skipped: ``reader()`` reports them).
     public func messages() throws -> [Message] {
+        let reader = try self.reader()
         var result: [Message] = []
-        try forEach { result.append(try encoding.decode($0.bytes)) }
+        while let message = try reader.next() { result.append(try encoding.decode(message.bytes)) }
         return result
     }
 
     /// Each message's bytes and sequence, oldest first, without loading them all.
     public func forEach(_ body: (CachedBytes) throws -> Void) throws {
-        var reader: OpaquePointer?
-        let rc = lb_cache_reader_open(path, &reader)
-        guard rc == 0, let reader else { throw LogbookError(operation: "lb_cache_reader_open", path: path, errno: -rc) }
-        defer { lb_cache_reader_close(reader) }
-        var message = lb_cache_message()
-        while true {
-            let next = lb_cache_reader_next(reader, &message)
-            if next < 0 { throw LogbookError(operation: "lb_cache_reader_next", path: path, errno: -next) }
-            if next == 0 { break }
-            let bytes = Array(UnsafeBufferPointer(start: message.bytes, count: Int(message.length)))
-            try body(CachedBytes(sequence: message.sequence, wallNanoseconds: message.wall_ns, bytes: bytes))
-        }
+        let reader = try self.reader()
+        while let message = try reader.next() { try body(message) }
     }
 
-    /// Removes every message up to and including `sequence` (handled by the caller).
+    /// A reader over the messages kept now, oldest first, one at a time; after it is done,
+    /// ``CacheReader/issues`` lists the damage it skipped.
+    public func reader() throws(LogbookError) -> CacheReader<Message> {
+        try CacheReader(file: path, encoding: encoding)
+    }
+
+    /// Removes every message up to and including `sequence` (handled by the caller): the
+    /// consumer's cursor, so that an uploader drains the cache without reading it again.
     public func remove(through sequence: UInt64) throws(LogbookError) {
         let rc = lb_cache_remove_through(cache, sequence)
         if rc != 0 { throw LogbookError(operation: "lb_cache_remove_through", path: path, errno: -rc) }
     }
 
-    public var statistics: lb_cache_stats {
-        var stats = lb_cache_stats()
-        lb_cache_stats_get(cache, &stats)
-        return stats
+    /// Makes every append so far survive power loss (what ``Durability/power`` does per append).
+    public func sync() throws(LogbookError) {
+        let rc = lb_cache_sync(cache)
+        if rc != 0 { throw LogbookError(operation: "lb_cache_sync", path: path, errno: -rc) }
     }
 
-    public var count: Int { Int(statistics.messages) }
+    public var statistics: Statistics {
+        var stats = lb_cache_stats()
+        lb_cache_stats_get(cache, &stats)
+        return Statistics(stats)
+    }
+
+    /// What the cache holds and what left it, from its header (so across relaunches).
+    public struct Statistics: Sendable, Equatable {
+        /// Messages kept, and their bytes (the messages' own, without framing).
+        public var messages: Int
+        public var messageBytes: Int
+        /// The sequence of the oldest message kept, and the one the next append gets.
+        public var firstSequence: UInt64
+        public var nextSequence: UInt64
+        /// Messages that made room for new ones (the byte limit), and those removed by the
+        /// count and age limits.
+        public var evictedToMakeRoom: Int
+        public var evictedByCount: Int
+        public var evictedByAge: Int
+        /// Messages removed by ``MessageCache/remove(through:)``.
+        public var removed: Int
+        /// Bytes of the file's region (the file less its 4096-byte header), and in use.
+        public var capacityBytes: Int
+        public var usedBytes: Int
+        /// Times a damaged file was rebuilt from what a scan found, and damaged messages or
+        /// regions found (by those rebuilds, and by eviction passing over damage).
+        public var rebuilds: Int
+        public var damageFound: Int
+
+        init(_ s: lb_cache_stats) {
+            messages = Int(s.messages)
+            messageBytes = Int(s.message_bytes)
+            firstSequence = s.head_sequence
+            nextSequence = s.next_sequence
+            evictedToMakeRoom = Int(s.evicted_overwrite)
+            evictedByCount = Int(s.evicted_count)
+            evictedByAge = Int(s.evicted_age)
+            removed = Int(s.removed)
+            capacityBytes = Int(s.region_size)
+            usedBytes = Int(s.used_bytes)
+            rebuilds = Int(s.rebuilds)
+            damageFound = Int(s.damage_found)
+        }
+    }
+
+    public var count: Int { statistics.messages }
     public var isEmpty: Bool { count == 0 }
 }
 
 /// One message as stored.
-public struct CachedBytes: Sendable {
+public struct CachedBytes: Sendable, Equatable {
+    /// Its place in the cache: one more than the message appended before it.
     public var sequence: UInt64
+    /// When it was appended (CLOCK_REALTIME, nanoseconds since 1970).
     public var wallNanoseconds: Int64
     public var bytes: [UInt8]
 }
 
-/// How messages become bytes: JSON by default (as the reference), or your own.
+/// Damage a reader skipped: where in the file, how many bytes, and what was wrong.
+public struct CacheIssue: Sendable, Equatable, CustomStringConvertible {
+    public var offset: UInt64
+    public var length: UInt64
+    public var what: String
+    public var description: String { "at byte \(offset) (\(length) bytes): \(what)" }
+}
+
+/// Reads a cache's messages one at a time (from any process, with pread: never a mapping), each
+/// checked; what a reader sees is what was published when it was made. Not for several threads
+/// at once.
+public final class CacheReader<Message: Codable> {
+    public let path: String
+    private let reader: OpaquePointer
+    private let encoding: MessageEncoding<Message>
+
+    public init(file: String, encoding: MessageEncoding<Message>) throws(LogbookError) {
+        var opened: OpaquePointer?
+        let rc = lb_cache_reader_open(file, &opened)
+        try check(rc, "lb_cache_reader_open", path: file, detailed: true)
+        guard let opened else { throw LogbookError(operation: "lb_cache_reader_open", path: file, errno: EIO) }
+        path = file
+        reader = opened
+        self.encoding = encoding
+    }
+
+    deinit { lb_cache_reader_close(reader) }
+
+    /// The next message's bytes, or nil at the end.
+    public func next() throws(LogbookError) -> CachedBytes? {
+        var message = lb_cache_message()
+        let rc = lb_cache_reader_next(reader, &message)
+        if rc < 0 { throw LogbookError(operation: "lb_cache_reader_next", path: path, errno: -rc) }
+        if rc == 0 { return nil }
+        let bytes = message.length == 0 ? [] : Array(UnsafeBufferPointer(start: message.bytes, count: Int(message.length)))
+        return CachedBytes(sequence: message.sequence, wallNanoseconds: message.wall_ns, bytes: bytes)
+    }
+
+    /// The next message decoded, with its sequence, or nil at the end.
+    public func nextMessage() throws -> (sequence: UInt64, message: Message)? {
+        guard let next = try next() else { return nil }
+        return (next.sequence, try encoding.decode(next.bytes))
+    }
+
+    /// The damage skipped so far (a damaged header, a message failing its checksum, a truncated file).
+    public var issues: [CacheIssue] {
+        (0..<lb_cache_reader_issue_count(reader)).map { index in
+            var issue = lb_cache_issue()
+            lb_cache_reader_issue(reader, index, &issue)
+            return CacheIssue(offset: issue.offset, length: issue.length, what: String(cString: issue.what))
+        }
+    }
+}
+
+/// How messages become bytes: JSON by default (as the reference), the compact binary encoding
+/// (``compactBinary``: about half the bytes, several times faster), or your own.
 public struct MessageEncoding<Message: Codable>: Sendable {
     public var encode: @Sendable (Message) throws -> [UInt8]
     public var decode: @Sendable ([UInt8]) throws -> Message
@@ -131,5 +241,12 @@ public struct MessageEncoding<Message: Codable>: Sendable {
     public static var json: MessageEncoding {
         MessageEncoding(encode: { Array(try JSONEncoder().encode($0)) },
                         decode: { try JSONDecoder().decode(Message.self, from: Data($0)) })
+    }
+
+    /// Tagged values with their keys (docs/FORMAT.md, "Compact binary messages"): a type may gain
+    /// optional fields and still read its old messages, as with JSON.
+    public static var compactBinary: MessageEncoding {
+        MessageEncoding(encode: { try CompactBinaryEncoder().encode($0) },
+                        decode: { try CompactBinaryDecoder().decode(Message.self, from: $0) })
     }
 }

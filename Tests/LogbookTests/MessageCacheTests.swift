@@ -3,8 +3,9 @@ import XCTest
 import Logbook
 import LogbookCache
 
-/// The Swift message cache (work in progress): the reference's surface (append, messages, isEmpty,
-/// overwrite and reject, too large, order, reopen), raw bytes and the consumer cursor, threads.
+/// The Swift message cache: the reference's surface (append, messages, isEmpty, overwrite and
+/// reject, too large, order, reopen), raw bytes and the consumer cursor, threads, limits and their
+/// counters, damage reported and recovered, a full disk, the compact binary encoding.
 final class MessageCacheTests: XCTestCase {
     struct Event: Codable, Equatable {
         var name: String
@@ -79,5 +80,211 @@ final class MessageCacheTests: XCTestCase {
         }
         XCTAssertEqual(next.count, 8)
         XCTAssertTrue(next.values.allSatisfy { $0 == 2000 })
+    }
+
+    func testLimitsByCountAndAgeAreCounted() throws {
+        let dir = makeTemporaryDirectory(self)
+        let counted = try MessageCache<Event>(file: dir + "/count.cache", maximumBytes: 1 << 20, maximumCount: 10)
+        for number in 0..<25 { try counted.append(message: Event(name: "e", number: number)) }
+        XCTAssertEqual(try counted.messages().map(\.number), Array(15..<25))
+        XCTAssertEqual(counted.statistics.evictedByCount, 15)
+        XCTAssertEqual(counted.statistics.firstSequence, 15)
+        XCTAssertEqual(counted.statistics.nextSequence, 25)
+
+        let aged = try MessageCache<Event>(file: dir + "/age.cache", maximumBytes: 1 << 20, maximumAge: .milliseconds(200))
+        for number in 0..<5 { try aged.append(message: Event(name: "old", number: number)) }
+        Thread.sleep(forTimeInterval: 0.4)
+        try aged.append(message: Event(name: "new", number: 5))
+        XCTAssertEqual(try aged.messages().map(\.number), [5])
+        XCTAssertEqual(aged.statistics.evictedByAge, 5)
+    }
+
+    func testADamagedMessageIsSkippedAndReportedWithItsOffset() throws {
+        let file = makeTemporaryDirectory(self) + "/damaged.cache"
+        do {
+            let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+            for number in 0..<50 { try cache.append(message: Event(name: "event \(number)", number: number)) }
+        }
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+        try handle.seek(toOffset: 4096 + 1000)
+        try handle.write(contentsOf: Data("XXXX".utf8))
+        try handle.close()
+        let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+        let reader = try cache.reader()
+        var numbers: [Int] = []
+        while let (_, event) = try reader.nextMessage() { numbers.append(event.number) }
+        XCTAssertEqual(numbers.count, 49, "one message lost to the damage, the rest read back")
+        XCTAssertEqual(Set(numbers).count, 49)
+        XCTAssertEqual(reader.issues.count, 1)
+        let issue = try XCTUnwrap(reader.issues.first)
+        XCTAssertTrue((4096...(4096 + 1000)).contains(Int(issue.offset)), "\(issue)")
+        XCTAssertTrue(issue.what.contains("checksum"), "\(issue)")
+        try cache.append(message: Event(name: "after", number: 50))
+        XCTAssertEqual(try cache.messages().last?.number, 50)
+    }
+
+    func testADamagedHeaderIsRebuiltNotRefused() throws {
+        let file = makeTemporaryDirectory(self) + "/header.cache"
+        do {
+            let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+            for number in 0..<30 { try cache.append(message: Event(name: "event", number: number)) }
+        }
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+        try handle.seek(toOffset: 16)  // the region size: the header's checksum fails
+        try handle.write(contentsOf: Data([0xff]))
+        try handle.close()
+        let reader = try CacheReader<Event>(file: file, encoding: .json)
+        var count = 0
+        while try reader.next() != nil { count += 1 }
+        XCTAssertEqual(count, 30)
+        XCTAssertEqual(reader.issues.first?.offset, 0, "the header is reported")
+        let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+        XCTAssertEqual(cache.statistics.rebuilds, 1)
+        XCTAssertEqual(try cache.messages().map(\.number), Array(0..<30))
+        try cache.append(message: Event(name: "event", number: 30))
+        XCTAssertEqual(cache.statistics.nextSequence, 31, "the sequence goes on")
+    }
+
+    /// The file is allocated whole when it is made, so a disk that fills later never fails an
+    /// append; a cache that cannot be allocated is refused with ENOSPC and leaves nothing behind.
+    func testAFullDisk() throws {
+        let mountPoint = makeTemporaryDirectory(self) + "/small"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        let mount = try runProgram("/bin/mount", ["-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mountPoint])
+        guard mount.status == 0 else { throw XCTSkip("cannot mount a tmpfs here (needs root): \(mount.output)") }
+        defer { _ = try? runProgram("/bin/umount", [mountPoint]) }
+        let cache = try MessageCache<Event>(file: mountPoint + "/events.cache", maximumBytes: 256 << 10)
+        let filler = mountPoint + "/filler"
+        XCTAssertTrue(FileManager.default.createFile(atPath: filler, contents: nil))
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: filler))
+        let block = Data(repeating: 1, count: 64 << 10)
+        var full = false
+        while !full {
+            do { try handle.write(contentsOf: block) } catch { full = true }
+        }
+        try handle.close()
+        for number in 0..<5000 { try cache.append(message: Event(name: "on a full disk", number: number)) }
+        let kept = try cache.messages()
+        XCTAssertEqual(kept.last?.number, 4999)
+        XCTAssertEqual(kept.map(\.number), Array((5000 - kept.count)..<5000))
+
+        XCTAssertThrowsError(try MessageCache<Event>(file: mountPoint + "/second.cache", maximumBytes: 512 << 10)) { error in
+            XCTAssertEqual((error as? LogbookError)?.errno, ENOSPC, "\(error)")
+        }
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: mountPoint).sorted(), ["events.cache", "filler"],
+                       "nothing half-made is left")
+    }
+
+    // MARK: - The compact binary encoding
+
+    enum Shape: Codable, Equatable {
+        case circle(radius: Double)
+        case polygon([Int16])
+        case none
+    }
+
+    class Base: Codable {
+        var id: UInt64
+        init(id: UInt64) { self.id = id }
+    }
+
+    final class Derived: Base, Equatable {
+        var label: String?
+        init(id: UInt64, label: String?) {
+            self.label = label
+            super.init(id: id)
+        }
+        enum CodingKeys: String, CodingKey { case label }
+        required init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            label = try container.decodeIfPresent(String.self, forKey: .label)
+            try super.init(from: container.superDecoder())
+        }
+        override func encode(to encoder: any Encoder) throws {
+            var container = encoder.container(keyedBy: CodingKeys.self)
+            try container.encodeIfPresent(label, forKey: .label)
+            try super.encode(to: container.superEncoder())
+        }
+        static func == (a: Derived, b: Derived) -> Bool { a.id == b.id && a.label == b.label }
+    }
+
+    struct Everything: Codable, Equatable {
+        var flag: Bool
+        var small: Int8
+        var negative: Int
+        var big: UInt64
+        var ratio: Double
+        var single: Float
+        var text: String
+        var optional: String?
+        var absent: Int?
+        var list: [Int32]
+        var nested: [[String]]
+        var table: [String: Int]
+        var numbered: [Int: String]
+        var data: Data
+        var date: Date
+        var shapes: [Shape]
+        var derived: Derived
+    }
+
+    func testCompactBinaryRoundTripsWhatJSONDoesInLessSpace() throws {
+        var generator = SystemRandomNumberGenerator()
+        for round in 0..<200 {
+            let value = Everything(
+                flag: round % 2 == 0, small: Int8.random(in: .min ... .max, using: &generator),
+                negative: Int.random(in: .min ... .max, using: &generator), big: UInt64.random(in: 0 ... .max, using: &generator),
+                ratio: Double.random(in: -1e300...1e300, using: &generator), single: Float.random(in: -1...1, using: &generator),
+                text: String((0..<Int.random(in: 0...40, using: &generator)).map { _ in "aé😀\u{0}z".randomElement(using: &generator)! }),
+                optional: round % 3 == 0 ? nil : "present", absent: nil,
+                list: (0..<round % 7).map { _ in Int32.random(in: .min ... .max, using: &generator) },
+                nested: [[], ["a"], ["b", "c"]], table: ["one": 1, "two": -2], numbered: [1: "one", -5: "minus five"],
+                data: Data((0..<round % 50).map { UInt8(truncatingIfNeeded: $0 &* 31) }),
+                date: Date(timeIntervalSince1970: Double(round) * 1000.5),
+                shapes: [.circle(radius: 2.5), .polygon([1, -2, 3]), .none],
+                derived: Derived(id: UInt64(round), label: round % 2 == 0 ? "even" : nil))
+            let bytes = try CompactBinaryEncoder().encode(value)
+            XCTAssertEqual(try CompactBinaryDecoder().decode(Everything.self, from: bytes), value)
+            let json = try JSONEncoder().encode(value)
+            XCTAssertEqual(try JSONDecoder().decode(Everything.self, from: json), value)
+            XCTAssertLessThan(bytes.count, json.count)
+        }
+        let event = Event(name: "launch", number: 42)
+        let compact = try CompactBinaryEncoder().encode(event), json = try JSONEncoder().encode(event)
+        XCTAssertLessThan(compact.count, json.count)
+    }
+
+    func testCompactBinaryRefusesDamageWithoutCrashing() throws {
+        struct Small: Codable { var value: Int8 }
+        struct Wide: Codable { var value: Int }
+        XCTAssertThrowsError(try CompactBinaryDecoder().decode(Small.self, from: try CompactBinaryEncoder().encode(Wide(value: 300))))
+        let good = try CompactBinaryEncoder().encode(Everything(
+            flag: true, small: 1, negative: -1, big: 1, ratio: 1, single: 1, text: "t", optional: nil, absent: nil,
+            list: [1], nested: [["x"]], table: ["a": 1], numbered: [1: "b"], data: Data([1, 2]), date: Date(),
+            shapes: [.none], derived: Derived(id: 1, label: "l")))
+        var generator = SystemRandomNumberGenerator()
+        var refused = 0
+        for _ in 0..<5000 {
+            var bytes = good
+            switch Int.random(in: 0..<3, using: &generator) {
+            case 0: bytes = Array(bytes.prefix(Int.random(in: 0..<bytes.count, using: &generator)))
+            case 1: bytes[Int.random(in: 0..<bytes.count, using: &generator)] ^= UInt8(1 << Int.random(in: 0..<8, using: &generator))
+            default: bytes = (0..<Int.random(in: 0..<64, using: &generator)).map { _ in UInt8.random(in: 0 ... .max, using: &generator) }
+            }
+            if (try? CompactBinaryDecoder().decode(Everything.self, from: bytes)) == nil { refused += 1 }
+        }
+        XCTAssertGreaterThan(refused, 4000)
+        // deep nesting is bounded, not a stack overflow
+        var deep: [UInt8] = []
+        for _ in 0..<100_000 { deep += [9, 1] }  // arrays of one array, 100,000 deep
+        deep.append(0)
+        XCTAssertThrowsError(try CompactBinaryDecoder().decode([[Int]].self, from: deep))
+    }
+
+    func testACacheWithTheCompactEncoding() throws {
+        let file = makeTemporaryDirectory(self) + "/compact.cache"
+        let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10, encoding: .compactBinary)
+        for number in 0..<100 { try cache.append(message: Event(name: "event \(number)", number: number)) }
+        XCTAssertEqual(try cache.messages(), (0..<100).map { Event(name: "event \($0)", number: $0) })
     }
 }
