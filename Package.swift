@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "LogbookTesting", targets: ["LogbookTesting"]),
         .library(name: "LogbookUpload", targets: ["LogbookUpload"]),
         .library(name: "LogbookCache", targets: ["LogbookCache"]),
+        .library(name: "CLogbookCache", targets: ["CLogbookCache"]),
         .executable(name: "logbook", targets: ["LogbookCLI"]),
         .executable(name: "logbook-demo", targets: ["LogbookDemo"]),
     ],

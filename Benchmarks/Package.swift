@@ -51,6 +51,16 @@ let package = Package(
             .product(name: "Logbook", package: logbookPackage),
             .product(name: "CLogbook", package: logbookPackage),
         ]),
+        // The message cache against the reference's pattern and SQLite (cache.sh): per-append
+        // percentiles it measures itself, interleaved rounds.
+        .executableTarget(
+            name: "CacheBench",
+            dependencies: [
+                .product(name: "LogbookCache", package: logbookPackage),
+                .product(name: "CLogbookCache", package: logbookPackage),
+                "CSQLite",
+            ]
+        ),
         .testTarget(
             name: "PureSwiftLogbookTests",
             dependencies: ["PureSwiftLogbook", .product(name: "Logbook", package: logbookPackage)]

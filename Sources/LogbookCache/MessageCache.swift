@@ -63,7 +63,7 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
     /// Appends one message (encoded with the cache's encoding). Throws `EMSGSIZE` for a message
     /// that cannot fit even in an empty cache, `ENOSPC` when full and not overwriting.
     public func append(message: Message) throws {
-        try append(bytes: try encoding.encode(message))
+        try encoding.withEncoded(message) { bytes in try append(raw: bytes) }
     }
 
     /// Appends raw bytes; returns the message's sequence number (for ``remove(through:)``).
@@ -71,15 +71,22 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
     public func append(bytes: [UInt8]) throws(LogbookError) -> UInt64 {
         var sequence: UInt64 = 0
         let rc = bytes.withUnsafeBytes { lb_cache_append(cache, $0.baseAddress, $0.count, &sequence) }
-        if rc != 0 {
-            let detail: String? = switch -rc {
-            case EMSGSIZE: "the message (\(bytes.count) bytes) cannot fit even in an empty cache"
-            case ENOSPC: "the cache is full and does not overwrite old messages"
-            default: nil
-            }
-            throw LogbookError(operation: "lb_cache_append", path: path, errno: -rc, detail: detail)
-        }
+        if rc != 0 { throw appendFailure(rc, bytes: bytes.count) }
         return sequence
+    }
+
+    private func append(raw bytes: UnsafeRawBufferPointer) throws(LogbookError) {
+        let rc = lb_cache_append(cache, bytes.baseAddress, bytes.count, nil)
+        if rc != 0 { throw appendFailure(rc, bytes: bytes.count) }
+    }
+
+    private func appendFailure(_ rc: Int32, bytes: Int) -> LogbookError {
+        let detail: String? = switch -rc {
+        case EMSGSIZE: "the message (\(bytes) bytes) cannot fit even in an empty cache"
+        case ENOSPC: "the cache is full and does not overwrite old messages"
+        default: nil
+        }
+        return LogbookError(operation: "lb_cache_append", path: path, errno: -rc, detail: detail)
     }
 
     /// Every message, oldest first (damaged ones skipped: ``reader()`` reports them).
@@ -233,14 +240,23 @@ public struct MessageEncoding<Message: Codable>: Sendable {
     public var encode: @Sendable (Message) throws -> [UInt8]
     public var decode: @Sendable ([UInt8]) throws -> Message
 
+    /// Hands the encoded bytes to `body` without copying them into an array first.
+    var withEncoded: @Sendable (Message, (UnsafeRawBufferPointer) throws -> Void) throws -> Void
+
     public init(encode: @escaping @Sendable (Message) throws -> [UInt8], decode: @escaping @Sendable ([UInt8]) throws -> Message) {
         self.encode = encode
         self.decode = decode
+        withEncoded = { message, body in try encode(message).withUnsafeBytes(body) }
     }
 
+    /// JSON through Foundation's JSONEncoder and JSONDecoder (one of each, shared: both are
+    /// Sendable).
     public static var json: MessageEncoding {
-        MessageEncoding(encode: { Array(try JSONEncoder().encode($0)) },
-                        decode: { try JSONDecoder().decode(Message.self, from: Data($0)) })
+        let encoder = JSONEncoder(), decoder = JSONDecoder()
+        var encoding = MessageEncoding(encode: { Array(try encoder.encode($0)) },
+                                       decode: { try decoder.decode(Message.self, from: Data($0)) })
+        encoding.withEncoded = { message, body in try encoder.encode(message).withUnsafeBytes(body) }
+        return encoding
     }
 
     /// Tagged values with their keys (docs/FORMAT.md, "Compact binary messages"): a type may gain
