@@ -58,6 +58,15 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
         self.encoding = encoding
     }
 
+    /// The same, for a file URL (as the reference takes it). Unlike the reference, the file need
+    /// not exist: it is created, allocated whole, on first open.
+    public convenience init(file: URL, maximumBytes: Int, shouldOverwriteOldMessages: Bool = true,
+                            durability: Durability = .process, maximumCount: Int? = nil, maximumAge: Duration? = nil,
+                            encoding: MessageEncoding<Message> = .json) throws(LogbookError) {
+        try self.init(file: file.path, maximumBytes: maximumBytes, shouldOverwriteOldMessages: shouldOverwriteOldMessages,
+                      durability: durability, maximumCount: maximumCount, maximumAge: maximumAge, encoding: encoding)
+    }
+
     deinit { lb_cache_close(cache) }
 
     /// Appends one message (encoded with the cache's encoding). Throws `EMSGSIZE` for a message
