@@ -2,7 +2,7 @@
 # Runs every benchmark suite in one go (release build) and writes ../docs/BENCHMARKS.md: each
 # scenario's time per message, peers' ratios to Logbook from the same run, the machine, and the
 # targets, and checks the committed thresholds (thresholds.json): exit 1 on a regression.
-# Takes ~10 minutes:   Benchmarks/run.sh
+# Takes ~12 minutes:   Benchmarks/run.sh
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -30,6 +30,12 @@ python3 report.py "$out/results.md" thresholds.json > ../docs/BENCHMARKS.md || s
   echo "From \`Benchmarks/archive.sh\` (median of 5 runs each; target: logging within 10% of archiving off)."
   echo
   ./archive.sh
+  echo
+  echo "## Message cache"
+  echo
+  echo "From \`Benchmarks/cache.sh\` (issue 13's targets below the table)."
+  echo
+  ./cache.sh
 } >> ../docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md"
 exit $status

@@ -79,8 +79,9 @@ final class CProgramTests: XCTestCase {
 
     func testCCoreTestProgramPasses() throws { try runCTest("Tests/CTests/core_test.c") }
 
-    /// The message cache from C (work in progress, issue 13), under ASan and UBSan: order,
-    /// overwrite and reject, limits, threads, resize, damage, a 200-cycle SIGKILL loop.
+    /// The message cache's C API from C, under ASan and UBSan: order, overwrite and reject,
+    /// limits, threads (power durability too), resize, header damage, truncation, 300 rounds of
+    /// random bit flips, a 200-cycle SIGKILL loop.
     func testCacheProgramIsCleanUnderAddressAndUndefinedSanitizers() throws {
         try runCTest("Tests/CTests/cache_test.c", extraFlags: try sanitizerFlags(), cache: true,
                      environment: ["ASAN_OPTIONS": "detect_leaks=1"])

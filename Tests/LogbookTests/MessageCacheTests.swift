@@ -36,6 +36,9 @@ final class MessageCacheTests: XCTestCase {
         }
         try reopened.remove(through: handled)
         XCTAssertEqual(reopened.count, seen - 10)
+        XCTAssertEqual(reopened.statistics.removed, 10)
+        XCTAssertEqual(reopened.statistics.evictedToMakeRoom, 1000 - seen)
+        XCTAssertEqual(reopened.statistics.nextSequence, 1000)
     }
 
     func testErrorsSayWhatWasWrong() throws {
@@ -80,6 +83,31 @@ final class MessageCacheTests: XCTestCase {
         }
         XCTAssertEqual(next.count, 8)
         XCTAssertTrue(next.values.allSatisfy { $0 == 2000 })
+    }
+
+    /// Power durability with threads: each append returns after a sync covered it; threads share
+    /// syncs (group commit) and every message is read back once, in per-thread order.
+    func testPowerDurabilityWithThreads() throws {
+        let file = makeTemporaryDirectory(self) + "/power.cache"
+        let cache = try MessageCache<Event>(file: file, maximumBytes: 1 << 20, durability: .power)
+        let threads = 4, appends = 40
+        let done = DispatchGroup()
+        for thread in 0..<threads {
+            done.enter()
+            Thread.detachNewThread {
+                for number in 0..<appends { try! cache.append(message: Event(name: "t\(thread)", number: number)) }
+                done.leave()
+            }
+        }
+        done.wait()
+        var next = [String: Int]()
+        for event in try cache.messages() {
+            XCTAssertEqual(event.number, next[event.name, default: 0])
+            next[event.name] = event.number + 1
+        }
+        XCTAssertEqual(next.count, threads)
+        XCTAssertTrue(next.values.allSatisfy { $0 == appends })
+        XCTAssertEqual(cache.statistics.messages, threads * appends)
     }
 
     func testLimitsByCountAndAgeAreCounted() throws {

@@ -21,6 +21,11 @@
 
 _Static_assert(offsetof(lb_cache_header, fixed_crc) == 60, "the fixed part is 64 bytes");
 _Static_assert(sizeof(lb_cache_header) <= LB_CACHE_HEADER_SIZE, "the header fits its page");
+/* docs/FORMAT.md, "Cache", draws these offsets */
+_Static_assert(offsetof(lb_cache_header, head) == 64 && offsetof(lb_cache_header, next_sequence) == 88 &&
+                   offsetof(lb_cache_header, removed) == 136 && offsetof(lb_cache_header, damage_found) == 160 &&
+                   sizeof(lb_cache_header) == 168,
+               "the header's moving fields are where docs/FORMAT.md says");
 
 #define FRAME_HEAD ((uint64_t)sizeof(lb_archive_frame_head))
 #define MESSAGE_PREFIX 16u /* u64 sequence, i64 wall ns */
