@@ -504,6 +504,36 @@ static void test_random_corruption(int rounds) {
     }
 }
 
+/* A creation killed midway leaves NAME.new: the next open removes it and creates the cache. One
+ * still held (locked) by its creator is another process's creation: EWOULDBLOCK, not removed. */
+static void test_leftover_temporary_file(void) {
+    char path[300], temporary[310];
+    snprintf(path, sizeof path, "%s/leftover.cache", dir);
+    snprintf(temporary, sizeof temporary, "%s.new", path);
+    int fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    CHECK(fd >= 0 && write(fd, "half", 4) == 4);
+    close(fd);
+    lb_cache_options o;
+    lb_cache_options_init(&o);
+    lb_cache *c;
+    CHECK(lb_cache_open(path, &o, &c) == 0);
+    CHECK(access(temporary, F_OK) != 0);
+    CHECK(append_numbered(c, 1) == 0);
+    lb_cache_close(c);
+
+    char other[300], other_temporary[310];
+    snprintf(other, sizeof other, "%s/creating.cache", dir);
+    snprintf(other_temporary, sizeof other_temporary, "%s.new", other);
+    fd = open(other_temporary, O_RDWR | O_CREAT | O_EXCL, 0600);
+    struct flock lock = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    CHECK(fd >= 0 && fcntl(fd, F_OFD_SETLK, &lock) == 0);
+    CHECK(lb_cache_open(other, &o, &c) == -EWOULDBLOCK);
+    CHECK(access(other_temporary, F_OK) == 0);
+    close(fd);
+    CHECK(lb_cache_open(other, &o, &c) == 0);
+    lb_cache_close(c);
+}
+
 int main(int argc, char **argv) {
     int made = argc <= 1;
     if (argc > 1) {
@@ -520,6 +550,7 @@ int main(int argc, char **argv) {
     test_threads(1);
     test_damage_is_skipped_and_reported();
     test_resize_keeps_the_newest();
+    test_leftover_temporary_file();
     test_header_damage_is_recovered();
     test_truncation();
     test_random_corruption(300);

@@ -252,7 +252,7 @@ for (index, row) in rows.enumerated() {
     print("| \(row.name) | \(format(median)) | \(format(p50s.first!))–\(format(p50s.last!)) | \(p99) | \(String(format: "%.0f", 1e9 / median)) |")
 }
 print("")
-print("Targets (\(rounds) interleaved rounds, cache of \(cacheBytes >> 10) KiB that wraps, files on \(directory.split(separator: "/").prefix(2).joined(separator: "/"))):")
+print("Targets (\(rounds) interleaved rounds, cache of \(cacheBytes >> 10) KiB that wraps, files on /\(directory.split(separator: "/").prefix(2).joined(separator: "/"))):")
 print("- `.process` raw append p50 ≤ 150 ns: \(format(medians[1])) (Swift), \(format(medians[0])) (C)")
 print(String(format: "- Codable (JSON) ≥ 2× the reference's pattern: %.1f× (compact binary: %.1f×)", medians[4] / medians[2], medians[4] / medians[3]))
 print(String(format: "- `.power` ≥ SQLite FULL: %.2f× as fast (%@ against %@)", medians[7] / medians[6], format(medians[6]), format(medians[7])))

@@ -100,10 +100,33 @@ static int open_parent(const char *path, char *name, size_t name_size) {
     return lb_dir_open_private(dir, "cache directory", 0);
 }
 
+/* Creates NAME.new and locks it: its creator holds the lock until it is renamed. One that exists
+ * and is locked is another process's creation under way (-EWOULDBLOCK); one that is not is a
+ * creation killed midway, which lb_file_create_at replaces. The descriptor, or -errno. */
+static int create_temporary(int dir_fd, const char *temporary, const char *path) {
+    int existing = lb_file_open_at(dir_fd, temporary, O_RDWR, path);
+    if (existing >= 0) {
+        int rc = lb_file_lock_exclusive(existing);
+        close(existing);
+        if (rc == -EWOULDBLOCK) {
+            lb_error_detail_set("another process is creating the cache '%s'", path);
+            return rc;
+        }
+    }
+    int fd = lb_file_create_at(dir_fd, temporary, path);
+    if (fd < 0) return fd;
+    int rc = lb_file_lock_exclusive(fd);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
 static int create_file(int dir_fd, const char *name, const char *dir_path, uint64_t size) {
     char temporary[NAME_MAX + 1];
     if (snprintf(temporary, sizeof temporary, "%s.new", name) >= (int)sizeof temporary) return -ENAMETOOLONG;
-    int fd = lb_file_create_at(dir_fd, temporary, dir_path);
+    int fd = create_temporary(dir_fd, temporary, dir_path);
     if (fd < 0) return fd;
     int rc = posix_fallocate(fd, 0, (off_t)size);
     if (rc == 0) {
@@ -119,10 +142,10 @@ static int create_file(int dir_fd, const char *name, const char *dir_path, uint6
         rc = written == (ssize_t)sizeof h ? 0 : (written < 0 ? errno : EIO);
     }
     if (rc == 0 && fsync(fd) != 0) rc = errno;
-    close(fd);
     if (rc == 0 && renameat(dir_fd, temporary, dir_fd, name) != 0) rc = errno;
     if (rc == 0 && fsync(dir_fd) != 0) rc = errno;
     if (rc) unlinkat(dir_fd, temporary, 0);
+    close(fd); /* the lock goes once the file has its name */
     return -rc;
 }
 
@@ -161,10 +184,10 @@ static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int di
     char temporary[NAME_MAX + 1];
     if (rc == 0 && snprintf(temporary, sizeof temporary, "%s.new", name) >= (int)sizeof temporary) rc = -ENAMETOOLONG;
     if (rc == 0) {
-        fd = lb_file_create_at(dir_fd, temporary, path);
+        fd = create_temporary(dir_fd, temporary, path);
         if (fd < 0) rc = fd;
     }
-    if (rc == 0 && (rc = lb_file_lock_exclusive(fd)) == 0) rc = -posix_fallocate(fd, 0, (off_t)size);
+    if (rc == 0) rc = -posix_fallocate(fd, 0, (off_t)size);
     if (rc == 0) {
         uint64_t region = (size - LB_CACHE_HEADER_SIZE) & ~(uint64_t)7, used = 0, bytes = 0;
         size_t first = count;
@@ -249,18 +272,35 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     char name[NAME_MAX + 1];
     int dir_fd = open_parent(path, name, sizeof name);
     if (dir_fd < 0) return dir_fd;
-    int fd = lb_file_open_at(dir_fd, name, O_RDWR, path);
-    if (fd == -ENOENT) {
-        int rc = create_file(dir_fd, name, path, o.maximum_bytes);
-        fd = rc < 0 ? rc : lb_file_open_at(dir_fd, name, O_RDWR, path);
+    int fd = -ENOENT, rc = 0;
+    struct stat st;
+    /* Open and lock the file the name names: a writer that rebuilt the file meanwhile renamed
+     * another one over it, and a lock on the old one would write to a file nobody reads. */
+    for (int attempt = 0; attempt < 4; attempt++) {
+        fd = lb_file_open_at(dir_fd, name, O_RDWR, path);
+        if (fd == -ENOENT) {
+            rc = create_file(dir_fd, name, path, o.maximum_bytes);
+            fd = rc < 0 ? rc : lb_file_open_at(dir_fd, name, O_RDWR, path);
+        }
+        if (fd < 0) {
+            close(dir_fd);
+            return fd;
+        }
+        rc = lb_file_lock_exclusive(fd);
+        if (rc == 0 && fstat(fd, &st) != 0) rc = -errno;
+        struct stat named;
+        if (rc == 0 && fstatat(dir_fd, name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+            (named.st_ino != st.st_ino || named.st_dev != st.st_dev)) {
+            close(fd);
+            fd = -ENOENT;
+            continue;
+        }
+        break;
     }
     if (fd < 0) {
         close(dir_fd);
-        return fd;
+        return -EAGAIN;
     }
-    int rc = lb_file_lock_exclusive(fd);
-    struct stat st;
-    if (rc == 0 && fstat(fd, &st) != 0) rc = -errno;
     if (rc == -EWOULDBLOCK) lb_error_detail_set("another process writes to the cache '%s'", path);
     lb_cache_header old;
     memset(&old, 0, sizeof old);
