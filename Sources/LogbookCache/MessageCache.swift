@@ -44,10 +44,23 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
         options.maximum_bytes = UInt64(max(0, maximumBytes))
         options.overwrite = shouldOverwriteOldMessages ? 1 : 0
         options.durability = durability == .power ? LB_CACHE_DURABLE_POWER.rawValue : LB_CACHE_DURABLE_PROCESS.rawValue
-        options.maximum_count = UInt64(max(0, maximumCount ?? 0))
+        if let maximumCount {
+            guard maximumCount > 0 else {
+                throw LogbookError(operation: "MessageCache", path: file, errno: EINVAL,
+                                   detail: "maximumCount \(maximumCount) is not positive (nil means no limit)")
+            }
+            options.maximum_count = UInt64(maximumCount)
+        }
         if let maximumAge {
+            guard maximumAge > .zero else {
+                throw LogbookError(operation: "MessageCache", path: file, errno: EINVAL,
+                                   detail: "maximumAge \(maximumAge) is not positive (nil means no limit)")
+            }
+            // Nanoseconds, saturating: an age past what 64 bits hold is no limit.
             let (seconds, attoseconds) = maximumAge.components
-            options.maximum_age_ns = UInt64(max(0, seconds)) * 1_000_000_000 + UInt64(max(0, attoseconds / 1_000_000_000))
+            let (whole, overflow) = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+            let (sum, carry) = whole.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000))
+            options.maximum_age_ns = overflow || carry ? .max : max(1, sum)
         }
         var opened: OpaquePointer?
         let rc = lb_cache_open(file, &options, &opened)

@@ -54,6 +54,19 @@ final class MessageCacheTests: XCTestCase {
         XCTAssertThrowsError(try MessageCache<Event>(file: dir + "/garbage.cache", maximumBytes: 16 << 10)) { error in
             XCTAssertTrue("\(error)".contains("is not a Logbook cache"), "\(error)")
         }
+        // a symlink in the cache's place is not followed, and the error names it once
+        try FileManager.default.createSymbolicLink(atPath: dir + "/link.cache", withDestinationPath: dir + "/one.cache")
+        XCTAssertThrowsError(try MessageCache<Event>(file: dir + "/link.cache", maximumBytes: 16 << 10)) { error in
+            XCTAssertEqual((error as? LogbookError)?.errno, ELOOP)
+            XCTAssertFalse("\(error)".contains("link.cache/link.cache"), "\(error)")
+        }
+        // limits: nil is no limit; zero or negative is a mistake, said so; a huge age is no limit
+        XCTAssertThrowsError(try MessageCache<Event>(file: dir + "/limits.cache", maximumBytes: 16 << 10, maximumCount: 0))
+        XCTAssertThrowsError(try MessageCache<Event>(file: dir + "/limits.cache", maximumBytes: 16 << 10, maximumAge: .seconds(-5)))
+        let forever = try MessageCache<Event>(file: dir + "/forever.cache", maximumBytes: 16 << 10, maximumAge: .seconds(Int64.max))
+        for number in 0..<3 { try forever.append(message: Event(name: "kept", number: number)) }
+        XCTAssertEqual(forever.count, 3)
+        XCTAssertEqual(forever.statistics.evictedByAge, 0)
         _ = first
     }
 

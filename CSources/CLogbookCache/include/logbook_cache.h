@@ -65,7 +65,8 @@ typedef struct lb_cache_header {
     _Atomic uint64_t removed;        /* messages lb_cache_remove_through removed */
     _Atomic uint64_t durable_tail;   /* the tail the last sync covered (power durability) */
     _Atomic uint64_t rebuilds;       /* times a damaged file was rebuilt from a scan of its region */
-    _Atomic uint64_t damage_found;   /* damaged regions those rebuilds skipped */
+    _Atomic uint64_t damage_found;   /* damaged messages or regions rebuilds and eviction found */
+    _Atomic uint64_t last_frame;     /* position of the newest message's frame (its end is the tail) */
 } lb_cache_header;
 
 typedef struct lb_cache_options {

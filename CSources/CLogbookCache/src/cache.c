@@ -24,7 +24,7 @@ _Static_assert(sizeof(lb_cache_header) <= LB_CACHE_HEADER_SIZE, "the header fits
 /* docs/FORMAT.md, "Cache", draws these offsets */
 _Static_assert(offsetof(lb_cache_header, head) == 64 && offsetof(lb_cache_header, next_sequence) == 88 &&
                    offsetof(lb_cache_header, removed) == 136 && offsetof(lb_cache_header, damage_found) == 160 &&
-                   sizeof(lb_cache_header) == 168,
+                   offsetof(lb_cache_header, last_frame) == 168 && sizeof(lb_cache_header) == 176,
                "the header's moving fields are where docs/FORMAT.md says");
 
 #define FRAME_HEAD ((uint64_t)sizeof(lb_archive_frame_head))
@@ -82,15 +82,14 @@ void lb_cache_options_init(lb_cache_options *o) {
 }
 
 /* "dir/name" into the directory (opened private) and the name. */
-static int open_parent(const char *path, char *name, size_t name_size) {
+static int open_parent(const char *path, char dir[PATH_MAX], char *name, size_t name_size) {
     const char *slash = strrchr(path, '/');
-    char dir[PATH_MAX];
     const char *base = slash ? slash + 1 : path;
     if (!*base || strlen(base) >= name_size) return -EINVAL;
     if (slash) {
         size_t n = (size_t)(slash - path);
         if (n == 0) n = 1; /* "/name" */
-        if (n >= sizeof dir) return -ENAMETOOLONG;
+        if (n >= PATH_MAX) return -ENAMETOOLONG;
         memcpy(dir, path, n);
         dir[n] = 0;
     } else {
@@ -103,17 +102,17 @@ static int open_parent(const char *path, char *name, size_t name_size) {
 /* Creates NAME.new and locks it: its creator holds the lock until it is renamed. One that exists
  * and is locked is another process's creation under way (-EWOULDBLOCK); one that is not is a
  * creation killed midway, which lb_file_create_at replaces. The descriptor, or -errno. */
-static int create_temporary(int dir_fd, const char *temporary, const char *path) {
-    int existing = lb_file_open_at(dir_fd, temporary, O_RDWR, path);
+static int create_temporary(int dir_fd, const char *temporary, const char *dir_path) {
+    int existing = lb_file_open_at(dir_fd, temporary, O_RDWR, dir_path);
     if (existing >= 0) {
         int rc = lb_file_lock_exclusive(existing);
         close(existing);
         if (rc == -EWOULDBLOCK) {
-            lb_error_detail_set("another process is creating the cache '%s'", path);
+            lb_error_detail_set("another process is creating a cache as '%s/%s'", dir_path, temporary);
             return rc;
         }
     }
-    int fd = lb_file_create_at(dir_fd, temporary, path);
+    int fd = lb_file_create_at(dir_fd, temporary, dir_path);
     if (fd < 0) return fd;
     int rc = lb_file_lock_exclusive(fd);
     if (rc) {
@@ -129,6 +128,8 @@ static int create_file(int dir_fd, const char *name, const char *dir_path, uint6
     int fd = create_temporary(dir_fd, temporary, dir_path);
     if (fd < 0) return fd;
     int rc = posix_fallocate(fd, 0, (off_t)size);
+    if (rc) lb_error_detail_set("cannot allocate %llu bytes for the cache '%s/%s': %s", (unsigned long long)size, dir_path,
+                                name, strerror(rc));
     if (rc == 0) {
         lb_cache_header h;
         memset(&h, 0, sizeof h);
@@ -149,6 +150,104 @@ static int create_file(int dir_fd, const char *name, const char *dir_path, uint6
     return -rc;
 }
 
+/* The MESSAGE frame at logical `position` (past padding and a WRAP frame at the region's end),
+ * read with pread: 1 with its sequence and the position after it; 0 when it is damaged or not
+ * in the file (damage in the region, which proves nothing about the header). */
+static int message_at(int fd, uint64_t region, uint64_t available, uint64_t position, uint64_t *sequence, uint64_t *end) {
+    for (int hop = 0; hop < 2; hop++) {
+        uint64_t offset = position % region, left = region - offset;
+        if (left < FRAME_HEAD) {
+            position += left;
+            continue;
+        }
+        lb_archive_frame_head f;
+        if (offset + FRAME_HEAD > available ||
+            pread(fd, &f, sizeof f, (off_t)(LB_CACHE_HEADER_SIZE + offset)) != (ssize_t)sizeof f)
+            return 0;
+        if (!frame_head_valid(&f) || FRAME_HEAD + round8(f.length) > left) return 0;
+        if (f.kind == LB_CACHE_FRAME_WRAP) {
+            position += left;
+            continue;
+        }
+        if (f.length < MESSAGE_PREFIX || offset + FRAME_HEAD + f.length > available) return 0;
+        uint8_t *body = malloc(f.length);
+        int intact = body && pread(fd, body, f.length, (off_t)(LB_CACHE_HEADER_SIZE + offset + FRAME_HEAD)) == (ssize_t)f.length &&
+                     lb_crc32c(0, body, f.length) == f.body_crc;
+        if (intact) memcpy(sequence, body, 8);
+        free(body);
+        *end = position + FRAME_HEAD + round8(f.length);
+        return intact;
+    }
+    return 0;
+}
+
+static uint64_t intact_message(const uint8_t *data, uint64_t available, uint64_t offset, uint64_t *sequence);
+
+/* The sequence of the first intact message at or after logical `position`, searched in 8-byte
+ * steps up to the tail or the region's end (at most 1 MiB): 1 if one is found. */
+static int first_intact_after(int fd, uint64_t region, uint64_t available, uint64_t position, uint64_t tail, uint64_t *sequence) {
+    uint64_t offset = position % region, span = region - offset;
+    if (span > tail - position) span = tail - position;
+    if (span > (1u << 20)) span = 1u << 20;
+    if (offset >= available) return 0;
+    if (span > available - offset) span = available - offset;
+    uint8_t *data = malloc(span ? span : 1);
+    if (!data) return 0;
+    int found = 0;
+    if (pread(fd, data, span, (off_t)(LB_CACHE_HEADER_SIZE + offset)) == (ssize_t)span)
+        for (uint64_t at = 0; at + FRAME_HEAD <= span && !found; at += 8) found = intact_message(data, span, at, sequence) != 0;
+    free(data);
+    return found;
+}
+
+/* Whether the header's moving fields (which no checksum covers) agree with each other and with
+ * the frames they point at: head and tail in bounds, head_sequence ≤ next_sequence, messages and
+ * bytes within them, the frame at head carrying head_sequence, the frame at last_frame carrying
+ * next_sequence − 1 and ending at the tail. 0: they disagree (damage); 1: they agree; 2: they
+ * agree but for one append or eviction a kill cut short (its stores are a prefix of the writer's:
+ * eviction stores the counters and head_sequence, then head; an append stores next_sequence,
+ * the counters, last_frame, then tail), which the writer repairs by recounting. `hint_ok`:
+ * head_sequence was confirmed by the head frame. Damaged frames confirm nothing and contradict
+ * nothing: they are the region's damage, which the reader reports. */
+static int moving_fields_agree(int fd, const lb_cache_header *h, uint64_t region, uint64_t available, int *hint_ok) {
+    uint64_t head = atomic_load(&h->head), tail = atomic_load(&h->tail), last = atomic_load(&h->last_frame);
+    uint64_t first = atomic_load(&h->head_sequence), next = atomic_load(&h->next_sequence);
+    uint64_t messages = atomic_load(&h->messages), bytes = atomic_load(&h->message_bytes), sequence, end;
+    int verdict = 1;
+    *hint_ok = 0;
+    if (head > tail || tail - head > region || (head | tail | last) % 8) return 0; /* frames are 8-aligned */
+    if (first > next || messages > next - first || bytes > region) return 0;
+    if (head == tail) {
+        *hint_ok = 1;
+        return messages == 0 ? 1 : messages == 1 ? 2 : 0; /* 1: an append into an empty cache cut short */
+    }
+    if (message_at(fd, region, available, head, &sequence, &end)) {
+        if (sequence + 1 == first) verdict = 2;       /* an eviction cut short */
+        else if (sequence != first) return 0;
+        *hint_ok = 1;
+    } else if (first_intact_after(fd, region, available, head, tail, &sequence)) {
+        /* The head frame is damaged, or head itself moved into a frame: the first intact message
+         * after it tells which. Damage of the head frame alone leaves it next in sequence. */
+        if (sequence < first) return 0; /* head_sequence is too large: not a hint */
+        *hint_ok = 1;
+        if (sequence > first + 1) return 0; /* head moved past messages: scan from head_sequence */
+    }
+    if (last >= head && last < tail) {
+        if (message_at(fd, region, available, last, &sequence, &end)) {
+            if (sequence + 2 == next && end == tail) verdict = 2; /* an append cut short after next_sequence */
+            else if (sequence + 1 != next || end != tail) return 0;
+        }
+    } else if (last >= tail && last - tail < region) {
+        if (message_at(fd, region, available, last, &sequence, &end) && sequence + 1 != next) return 0;
+        verdict = 2; /* an append cut short before its tail */
+    } else {
+        return 0;
+    }
+    return verdict;
+}
+
+static int reader_open(const char *path, int writer_may_be_alive, lb_cache_reader **out);
+
 typedef struct kept_message {
     uint64_t sequence;
     int64_t wall_ns;
@@ -158,10 +257,10 @@ typedef struct kept_message {
 
 /* A cache file of another size: NAME.new of `size` with the newest messages that fit (the rest
  * counted as evicted by overwrite), locked, then renamed over NAME. The new descriptor, or -errno. */
-static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int dir_fd, const char *name,
-                   const char *path, uint64_t size) {
+static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int dir_fd, const char *dir_path,
+                   const char *name, const char *path, uint64_t size) {
     lb_cache_reader *r;
-    int rc = lb_cache_reader_open(path, &r);
+    int rc = reader_open(path, 0, &r);
     if (rc) return rc;
     uint64_t issues = lb_cache_reader_issue_count(r);
     kept_message *list = NULL;
@@ -184,10 +283,13 @@ static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int di
     char temporary[NAME_MAX + 1];
     if (rc == 0 && snprintf(temporary, sizeof temporary, "%s.new", name) >= (int)sizeof temporary) rc = -ENAMETOOLONG;
     if (rc == 0) {
-        fd = create_temporary(dir_fd, temporary, path);
+        fd = create_temporary(dir_fd, temporary, dir_path);
         if (fd < 0) rc = fd;
     }
     if (rc == 0) rc = -posix_fallocate(fd, 0, (off_t)size);
+    if (rc && fd >= 0)
+        lb_error_detail_set("cannot allocate %llu bytes to rebuild the cache '%s': %s", (unsigned long long)size, path,
+                            strerror(-rc));
     if (rc == 0) {
         uint64_t region = (size - LB_CACHE_HEADER_SIZE) & ~(uint64_t)7, used = 0, bytes = 0;
         size_t first = count;
@@ -222,11 +324,14 @@ static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int di
         h.region_size = region;
         h.created_wall_ns = fixed_ok ? old->created_wall_ns : (uint64_t)wall_now();
         h.fixed_crc = fixed_crc(&h);
-        /* The sequence goes on: past every message kept, and past the old header's if that is
-         * believable (its moving fields carry no checksum). */
+        /* The sequence goes on past the last message kept. The old header's next_sequence is
+         * taken when the header was sound (a resize), or when no message is left to say
+         * (damaged, it is the only trace of where the sequence was: reusing sequences a consumer
+         * already removed would be worse than a jump). */
         uint64_t next = count ? list[count - 1].sequence + 1 : 0, hinted = atomic_load(&old->next_sequence);
-        if (hinted > next && (!damaged || hinted - next < (1u << 30))) next = hinted;
+        if (hinted > next && (!damaged || (count == 0 && hinted < (UINT64_C(1) << 62)))) next = hinted;
         atomic_store(&h.tail, used);
+        atomic_store(&h.last_frame, first < count ? used - frame_size(list[count - 1].length) : 0);
         atomic_store(&h.head_sequence, first < count ? list[first].sequence : next);
         atomic_store(&h.next_sequence, next);
         atomic_store(&h.messages, count - first);
@@ -255,6 +360,60 @@ static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int di
     return fd;
 }
 
+/* After a kill cut an append or an eviction short (moving_fields_agree said 2): the counters,
+ * sequences and last_frame from the frames between head and tail, and a frame written whole but
+ * not yet published is published (its append never returned; showing it is allowed, losing a
+ * returned one is not). Walks the region once: only after such a kill. */
+static void recount(lb_cache *c) {
+    lb_cache_header *h = c->h;
+    uint64_t head = atomic_load(&h->head), tail = atomic_load(&h->tail), last = atomic_load(&h->last_frame), sequence, end;
+    if (last >= tail && last - tail < c->region_size && message_at(c->fd, c->region_size, c->region_size, last, &sequence, &end) &&
+        sequence + 1 == atomic_load(&h->next_sequence))
+        atomic_store(&h->tail, tail = end);
+    uint64_t messages = 0, intact = 0, bytes = 0, first = 0, newest = 0, newest_at = 0;
+    for (uint64_t position = head; position < tail;) {
+        uint64_t offset = position % c->region_size, left = c->region_size - offset;
+        lb_archive_frame_head f;
+        if (left < FRAME_HEAD) {
+            position += left;
+            continue;
+        }
+        memcpy(&f, c->region + offset, sizeof f);
+        if (!frame_head_valid(&f) || FRAME_HEAD + round8(f.length) > left) {
+            position += 8;
+            continue;
+        }
+        if (f.kind == LB_CACHE_FRAME_WRAP) {
+            position += left;
+            continue;
+        }
+        const uint8_t *body = c->region + offset + FRAME_HEAD;
+        if (f.length >= MESSAGE_PREFIX) { /* counted as eviction will uncount it: by its head */
+            if (lb_crc32c(0, body, f.length) == f.body_crc) {
+                memcpy(&sequence, body, 8);
+                if (!intact) first = sequence;
+                if (!intact || sequence > newest) {
+                    newest = sequence;
+                    newest_at = position;
+                }
+                intact++;
+            }
+            messages++;
+            bytes += f.length - MESSAGE_PREFIX;
+        }
+        position += FRAME_HEAD + round8(f.length);
+    }
+    atomic_store(&h->messages, messages);
+    atomic_store(&h->message_bytes, bytes);
+    if (intact) {
+        atomic_store(&h->head_sequence, first);
+        atomic_store(&h->next_sequence, newest + 1);
+        atomic_store(&h->last_frame, newest_at);
+    } else {
+        atomic_store(&h->head_sequence, atomic_load(&h->next_sequence));
+    }
+}
+
 int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **out) {
     if (!path || !out) return -EINVAL;
     lb_error_detail_clear();
@@ -265,22 +424,28 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
                             LB_CACHE_MINIMUM_BYTES);
         return -EINVAL;
     }
+    if (o.maximum_bytes > (uint64_t)INT64_MAX) {
+        lb_error_detail_set("maximum bytes %llu is over the maximum of %lld", (unsigned long long)o.maximum_bytes,
+                            (long long)INT64_MAX);
+        return -EINVAL;
+    }
     if (o.durability != LB_CACHE_DURABLE_PROCESS && o.durability != LB_CACHE_DURABLE_POWER) {
         lb_error_detail_set("durability %u is neither process (1) nor power (2)", o.durability);
         return -EINVAL;
     }
     char name[NAME_MAX + 1];
-    int dir_fd = open_parent(path, name, sizeof name);
+    char dir[PATH_MAX];
+    int dir_fd = open_parent(path, dir, name, sizeof name);
     if (dir_fd < 0) return dir_fd;
     int fd = -ENOENT, rc = 0;
     struct stat st;
     /* Open and lock the file the name names: a writer that rebuilt the file meanwhile renamed
      * another one over it, and a lock on the old one would write to a file nobody reads. */
     for (int attempt = 0; attempt < 4; attempt++) {
-        fd = lb_file_open_at(dir_fd, name, O_RDWR, path);
+        fd = lb_file_open_at(dir_fd, name, O_RDWR, dir);
         if (fd == -ENOENT) {
-            rc = create_file(dir_fd, name, path, o.maximum_bytes);
-            fd = rc < 0 ? rc : lb_file_open_at(dir_fd, name, O_RDWR, path);
+            rc = create_file(dir_fd, name, dir, o.maximum_bytes);
+            fd = rc < 0 ? rc : lb_file_open_at(dir_fd, name, O_RDWR, dir);
         }
         if (fd < 0) {
             close(dir_fd);
@@ -305,6 +470,7 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     lb_cache_header old;
     memset(&old, 0, sizeof old);
     ssize_t got = rc == 0 ? pread(fd, &old, sizeof old, 0) : 0;
+    int cut_short = 0;
     if (rc == 0 && (got < 8 || memcmp(old.magic, LB_CACHE_MAGIC, 8) != 0)) {
         lb_error_detail_set("'%s' is not a Logbook cache (it is left as it is)", path);
         rc = -EPROTO;
@@ -317,12 +483,13 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     }
     if (rc == 0) {
         uint64_t region = (uint64_t)st.st_size > LB_CACHE_HEADER_SIZE ? ((uint64_t)st.st_size - LB_CACHE_HEADER_SIZE) & ~(uint64_t)7 : 0;
-        uint64_t head = atomic_load(&old.head), tail = atomic_load(&old.tail);
-        int damaged = !fixed_ok || old.region_size != region || head > tail || tail - head > old.region_size;
+        int hint_ok, agree = fixed_ok && old.region_size == region ? moving_fields_agree(fd, &old, region, region, &hint_ok) : 0;
+        int damaged = agree == 0;
+        cut_short = agree == 2;
         if (damaged || (uint64_t)st.st_size != o.maximum_bytes) {
             /* Another size: keep the newest messages that fit (the reference refuses to write).
              * Damaged: keep what a scan finds (the reference says to delete the file). */
-            int rebuilt = rebuild(&old, fixed_ok, damaged, dir_fd, name, path, o.maximum_bytes);
+            int rebuilt = rebuild(&old, fixed_ok, damaged, dir_fd, dir, name, path, o.maximum_bytes);
             if (rebuilt < 0) rc = rebuilt;
             else {
                 close(fd);
@@ -364,6 +531,7 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     }
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->synced, NULL);
+    if (cut_short) recount(c);
     *out = c;
     return 0;
 }
@@ -462,7 +630,9 @@ static void apply_limits(lb_cache *c, int64_t now) {
     while (c->o.maximum_count && atomic_load_explicit(&c->h->messages, memory_order_relaxed) >= c->o.maximum_count &&
            head_message(c, &sequence, &wall))
         evict_one(c, &c->h->evicted_count);
-    while (c->o.maximum_age_ns && head_message(c, &sequence, &wall) && now - wall > (int64_t)c->o.maximum_age_ns)
+    /* unsigned: a limit past INT64_MAX is no limit, and a clock set back makes nothing old */
+    while (c->o.maximum_age_ns && head_message(c, &sequence, &wall) && now > wall &&
+           (uint64_t)now - (uint64_t)wall > c->o.maximum_age_ns)
         evict_one(c, &c->h->evicted_age);
 }
 
@@ -554,12 +724,13 @@ int lb_cache_append(lb_cache *c, const void *bytes, size_t length, uint64_t *seq
     lb_archive_frame_head head;
     frame_head_fill(&head, (uint32_t)body, LB_CACHE_FRAME_MESSAGE, lb_crc32c(0, frame + FRAME_HEAD, body));
     memcpy(frame, &head, sizeof head);
-    if (atomic_load_explicit(&h->messages, memory_order_relaxed) == 0)
+    if (atomic_load_explicit(&h->head, memory_order_relaxed) == tail + skip) /* empty: by position, not by a counter */
         atomic_store_explicit(&h->head_sequence, sequence, memory_order_relaxed);
     atomic_store_explicit(&h->next_sequence, sequence + 1, memory_order_relaxed);
     add(&h->messages, 1);
     add(&h->message_bytes, length);
     uint64_t end = tail + skip + need;
+    atomic_store_explicit(&h->last_frame, tail + skip, memory_order_relaxed);
     atomic_store_explicit(&h->tail, end, memory_order_release); /* published */
     int rc = c->o.durability == LB_CACHE_DURABLE_POWER ? sync_through(c, end) : 0;
     pthread_mutex_unlock(&c->lock);
@@ -671,10 +842,10 @@ static uint64_t intact_message(const uint8_t *data, uint64_t available, uint64_t
     return size;
 }
 
-/* The header cannot be trusted: every intact message in the region, by sequence. Those in the
- * header's [head_sequence, next_sequence) if that range holds any (it is not covered by the
- * checksum, so it is a hint), else all of them. */
-static int scan_region(lb_cache_reader *r, const lb_cache_header *h) {
+/* The header cannot be trusted: every intact message in the region, by sequence; from
+ * `first_kept` on when the header's head_sequence was confirmed by the head frame (else all:
+ * messages already removed may come back). */
+static int scan_region(lb_cache_reader *r, uint64_t first_kept) {
     uint8_t *data = malloc(r->available ? r->available : 1);
     if (!data) return -ENOMEM;
     uint64_t got = 0;
@@ -711,15 +882,10 @@ static int scan_region(lb_cache_reader *r, const lb_cache_header *h) {
         offset += size;
     }
     free(data);
-    uint64_t first = atomic_load(&h->head_sequence), next = atomic_load(&h->next_sequence);
-    size_t inside = 0;
-    for (size_t i = 0; i < r->scanned_count; i++) inside += r->scanned[i].sequence >= first && r->scanned[i].sequence < next;
-    if (inside && first <= next) {
-        size_t kept = 0;
-        for (size_t i = 0; i < r->scanned_count; i++)
-            if (r->scanned[i].sequence >= first && r->scanned[i].sequence < next) r->scanned[kept++] = r->scanned[i];
-        r->scanned_count = kept;
-    }
+    size_t kept = 0;
+    for (size_t i = 0; i < r->scanned_count; i++)
+        if (r->scanned[i].sequence >= first_kept) r->scanned[kept++] = r->scanned[i];
+    r->scanned_count = kept;
     qsort(r->scanned, r->scanned_count, sizeof *r->scanned, by_sequence);
     size_t unique = 0; /* a sequence twice: keep one */
     for (size_t i = 0; i < r->scanned_count; i++)
@@ -729,7 +895,19 @@ static int scan_region(lb_cache_reader *r, const lb_cache_header *h) {
     return 0;
 }
 
-int lb_cache_reader_open(const char *path, lb_cache_reader **out) {
+/* Whether another open file description holds the writer's lock on the file. */
+static int writer_is_alive(int fd) {
+    struct flock probe = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+    return fcntl(fd, F_OFD_GETLK, &probe) == 0 && probe.l_type != F_UNLCK;
+}
+
+static int reader_open(const char *path, int writer_may_be_alive, lb_cache_reader **out);
+
+int lb_cache_reader_open(const char *path, lb_cache_reader **out) { return reader_open(path, 1, out); }
+
+/* `writer_may_be_alive` 0: the caller is the writer, rebuilding: the lock it holds is no sign of
+ * a live writer keeping the header whole. */
+static int reader_open(const char *path, int writer_may_be_alive, lb_cache_reader **out) {
     if (!path || !out) return -EINVAL;
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return -errno;
@@ -765,18 +943,41 @@ int lb_cache_reader_open(const char *path, lb_cache_reader **out) {
     if (fixed_ok && in_file < h.region_size)
         add_issue(r, (uint64_t)st.st_size, h.region_size - in_file, "the file is truncated: this part of the region is missing");
     uint64_t head = atomic_load(&h.head), tail = atomic_load(&h.tail);
-    if (!fixed_ok || head > tail || tail - head > r->region_size) {
-        add_issue(r, 0, sizeof h, fixed_ok ? "the header's head and tail are out of bounds; the region was scanned"
-                                           : "the header is damaged; the region was scanned (messages already removed may come back)");
+    int hint_ok = 0, agree = 0;
+    if (fixed_ok && writer_may_be_alive && writer_is_alive(fd)) {
+        /* A writer holds the file: it checked the header when it opened it (rebuilding it if need
+         * be) and keeps it whole, but a copy made while it appends mixes old and new fields. So
+         * only the positions, read one at a time, tail first: the head read after it is no older,
+         * so the pair is never more than the region apart. */
+        for (int attempt = 0; attempt < 16 && !agree; attempt++) {
+            if (pread(fd, &tail, 8, offsetof(lb_cache_header, tail)) != 8 ||
+                pread(fd, &head, 8, offsetof(lb_cache_header, head)) != 8)
+                break;
+            agree = head <= tail && tail - head <= r->region_size;
+        }
+        hint_ok = agree;
+    } else if (r->region_size) {
+        agree = moving_fields_agree(fd, &h, r->region_size, r->available, &hint_ok);
+    }
+    if (!fixed_ok || !agree) {
+        add_issue(r, 0, sizeof h,
+                  !fixed_ok ? "the header is damaged; the region was scanned (messages already removed may come back)"
+                  : hint_ok ? "the header's positions or counters disagree with its messages; the region was scanned"
+                            : "the header's positions or counters disagree with its messages; the region was scanned "
+                              "(messages already removed may come back)");
         r->scanning = 1;
-        if (r->region_size && (rc = scan_region(r, &h)) != 0) {
+        if (r->region_size && (rc = scan_region(r, hint_ok ? atomic_load(&h.head_sequence) : 0)) != 0) {
             lb_cache_reader_close(r);
             return rc;
         }
     }
+    uint64_t last = atomic_load(&h.last_frame), sequence, end;
+    if (agree == 2 && last >= tail && last - tail < r->region_size &&
+        message_at(fd, r->region_size, r->available, last, &sequence, &end) && sequence + 1 == atomic_load(&h.next_sequence))
+        tail = end; /* written whole, not yet published when the writer was killed: read it too */
     r->position = head;
     r->end = tail;
-    r->next_expected = fixed_ok ? atomic_load(&h.head_sequence) : 0;
+    r->next_expected = hint_ok ? atomic_load(&h.head_sequence) : 0;
     *out = r;
     return 0;
 }
