@@ -195,7 +195,8 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
 
 /// One message as stored.
 public struct CachedBytes: Sendable, Equatable {
-    /// Its place in the cache: one more than the message appended before it.
+    /// Its place in the cache: greater than every message appended before it (one more, but
+    /// after a kill during an append or a rebuild from damage, which can leave a gap).
     public var sequence: UInt64
     /// When it was appended (CLOCK_REALTIME, nanoseconds since 1970).
     public var wallNanoseconds: Int64

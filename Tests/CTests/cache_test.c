@@ -591,8 +591,9 @@ static void test_moving_fields_damage(void) {
     }
 }
 
-/* head moved into the middle of the first frame: that frame cannot be found, and the reader says
- * so (an issue at the head), never silently; the writer goes on. */
+/* head moved into the middle of the first frame (an intact frame straddles it): the header is
+ * not trusted, the region is scanned from the head frame's sequence, and nothing is lost; the
+ * writer rebuilds. (The adversarial run found the first message dropped for good.) */
 static void test_head_moved_into_a_frame(void) {
     char path[300];
     lb_cache_options o;
@@ -606,11 +607,14 @@ static void test_head_moved_into_a_frame(void) {
     close(fd);
     uint64_t first = 0, last = 0;
     int bad = 0;
-    CHECK(read_all(path, &first, &last, &bad) == 9 && first == 2 && last == 10 && bad == 1);
+    CHECK(read_all(path, &first, &last, &bad) == 10 && first == 1 && last == 10 && bad == 1);
     CHECK(lb_cache_open(path, &o, &c) == 0);
+    lb_cache_stats s;
+    lb_cache_stats_get(c, &s);
+    CHECK(s.rebuilds == 1 && s.messages == 10);
     CHECK(append_numbered(c, 11) == 0);
     lb_cache_close(c);
-    CHECK(read_all(path, &first, &last, &bad) == 10 && last == 11);
+    CHECK(read_all(path, &first, &last, &bad) == 11 && first == 1 && last == 11 && bad == 0);
 }
 
 /* An age limit past what int64 holds is no limit (found by the adversarial run: UINT64_MAX removed
@@ -630,6 +634,61 @@ static void test_huge_age_limit_keeps_everything(void) {
     lb_cache_close(c);
     o.maximum_bytes = UINT64_MAX;
     CHECK(lb_cache_open(path, &o, &c) == -EINVAL);
+}
+
+static uint64_t header_field(const char *path, size_t offset) {
+    uint64_t value = 0;
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0 && pread(fd, &value, 8, (off_t)offset) == 8);
+    close(fd);
+    return value;
+}
+
+/* What a kill leaves mid-eviction and mid-removal, drawn by hand (the states the second
+ * adversarial run produced): nothing lost, nothing reported as damage, counters made whole by the
+ * next writer, and a sequence whose message was handed out never used again. */
+static void test_kill_residue(void) {
+    char path[300];
+    lb_cache_options o;
+    lb_cache *c = open_filled(path, "residue.cache", 64 << 10, 10, &o);
+    lb_cache_close(c);
+    /* an eviction cut short: head past the first frame, counters and head_sequence not yet */
+    uint64_t head = header_field(path, offsetof(lb_cache_header, head)) + frame_bytes(1);
+    poke(path, offsetof(lb_cache_header, head), &head, 8);
+    uint64_t first = 0, last = 0;
+    int bad = 0;
+    CHECK(read_all(path, &first, &last, &bad) == 9 && first == 2 && last == 10 && bad == 0);
+    CHECK(lb_cache_open(path, &o, &c) == 0);
+    lb_cache_stats s;
+    lb_cache_stats_get(c, &s);
+    CHECK(s.rebuilds == 0 && s.messages == 9 && s.head_sequence == 1 && s.next_sequence == 10);
+    CHECK(s.evicted_overwrite + s.evicted_count + s.evicted_age + s.removed == 1); /* counted once */
+    /* the last message removed, cut short: head at the tail, head_sequence not yet moved */
+    CHECK(lb_cache_remove_through(c, 9) == 0);
+    lb_cache_close(c);
+    uint64_t lagging = 9;
+    poke(path, offsetof(lb_cache_header, head_sequence), &lagging, 8);
+    CHECK(read_all(path, &first, &last, &bad) == 0 && bad == 0);
+    CHECK(lb_cache_open(path, &o, &c) == 0);
+    uint64_t sequence = 0;
+    CHECK(lb_cache_append(c, "x", 1, &sequence) == 0);
+    CHECK(sequence == 10); /* 9 was handed out: never again */
+    lb_cache_close(c);
+
+    /* tail and last_frame both moved by 8 (two fields, no kill does that): rebuilt, nothing lost */
+    c = open_filled(path, "tail-moved.cache", 64 << 10, 10, &o);
+    lb_cache_close(c);
+    uint64_t tail = header_field(path, offsetof(lb_cache_header, tail)) + 8;
+    uint64_t newest = header_field(path, offsetof(lb_cache_header, last_frame)) + 8;
+    poke(path, offsetof(lb_cache_header, tail), &tail, 8);
+    poke(path, offsetof(lb_cache_header, last_frame), &newest, 8);
+    CHECK(read_all(path, &first, &last, &bad) == 10 && last == 10 && bad == 1);
+    CHECK(lb_cache_open(path, &o, &c) == 0);
+    lb_cache_stats_get(c, &s);
+    CHECK(s.rebuilds == 1 && s.messages == 10);
+    CHECK(append_numbered(c, 11) == 0);
+    lb_cache_close(c);
+    CHECK(read_all(path, &first, &last, &bad) == 11 && last == 11 && bad == 0);
 }
 
 int main(int argc, char **argv) {
@@ -652,6 +711,7 @@ int main(int argc, char **argv) {
     test_header_damage_is_recovered();
     test_moving_fields_damage();
     test_head_moved_into_a_frame();
+    test_kill_residue();
     test_huge_age_limit_keeps_everything();
     test_truncation();
     test_random_corruption(300);

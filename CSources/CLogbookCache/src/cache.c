@@ -46,6 +46,17 @@ struct lb_cache {
     uint64_t last_group, group_start; /* how many appends it covered, and where the next group starts */
 };
 
+/* Counters change only with c->lock held: a load and a store, not a locked read-modify-write
+ * (readers in other processes load them whole). */
+static void add(_Atomic uint64_t *counter, uint64_t amount) {
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + amount, memory_order_relaxed);
+}
+
+static void subtract(_Atomic uint64_t *counter, uint64_t amount) {
+    uint64_t value = atomic_load_explicit(counter, memory_order_relaxed);
+    atomic_store_explicit(counter, value >= amount ? value - amount : 0, memory_order_relaxed);
+}
+
 static uint64_t round8(uint64_t n) { return (n + 7) & ~(uint64_t)7; }
 
 static uint64_t frame_size(uint64_t length) { return FRAME_HEAD + round8(MESSAGE_PREFIX + length); }
@@ -183,63 +194,112 @@ static int message_at(int fd, uint64_t region, uint64_t available, uint64_t posi
 
 static uint64_t intact_message(const uint8_t *data, uint64_t available, uint64_t offset, uint64_t *sequence);
 
-/* The sequence of the first intact message at or after logical `position`, searched in 8-byte
- * steps up to the tail or the region's end (at most 1 MiB): 1 if one is found. */
+/* The sequence of the first intact message at or after logical `position` and before `tail`,
+ * searched in 8-byte steps (at most 1 MiB on each side of the region's end): 1 if one is found. */
 static int first_intact_after(int fd, uint64_t region, uint64_t available, uint64_t position, uint64_t tail, uint64_t *sequence) {
-    uint64_t offset = position % region, span = region - offset;
-    if (span > tail - position) span = tail - position;
-    if (span > (1u << 20)) span = 1u << 20;
-    if (offset >= available) return 0;
-    if (span > available - offset) span = available - offset;
-    uint8_t *data = malloc(span ? span : 1);
+    for (int lap = 0; lap < 2 && position < tail; lap++) {
+        uint64_t offset = position % region, span = region - offset;
+        if (span > tail - position) span = tail - position;
+        if (span > (1u << 20)) span = 1u << 20;
+        if (offset >= available) return 0;
+        if (span > available - offset) span = available - offset;
+        uint8_t *data = malloc(span ? span : 1);
+        if (!data) return 0;
+        int found = 0;
+        if (pread(fd, data, span, (off_t)(LB_CACHE_HEADER_SIZE + offset)) == (ssize_t)span)
+            for (uint64_t at = 0; at + FRAME_HEAD <= span && !found; at += 8) found = intact_message(data, span, at, sequence) != 0;
+        free(data);
+        if (found) return 1;
+        position += region - offset; /* on at the region's start */
+    }
+    return 0;
+}
+
+/* Whether `last` is where an append starting at `tail` put its frame: at the tail, or at the
+ * region's start when the frame did not fit before its end. */
+static int append_position(uint64_t last, uint64_t tail, uint64_t region) {
+    return last == tail || (last > tail && last % region == 0 && last - tail == region - tail % region);
+}
+
+/* Intact frames around physical offset `at` of the region (searched up to 64 KiB before it):
+ * 1 if one straddles it (starts before, ends after), 2 if one ends exactly there (its sequence
+ * in `sequence`), else 0. Frames never straddle the region's end. */
+static int frame_around(int fd, uint64_t region, uint64_t available, uint64_t at, uint64_t *sequence) {
+    if (at > available) return 0;
+    uint64_t lo = at > (1u << 16) ? at - (1u << 16) : 0, hi = at + (1u << 16) < available ? at + (1u << 16) : available;
+    uint8_t *data = malloc(hi - lo ? hi - lo : 1);
     if (!data) return 0;
     int found = 0;
-    if (pread(fd, data, span, (off_t)(LB_CACHE_HEADER_SIZE + offset)) == (ssize_t)span)
-        for (uint64_t at = 0; at + FRAME_HEAD <= span && !found; at += 8) found = intact_message(data, span, at, sequence) != 0;
+    if (pread(fd, data, hi - lo, (off_t)(LB_CACHE_HEADER_SIZE + lo)) == (ssize_t)(hi - lo)) {
+        for (uint64_t offset = 0; lo + offset < at && !found;) {
+            uint64_t size = intact_message(data, hi - lo, offset, sequence);
+            if (!size) {
+                offset += 8;
+                continue;
+            }
+            if (lo + offset + size > at) found = 1;
+            else if (lo + offset + size == at) found = 2;
+            offset += size;
+        }
+    }
+    (void)region;
     free(data);
     return found;
 }
 
 /* Whether the header's moving fields (which no checksum covers) agree with each other and with
- * the frames they point at: head and tail in bounds, head_sequence ≤ next_sequence, messages and
- * bytes within them, the frame at head carrying head_sequence, the frame at last_frame carrying
- * next_sequence − 1 and ending at the tail. 0: they disagree (damage); 1: they agree; 2: they
- * agree but for one append or eviction a kill cut short (its stores are a prefix of the writer's:
- * eviction stores the counters and head_sequence, then head; an append stores next_sequence,
- * the counters, last_frame, then tail), which the writer repairs by recounting. `hint_ok`:
- * head_sequence was confirmed by the head frame. Damaged frames confirm nothing and contradict
- * nothing: they are the region's damage, which the reader reports. */
-static int moving_fields_agree(int fd, const lb_cache_header *h, uint64_t region, uint64_t available, int *hint_ok) {
+ * the frames they point at (docs/FORMAT.md, "Cache"). 0: they disagree (damage); 1: they agree;
+ * 2: they agree but for one append or eviction a kill cut short, which the writer repairs by
+ * recounting. The writer's stores are ordered so that a cut-short state is recognisable: an
+ * eviction stores head, the counters, then head_sequence (so the head frame carries
+ * head_sequence + 1 until it is done); an append stores next_sequence, the counters, last_frame,
+ * then tail. `first_kept`: the lowest sequence a scan of the region should keep (the head frame's,
+ * when one is found there), or 0 when nothing says. Damaged frames confirm nothing and contradict
+ * nothing, but a position inside an intact frame is a contradiction. */
+static int moving_fields_agree(int fd, const lb_cache_header *h, uint64_t region, uint64_t available, uint64_t *first_kept) {
     uint64_t head = atomic_load(&h->head), tail = atomic_load(&h->tail), last = atomic_load(&h->last_frame);
     uint64_t first = atomic_load(&h->head_sequence), next = atomic_load(&h->next_sequence);
     uint64_t messages = atomic_load(&h->messages), bytes = atomic_load(&h->message_bytes), sequence, end;
     int verdict = 1;
-    *hint_ok = 0;
+    *first_kept = 0;
     if (head > tail || tail - head > region || (head | tail | last) % 8) return 0; /* frames are 8-aligned */
     if (first > next || messages > next - first || bytes > region) return 0;
     if (head == tail) {
-        *hint_ok = 1;
-        return messages == 0 ? 1 : messages == 1 ? 2 : 0; /* 1: an append into an empty cache cut short */
+        *first_kept = first;
+        if (messages == 0 && first == next) return 1;
+        return messages <= 1 && next - first <= 1 ? 2 : 0; /* an append into an empty cache cut short */
     }
+    /* When they disagree, a scan keeps from the lower of head_sequence and what is found at head:
+     * one of the two moved, and keeping a removed message beats losing a kept one. */
     if (message_at(fd, region, available, head, &sequence, &end)) {
-        if (sequence + 1 == first) verdict = 2;       /* an eviction cut short */
+        *first_kept = sequence < first ? sequence : first;
+        if (sequence == first + 1) verdict = 2; /* an eviction cut short */
         else if (sequence != first) return 0;
-        *hint_ok = 1;
+        *first_kept = sequence;
+    } else if (frame_around(fd, region, available, head % region, &sequence) == 1) {
+        *first_kept = sequence < first ? sequence : first; /* head moved into an intact frame */
+        return 0;
     } else if (first_intact_after(fd, region, available, head, tail, &sequence)) {
-        /* The head frame is damaged, or head itself moved into a frame: the first intact message
-         * after it tells which. Damage of the head frame alone leaves it next in sequence. */
-        if (sequence < first) return 0; /* head_sequence is too large: not a hint */
-        *hint_ok = 1;
-        if (sequence > first + 1) return 0; /* head moved past messages: scan from head_sequence */
+        /* The head frame is damaged (then the next carries head_sequence + 1), or head moved. */
+        *first_kept = sequence < first ? sequence : first;
+        if (sequence != first + 1) return 0;
     }
     if (last >= head && last < tail) {
         if (message_at(fd, region, available, last, &sequence, &end)) {
-            if (sequence + 2 == next && end == tail) verdict = 2; /* an append cut short after next_sequence */
-            else if (sequence + 1 != next || end != tail) return 0;
+            if (end != tail) return 0;
+            if (sequence + 2 == next) verdict = 2; /* an append cut short after next_sequence */
+            else if (sequence + 1 != next) return 0;
+        } else {
+            /* last_frame names no intact frame: the frame before the tail speaks instead */
+            uint64_t at = tail % region ? tail % region : region;
+            int around = frame_around(fd, region, available, at, &sequence);
+            if (around != 2 || (sequence + 1 != next && sequence + 2 != next)) return 0; /* no intact frame ends at the tail */
+            if (sequence + 2 == next) verdict = 2; /* recounted: next_sequence from the frames */
         }
-    } else if (last >= tail && last - tail < region) {
-        if (message_at(fd, region, available, last, &sequence, &end) && sequence + 1 != next) return 0;
-        verdict = 2; /* an append cut short before its tail */
+    } else if (append_position(last, tail, region)) {
+        /* an append cut short before its tail: its frame (after a wrap, at the region's start) */
+        if (message_at(fd, region, available, last, &sequence, &end) && (sequence + 1 != next || end - head > region)) return 0;
+        verdict = 2;
     } else {
         return 0;
     }
@@ -336,7 +396,7 @@ static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int di
         atomic_store(&h.next_sequence, next);
         atomic_store(&h.messages, count - first);
         atomic_store(&h.message_bytes, bytes);
-        int counted = fixed_ok && !damaged; /* else the old counters are not believable */
+        int counted = fixed_ok; /* else the old counters are not believable */
         atomic_store(&h.evicted_overwrite, (counted ? atomic_load(&old->evicted_overwrite) : 0) + first);
         atomic_store(&h.evicted_count, counted ? atomic_load(&old->evicted_count) : 0);
         atomic_store(&h.evicted_age, counted ? atomic_load(&old->evicted_age) : 0);
@@ -367,8 +427,8 @@ static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int di
 static void recount(lb_cache *c) {
     lb_cache_header *h = c->h;
     uint64_t head = atomic_load(&h->head), tail = atomic_load(&h->tail), last = atomic_load(&h->last_frame), sequence, end;
-    if (last >= tail && last - tail < c->region_size && message_at(c->fd, c->region_size, c->region_size, last, &sequence, &end) &&
-        sequence + 1 == atomic_load(&h->next_sequence))
+    if (append_position(last, tail, c->region_size) && message_at(c->fd, c->region_size, c->region_size, last, &sequence, &end) &&
+        sequence + 1 == atomic_load(&h->next_sequence) && end - head <= c->region_size)
         atomic_store(&h->tail, tail = end);
     uint64_t messages = 0, intact = 0, bytes = 0, first = 0, newest = 0, newest_at = 0;
     for (uint64_t position = head; position < tail;) {
@@ -405,12 +465,26 @@ static void recount(lb_cache *c) {
     }
     atomic_store(&h->messages, messages);
     atomic_store(&h->message_bytes, bytes);
+    /* next_sequence never goes back: a sequence taken by an append a kill cut short stays unused
+     * (a gap), because the same state can follow the removal of a message whose append returned,
+     * and a sequence must never name two messages. */
+    uint64_t next = atomic_load(&h->next_sequence);
     if (intact) {
         atomic_store(&h->head_sequence, first);
-        atomic_store(&h->next_sequence, newest + 1);
+        if (newest + 1 > next) atomic_store(&h->next_sequence, next = newest + 1);
         atomic_store(&h->last_frame, newest_at);
     } else {
-        atomic_store(&h->head_sequence, atomic_load(&h->next_sequence));
+        atomic_store(&h->head_sequence, next);
+    }
+    /* Every sequence published is kept or counted out once. An eviction cut short may have moved
+     * head without counting its reason: it is counted under overwrite (the reason is not recorded
+     * anywhere else). Only a difference of one, with no sequence left unused, is a kill's. */
+    uint64_t out = atomic_load(&h->evicted_overwrite) + atomic_load(&h->evicted_count) + atomic_load(&h->evicted_age) +
+                   atomic_load(&h->removed) + atomic_load(&h->damage_found);
+    if (intact && next == newest + 1) {
+        uint64_t taken = next - messages;
+        if (taken == out + 1) add(&h->evicted_overwrite, 1);
+        else if (out == taken + 1 && atomic_load(&h->evicted_overwrite)) subtract(&h->evicted_overwrite, 1);
     }
 }
 
@@ -483,7 +557,8 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     }
     if (rc == 0) {
         uint64_t region = (uint64_t)st.st_size > LB_CACHE_HEADER_SIZE ? ((uint64_t)st.st_size - LB_CACHE_HEADER_SIZE) & ~(uint64_t)7 : 0;
-        int hint_ok, agree = fixed_ok && old.region_size == region ? moving_fields_agree(fd, &old, region, region, &hint_ok) : 0;
+        uint64_t first_kept;
+        int agree = fixed_ok && old.region_size == region ? moving_fields_agree(fd, &old, region, region, &first_kept) : 0;
         int damaged = agree == 0;
         cut_short = agree == 2;
         if (damaged || (uint64_t)st.st_size != o.maximum_bytes) {
@@ -536,17 +611,6 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     return 0;
 }
 
-/* Counters change only with c->lock held: a load and a store, not a locked read-modify-write
- * (readers in other processes load them whole). */
-static void add(_Atomic uint64_t *counter, uint64_t amount) {
-    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + amount, memory_order_relaxed);
-}
-
-static void subtract(_Atomic uint64_t *counter, uint64_t amount) {
-    uint64_t value = atomic_load_explicit(counter, memory_order_relaxed);
-    atomic_store_explicit(counter, value >= amount ? value - amount : 0, memory_order_relaxed);
-}
-
 /* Removes the frame at the head (with c->lock held): its counters and the published head. A
  * damaged head moves on by 8 bytes (the next frame is searched as the reader does); a message's
  * sequence is believed only when its body passes its checksum, and the messages a damaged frame
@@ -581,6 +645,11 @@ static void evict_one(lb_cache *c, _Atomic uint64_t *reason) {
             atomic_store_explicit(&h->head, next, memory_order_release);
             return;
         }
+        /* head first, the counters, head_sequence last (each store after the one before, also
+         * for the compiler): a kill in between leaves the head frame at head_sequence + 1, which
+         * the next open recognises and recounts (docs/FORMAT.md, "Cache"). */
+        atomic_store_explicit(&h->head, next, memory_order_release);
+        atomic_thread_fence(memory_order_release);
         if (c->stepping_over_damage && sequence > first) { /* the damaged heads hid these */
             subtract(&h->messages, sequence - first);
             add(&h->damage_found, sequence - first);
@@ -588,9 +657,10 @@ static void evict_one(lb_cache *c, _Atomic uint64_t *reason) {
         c->stepping_over_damage = 0;
         subtract(&h->messages, 1);
         subtract(&h->message_bytes, f.length >= MESSAGE_PREFIX ? f.length - MESSAGE_PREFIX : 0);
-        atomic_store_explicit(&h->head_sequence, sequence + 1, memory_order_relaxed);
         if (!intact) add(&h->damage_found, 1);
         else if (reason) add(reason, 1);
+        atomic_store_explicit(&h->head_sequence, sequence + 1, memory_order_release);
+        return;
     }
     atomic_store_explicit(&h->head, next, memory_order_release);
 }
@@ -730,7 +800,7 @@ int lb_cache_append(lb_cache *c, const void *bytes, size_t length, uint64_t *seq
     add(&h->messages, 1);
     add(&h->message_bytes, length);
     uint64_t end = tail + skip + need;
-    atomic_store_explicit(&h->last_frame, tail + skip, memory_order_relaxed);
+    atomic_store_explicit(&h->last_frame, tail + skip, memory_order_release); /* after the counters */
     atomic_store_explicit(&h->tail, end, memory_order_release); /* published */
     int rc = c->o.durability == LB_CACHE_DURABLE_POWER ? sync_through(c, end) : 0;
     pthread_mutex_unlock(&c->lock);
@@ -886,7 +956,7 @@ static int scan_region(lb_cache_reader *r, uint64_t first_kept) {
     for (size_t i = 0; i < r->scanned_count; i++)
         if (r->scanned[i].sequence >= first_kept) r->scanned[kept++] = r->scanned[i];
     r->scanned_count = kept;
-    qsort(r->scanned, r->scanned_count, sizeof *r->scanned, by_sequence);
+    if (r->scanned_count > 1) qsort(r->scanned, r->scanned_count, sizeof *r->scanned, by_sequence);
     size_t unique = 0; /* a sequence twice: keep one */
     for (size_t i = 0; i < r->scanned_count; i++)
         if (!unique || r->scanned[unique - 1].sequence != r->scanned[i].sequence) r->scanned[unique++] = r->scanned[i];
@@ -943,41 +1013,53 @@ static int reader_open(const char *path, int writer_may_be_alive, lb_cache_reade
     if (fixed_ok && in_file < h.region_size)
         add_issue(r, (uint64_t)st.st_size, h.region_size - in_file, "the file is truncated: this part of the region is missing");
     uint64_t head = atomic_load(&h.head), tail = atomic_load(&h.tail);
-    int hint_ok = 0, agree = 0;
-    if (fixed_ok && writer_may_be_alive && writer_is_alive(fd)) {
-        /* A writer holds the file: it checked the header when it opened it (rebuilding it if need
-         * be) and keeps it whole, but a copy made while it appends mixes old and new fields. So
-         * only the positions, read one at a time, tail first: the head read after it is no older,
-         * so the pair is never more than the region apart. */
-        for (int attempt = 0; attempt < 16 && !agree; attempt++) {
-            if (pread(fd, &tail, 8, offsetof(lb_cache_header, tail)) != 8 ||
-                pread(fd, &head, 8, offsetof(lb_cache_header, head)) != 8)
-                break;
-            agree = head <= tail && tail - head <= r->region_size;
+    uint64_t first_kept = 0;
+    int agree = 0;
+    for (int look = 0; look < 2 && !agree; look++) {
+        if (fixed_ok && writer_may_be_alive && writer_is_alive(fd)) {
+            /* A writer holds the file: it checked the header when it opened it (rebuilding it if
+             * need be) and keeps it whole, but a copy made while it appends mixes old and new
+             * fields. So only the positions, read one at a time, tail first: the head read after
+             * it is no older, so the pair is never more than the region apart. */
+            for (int attempt = 0; attempt < 16 && !agree; attempt++) {
+                if (pread(fd, &tail, 8, offsetof(lb_cache_header, tail)) != 8 ||
+                    pread(fd, &head, 8, offsetof(lb_cache_header, head)) != 8)
+                    break;
+                agree = head <= tail && tail - head <= r->region_size;
+            }
+            first_kept = atomic_load(&h.head_sequence);
+            break;
         }
-        hint_ok = agree;
-    } else if (r->region_size) {
-        agree = moving_fields_agree(fd, &h, r->region_size, r->available, &hint_ok);
+        if (r->region_size) agree = moving_fields_agree(fd, &h, r->region_size, r->available, &first_kept);
+        /* Disagreeing, it may have been a writer opening (and repairing) the file meanwhile: look
+         * again, once, with a fresh copy. */
+        if (!agree && fixed_ok && look == 0 && pread(fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.fixed_crc == fixed_crc(&h)) {
+            head = atomic_load(&h.head);
+            tail = atomic_load(&h.tail);
+            continue;
+        }
+        break;
     }
     if (!fixed_ok || !agree) {
         add_issue(r, 0, sizeof h,
                   !fixed_ok ? "the header is damaged; the region was scanned (messages already removed may come back)"
-                  : hint_ok ? "the header's positions or counters disagree with its messages; the region was scanned"
-                            : "the header's positions or counters disagree with its messages; the region was scanned "
-                              "(messages already removed may come back)");
+                  : first_kept ? "the header's positions or counters disagree with its messages; the region was scanned"
+                               : "the header's positions or counters disagree with its messages; the region was scanned "
+                                 "(messages already removed may come back)");
         r->scanning = 1;
-        if (r->region_size && (rc = scan_region(r, hint_ok ? atomic_load(&h.head_sequence) : 0)) != 0) {
+        if (r->region_size && (rc = scan_region(r, first_kept)) != 0) {
             lb_cache_reader_close(r);
             return rc;
         }
     }
     uint64_t last = atomic_load(&h.last_frame), sequence, end;
-    if (agree == 2 && last >= tail && last - tail < r->region_size &&
-        message_at(fd, r->region_size, r->available, last, &sequence, &end) && sequence + 1 == atomic_load(&h.next_sequence))
+    if (agree == 2 && append_position(last, tail, r->region_size) &&
+        message_at(fd, r->region_size, r->available, last, &sequence, &end) && sequence + 1 == atomic_load(&h.next_sequence) &&
+        end - head <= r->region_size)
         tail = end; /* written whole, not yet published when the writer was killed: read it too */
     r->position = head;
     r->end = tail;
-    r->next_expected = hint_ok ? atomic_load(&h.head_sequence) : 0;
+    r->next_expected = first_kept;
     *out = r;
     return 0;
 }
