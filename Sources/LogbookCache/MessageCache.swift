@@ -106,6 +106,7 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
         let detail: String? = switch -rc {
         case EMSGSIZE: "the message (\(bytes) bytes) cannot fit even in an empty cache"
         case ENOSPC: "the cache is full and does not overwrite old messages"
+        case EBADF: "this process is a fork of the one that opened the cache, which stays its writer"
         default: nil
         }
         return LogbookError(operation: "lb_cache_append", path: path, errno: -rc, detail: detail)

@@ -97,7 +97,9 @@ void lb_cache_options_init(lb_cache_options *options);
 int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **out);
 
 /* Appends one message; any thread. -EMSGSIZE: larger than the region can ever hold; -ENOSPC: full
- * and not overwriting. `sequence` (may be NULL) receives its sequence number. */
+ * and not overwriting. `sequence` (may be NULL) receives its sequence number. After fork(), a
+ * child's appends, syncs and removals are refused (-EBADF: the parent is the writer); the child
+ * may close the cache (it frees memory only) or read it with a reader. */
 int lb_cache_append(lb_cache *cache, const void *bytes, size_t length, uint64_t *sequence);
 
 /* Makes everything appended so far survive power loss (power durability does this per append). */

@@ -42,6 +42,8 @@ struct lb_cache {
     pthread_cond_t synced;
     int syncing;
     int stepping_over_damage; /* eviction is searching past a damaged frame head */
+    int forked;                       /* in a child of the process that opened it: refuse to write */
+    lb_cache *next_open;              /* the registry of open caches (for fork) */
     int64_t last_sync_ns;             /* group commit: how long the last sync took, */
     uint64_t last_group, group_start; /* how many appends it covered, and where the next group starts */
 };
@@ -488,6 +490,45 @@ static void recount(lb_cache *c) {
     }
 }
 
+/* ---- fork: a child inherits the mapping (shared with the parent!) and the file description that
+ * holds the writer's lock, so its appends would race the parent's under "one writer". In the child
+ * every inherited cache refuses to write (-EBADF) and closing it only frees memory; locks another
+ * thread held at fork time are made again. */
+static pthread_mutex_t open_caches_lock = PTHREAD_MUTEX_INITIALIZER;
+static lb_cache *open_caches;
+
+static void cache_fork_prepare(void) { pthread_mutex_lock(&open_caches_lock); }
+static void cache_fork_parent(void) { pthread_mutex_unlock(&open_caches_lock); }
+
+static void cache_fork_child(void) {
+    pthread_mutex_init(&open_caches_lock, NULL);
+    for (lb_cache *c = open_caches; c; c = c->next_open) {
+        c->forked = 1;
+        c->syncing = 0;
+        pthread_mutex_init(&c->lock, NULL);
+        pthread_cond_init(&c->synced, NULL); /* destroying the inherited one could wait forever */
+    }
+}
+
+static pthread_once_t cache_fork_once = PTHREAD_ONCE_INIT;
+static void cache_fork_init(void) { pthread_atfork(cache_fork_prepare, cache_fork_parent, cache_fork_child); }
+
+static void register_open(lb_cache *c) {
+    pthread_once(&cache_fork_once, cache_fork_init);
+    pthread_mutex_lock(&open_caches_lock);
+    c->next_open = open_caches;
+    open_caches = c;
+    pthread_mutex_unlock(&open_caches_lock);
+}
+
+static void unregister_open(lb_cache *c) {
+    pthread_mutex_lock(&open_caches_lock);
+    lb_cache **link = &open_caches;
+    while (*link && *link != c) link = &(*link)->next_open;
+    if (*link) *link = c->next_open;
+    pthread_mutex_unlock(&open_caches_lock);
+}
+
 int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **out) {
     if (!path || !out) return -EINVAL;
     lb_error_detail_clear();
@@ -607,6 +648,7 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->synced, NULL);
     if (cut_short) recount(c);
+    register_open(c);
     *out = c;
     return 0;
 }
@@ -753,6 +795,7 @@ static int sync_through(lb_cache *c, uint64_t target) {
 
 int lb_cache_append(lb_cache *c, const void *bytes, size_t length, uint64_t *sequence_out) {
     if (!c || (!bytes && length)) return -EINVAL;
+    if (c->forked) return -EBADF; /* a child of the writer: docs above */
     uint64_t need = frame_size(length);
     if (length > UINT32_MAX - MESSAGE_PREFIX || need > c->region_size) return -EMSGSIZE;
     int64_t now = wall_now();
@@ -810,6 +853,7 @@ int lb_cache_append(lb_cache *c, const void *bytes, size_t length, uint64_t *seq
 
 int lb_cache_sync(lb_cache *c) {
     if (!c) return -EINVAL;
+    if (c->forked) return -EBADF;
     pthread_mutex_lock(&c->lock);
     int rc = sync_through(c, atomic_load(&c->h->tail));
     pthread_mutex_unlock(&c->lock);
@@ -818,6 +862,7 @@ int lb_cache_sync(lb_cache *c) {
 
 int lb_cache_remove_through(lb_cache *c, uint64_t through) {
     if (!c) return -EINVAL;
+    if (c->forked) return -EBADF;
     pthread_mutex_lock(&c->lock);
     uint64_t sequence;
     int64_t wall;
@@ -847,9 +892,10 @@ int lb_cache_stats_get(lb_cache *c, lb_cache_stats *out) {
 
 int lb_cache_close(lb_cache *c) {
     if (!c) return -EINVAL;
-    int rc = c->o.durability == LB_CACHE_DURABLE_POWER && msync(c->map, c->map_size, MS_SYNC) != 0 ? -errno : 0;
+    unregister_open(c);
+    int rc = !c->forked && c->o.durability == LB_CACHE_DURABLE_POWER && msync(c->map, c->map_size, MS_SYNC) != 0 ? -errno : 0;
     munmap(c->map, c->map_size);
-    close(c->fd); /* releases the lock */
+    close(c->fd); /* releases the lock (in a forked child, the parent's descriptor keeps it) */
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->synced);
     free(c);
