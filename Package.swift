@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "LogbookLogging", targets: ["LogbookLogging"]),
         .library(name: "LogbookTesting", targets: ["LogbookTesting"]),
         .library(name: "LogbookUpload", targets: ["LogbookUpload"]),
+        .library(name: "LogbookExport", targets: ["LogbookExport"]),
         .library(name: "LogbookCache", targets: ["LogbookCache"]),
         .library(name: "CLogbookCache", targets: ["CLogbookCache"]),
         .executable(name: "logbook", targets: ["LogbookCLI"]),
@@ -45,6 +46,8 @@ let package = Package(
         .target(name: "CLogbookCache", dependencies: ["CLogbook"], path: "CSources/CLogbookCache"),
         .target(name: "LogbookCache", dependencies: ["Logbook", "CLogbookCache"]),
         .target(name: "LogbookUpload", dependencies: ["Logbook", "CLogbook", "CLogbookUpload"]),
+        // Export to log pipelines (OTLP/HTTP, syslog), delivered through LogbookUpload's RetryPolicy.
+        .target(name: "LogbookExport", dependencies: ["Logbook", "LogbookUpload"]),
         .executableTarget(
             name: "LogbookCLI",
             dependencies: ["Logbook", "LogbookUpload", .product(name: "ArgumentParser", package: "swift-argument-parser")]
@@ -54,7 +57,7 @@ let package = Package(
         .testTarget(
             name: "LogbookTests",
             dependencies: [
-                "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookLogging", "LogbookTesting", "LogbookUpload", "LogbookCache",
+                "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookLogging", "LogbookTesting", "LogbookUpload", "LogbookCache", "LogbookExport",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
