@@ -451,7 +451,7 @@ public final class Uploader: Sendable {
     }
 
     /// A transport failure in words, with its URLError code.
-    static func describe(_ error: URLError) -> String {
+    package static func describe(_ error: URLError) -> String {
         let words: String
         switch error.code {
         case .networkConnectionLost: words = "the connection was lost"
@@ -707,8 +707,9 @@ struct SystemRandomness: RandomNumberGenerator {
 /// Redirects are not followed: a 301, 302 or 303 would turn the PUT or POST into a GET without the
 /// body, and its 200 would pass for a delivery. The 3xx itself is the answer, and the policy gives
 /// up on it with the status as the reason (the request should name the final URL).
-final class RedirectRefusal: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+package final class RedirectRefusal: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
+    package override init() { super.init() }
+    package func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
                     newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
         completionHandler(nil)
     }

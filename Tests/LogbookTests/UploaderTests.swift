@@ -5,7 +5,8 @@ import FoundationNetworking
 import XCTest
 import LogbookUpload
 
-/// The python3 server of Tests/Servers/upload_server.py on 127.0.0.1, started by the test.
+/// A python3 server of Tests/Servers (upload_server.py, or another with the same command line:
+/// PORT LOG, the port printed, exiting when stdin closes) on 127.0.0.1, started by the test.
 final class UploadServer {
     let process = Process()
     let lifeline = Pipe()
@@ -14,11 +15,11 @@ final class UploadServer {
     let bodies: String
 
     /// With `keepsBodies`, every 2xx body is stored in `bodies` under its key.
-    init(directory: String, keepsBodies: Bool = false) throws {
+    init(directory: String, keepsBodies: Bool = false, script: String = "upload_server.py") throws {
         log = directory + "/requests.jsonl"
         bodies = directory + "/bodies"
         process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", repositoryRoot + "/Tests/Servers/upload_server.py", "0", log]
+        process.arguments = ["python3", repositoryRoot + "/Tests/Servers/" + script, "0", log]
         if keepsBodies {
             try FileManager.default.createDirectory(atPath: bodies, withIntermediateDirectories: true)
             process.arguments!.append(bodies)

@@ -1,0 +1,116 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LogbookUpload
+
+/// Delivers OTLP/HTTP JSON bodies to a collector's `/v1/logs`, through the uploader's
+/// `RetryPolicy` (`.openTelemetry`: 429, 502, 503 and 504 and lost connections are retried,
+/// `Retry-After` honoured; anything else is not, and is reported with the server's message). WORK
+/// IN PROGRESS (issue 14; docs/EXPORT-PLAN.md): no cursor or exporter loop yet.
+public struct OTLPDestination: Sendable {
+    public var url: URL
+    public var headers: [String: String]
+    public var policy: RetryPolicy
+    public var timeout: Duration
+
+    public init(url: URL, headers: [String: String] = [:], policy: RetryPolicy = .openTelemetry, timeout: Duration = .seconds(30)) {
+        self.url = url
+        self.headers = headers
+        self.policy = policy
+        self.timeout = timeout
+    }
+
+    /// How a batch ended.
+    public enum Delivery: Sendable, Equatable {
+        /// Accepted; `rejected` records the collector refused in a partial success (counted, not
+        /// retried), with its message.
+        case delivered(attempts: Int, rejected: Int64, message: String?)
+        /// Not retried (a status the policy does not retry, or its limits): the reason, with the
+        /// server's message when it sent one.
+        case gaveUp(attempts: Int, reason: String)
+        case expired(attempts: Int)
+    }
+
+    /// Sends `body` until it is delivered or the policy gives up; waits between attempts with
+    /// `Task.sleep` (cancellation ends the wait and the delivery: `gaveUp` with "cancelled").
+    public func deliver(_ body: [UInt8], firstSubmittedNanoseconds: Int64? = nil) async -> Delivery {
+        let first = firstSubmittedNanoseconds ?? Self.now()
+        var random = SystemRandomNumberGenerator()
+        var attempt = 0
+        while true {
+            if policy.isExpired(firstSubmittedNanoseconds: first, nowNanoseconds: Self.now()) { return .expired(attempts: attempt) }
+            attempt += 1
+            let (outcome, answer) = await send(body, attempt: attempt)
+            switch policy.decide(outcome, attempt: attempt, firstSubmittedNanoseconds: first, nowNanoseconds: Self.now(), using: &random) {
+            case .delivered:
+                let partial = Self.partialSuccess(answer)
+                return .delivered(attempts: attempt, rejected: partial.rejected, message: partial.message)
+            case .gaveUp(let reason):
+                let message = Self.serverMessage(answer)
+                return .gaveUp(attempts: attempt, reason: message.map { "\(reason): \($0)" } ?? reason)
+            case .expired:
+                return .expired(attempts: attempt)
+            case .retry(let at):
+                let wait = max(0, at - Self.now())
+                do { try await Task.sleep(nanoseconds: UInt64(wait)) } catch { return .gaveUp(attempts: attempt, reason: "cancelled") }
+            }
+        }
+    }
+
+    /// One POST. A session per attempt, so a fresh connection (the uploader's reason: libcurl
+    /// retries a request on a reused connection that was reset, without its body).
+    func send(_ body: [UInt8], attempt: Int) async -> (AttemptOutcome, Data?) {
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue(String(attempt), forHTTPHeaderField: "Logbook-Attempt")
+        let (seconds, attoseconds) = timeout.components
+        request.timeoutInterval = Double(seconds) + Double(attoseconds) / 1e18
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 1
+        let session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
+        defer { session.finishTasksAndInvalidate() }
+        do {
+            let (data, response) = try await session.upload(for: request, from: Data(body))
+            guard let http = response as? HTTPURLResponse else { return (.transportError("not an HTTP response"), nil) }
+            return (.status(http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After")), data)
+        } catch let error as URLError where error.code == .timedOut {
+            return (.timedOut, nil)
+        } catch let error as URLError {
+            return (.transportError(Uploader.describe(error)), nil)
+        } catch {
+            return (.transportError(String(describing: error)), nil)
+        }
+    }
+
+    /// `{"partialSuccess":{"rejectedLogRecords":"3","errorMessage":"..."}}` (int64 as a string, or
+    /// a number from lenient servers).
+    static func partialSuccess(_ answer: Data?) -> (rejected: Int64, message: String?) {
+        guard let answer, !answer.isEmpty,
+              let object = try? JSONSerialization.jsonObject(with: answer) as? [String: Any],
+              let partial = (object["partialSuccess"] ?? object["partial_success"]) as? [String: Any]
+        else { return (0, nil) }
+        let raw = partial["rejectedLogRecords"] ?? partial["rejected_log_records"]
+        let rejected = (raw as? String).flatMap(Int64.init) ?? (raw as? NSNumber)?.int64Value ?? 0
+        let message = (partial["errorMessage"] ?? partial["error_message"]) as? String
+        return (rejected, message?.isEmpty == false ? message : nil)
+    }
+
+    /// The message of an error answer: a google.rpc.Status's `message`, or the body's text (first 200 bytes).
+    static func serverMessage(_ answer: Data?) -> String? {
+        guard let answer, !answer.isEmpty else { return nil }
+        if let object = try? JSONSerialization.jsonObject(with: answer) as? [String: Any] {
+            return (object["message"] as? String).flatMap { $0.isEmpty ? nil : $0 }
+        }
+        let text = String(decoding: answer.prefix(200), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        return text.isEmpty ? nil : text
+    }
+
+    static func now() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_REALTIME, &now)
+        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+}

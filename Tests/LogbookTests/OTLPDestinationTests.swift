@@ -1,0 +1,65 @@
+import Foundation
+import XCTest
+import Logbook
+import LogbookExport
+import LogbookTesting
+import LogbookUpload
+
+/// OTLP/HTTP delivery (work in progress, issue 14) against Tests/Servers/otlp_server.py on
+/// 127.0.0.1, which parses every body with opentelemetry-proto: 503 with Retry-After, 429 and a
+/// reset are retried, 400 and 500 are not (reported with the server's message), a partial success
+/// is counted, not retried.
+final class OTLPDestinationTests: XCTestCase {
+    func server() throws -> UploadServer {
+        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
+        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf (pip install them)") }
+        return try UploadServer(directory: makeTemporaryDirectory(self), script: "otlp_server.py")
+    }
+
+    func body() throws -> [UInt8] {
+        let capture = try LogCapture()
+        let log = try capture.logger("net")
+        for i in 0..<5 { log.info("request \(i) done", metadata: ["status": 200]) }
+        return OTLPLogsEncoding(serviceName: "test").body(for: try capture.entries(), observedNanoseconds: 1)
+    }
+
+    let quick = RetryPolicy(retryableStatuses: [429, 502, 503, 504], baseDelay: .milliseconds(20), maxDelay: .milliseconds(100))
+
+    func testRetriedFaultsEndDelivered() async throws {
+        let server = try server()
+        let destination = OTLPDestination(url: server.url("/s/503ra1,429,reset,502/v1/logs"), policy: quick, timeout: .seconds(10))
+        let start = Date()
+        let delivery = await destination.deliver(try body())
+        XCTAssertEqual(delivery, .delivered(attempts: 5, rejected: 0, message: nil))
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(start), 1.0, "Retry-After: 1 honoured")
+        let requests = server.requests()
+        XCTAssertEqual(requests.map { $0["answer"] as? String }, ["503ra1", "429", "reset", "502", "ok"])
+        XCTAssertEqual(requests.map { $0["attempt"] as? String }, ["1", "2", "3", "4", "5"])
+        let last = try XCTUnwrap(requests.last)
+        XCTAssertEqual(last["parsed"] as? Bool, true)
+        XCTAssertEqual((last["records"] as? [Any])?.count, 5)
+    }
+
+    func testNotRetriedStatusesAreReportedWithTheServersMessage() async throws {
+        let server = try server()
+        let bad = await OTLPDestination(url: server.url("/s/400/v1/logs"), policy: quick).deliver(try body())
+        XCTAssertEqual(bad, .gaveUp(attempts: 1, reason: "HTTP 400: attribute key too long"))
+        let serverError = await OTLPDestination(url: server.url("/s/500/v1/logs"), policy: quick).deliver(try body())
+        XCTAssertEqual(serverError, .gaveUp(attempts: 1, reason: "HTTP 500"), "OTLP does not retry 500")
+        XCTAssertEqual(server.requests().count, 2)
+    }
+
+    func testAPartialSuccessIsCountedNotRetried() async throws {
+        let server = try server()
+        let delivery = await OTLPDestination(url: server.url("/s/partial3/v1/logs"), policy: quick).deliver(try body())
+        XCTAssertEqual(delivery, .delivered(attempts: 1, rejected: 3, message: "too old"))
+        XCTAssertEqual(server.requests().count, 1)
+    }
+
+    func testABodyTheCollectorCannotParseIsNotRetried() async throws {
+        let server = try server()
+        let delivery = await OTLPDestination(url: server.url("/v1/logs"), policy: quick).deliver(Array("{\"resourceLogs\":[{\"nope\":1}]}".utf8))
+        guard case .gaveUp(1, let reason) = delivery else { return XCTFail("\(delivery)") }
+        XCTAssertTrue(reason.hasPrefix("HTTP 400: not an ExportLogsServiceRequest"), reason)
+    }
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""An OTLP/HTTP logs receiver for the exporter's tests, on 127.0.0.1 (python3 with
+opentelemetry-proto and protobuf).
+
+    python3 otlp_server.py PORT LOG
+
+Every body is parsed with the official definitions (json_format.Parse into
+ExportLogsServiceRequest, unknown fields refused); a body that does not parse is answered 400.
+The path scripts the answers: `/s/A,B,C/v1/logs` answers the first request on that path with A,
+the second with B..., then 200. Answers: `ok` (200 `{}`), `partialN` (200 with N rejected records
+and a message), `503raN` (503 with Retry-After: N), `429`, `502`, `400` (a google.rpc.Status with a
+message), `500`, `reset` (closes the connection after reading part of the body). Each request is
+appended to LOG as a JSON line: path, attempt header, whether it parsed, its records (time, body,
+severity) and the answer. The port is printed once listening (0 picks a free one); the server
+exits when its stdin closes.
+"""
+import json
+import socket
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+
+counts = {}
+lock = threading.Lock()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self, status, body=b"{}", headers=()):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        path = self.path
+        action = "ok"
+        if path.startswith("/s/"):
+            script = path.split("/")[2].split(",")
+            with lock:
+                n = counts.get(path, 0)
+                counts[path] = n + 1
+            if n < len(script):
+                action = script[n]
+        length = int(self.headers.get("Content-Length", "0"))
+        if action == "reset":
+            self.rfile.read(min(length, 100))
+            # Lost mid-body: no answer. (close() would wait for rfile/wfile; shutdown ends it now.)
+            self.close_connection = True
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            self.connection.shutdown(socket.SHUT_RDWR)
+            record(path, self.headers.get("Logbook-Attempt"), None, [], "reset")
+            return
+        body = self.rfile.read(length)
+        request = logs_service_pb2.ExportLogsServiceRequest()
+        try:
+            json_format.Parse(body.decode("utf-8"), request, ignore_unknown_fields=False)
+            parsed = True
+        except Exception as error:  # noqa: BLE001 - any failure is the client's
+            parsed = False
+            action = "invalid"
+            message = str(error)
+        records = [
+            {"time": r.time_unix_nano, "severity": r.severity_number, "body": r.body.string_value}
+            for rl in request.resource_logs for sl in rl.scope_logs for r in sl.log_records
+        ] if parsed else []
+        record(path, self.headers.get("Logbook-Attempt"), parsed, records, action)
+        if action == "ok":
+            self.answer(200)
+        elif action.startswith("partial"):
+            n = int(action[len("partial"):])
+            self.answer(200, json.dumps({"partialSuccess": {"rejectedLogRecords": str(n), "errorMessage": "too old"}}).encode())
+        elif action.startswith("503ra"):
+            self.answer(503, b"{}", [("Retry-After", action[len("503ra"):])])
+        elif action == "400":
+            self.answer(400, json.dumps({"code": 3, "message": "attribute key too long"}).encode())
+        elif action == "invalid":
+            self.answer(400, json.dumps({"code": 3, "message": "not an ExportLogsServiceRequest: " + message}).encode())
+        else:
+            self.answer(int(action))
+
+
+def record(path, attempt, parsed, records, answer):
+    with lock:
+        with open(sys.argv[2], "a") as log:
+            log.write(json.dumps({"path": path, "attempt": attempt, "parsed": parsed, "records": records, "answer": answer}) + "\n")
+
+
+server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+server.daemon_threads = True
+print(server.server_address[1], flush=True)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+sys.stdin.read()
