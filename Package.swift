@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "LogbookCache", dependencies: ["Logbook", "CLogbookCache"]),
         .target(name: "LogbookUpload", dependencies: ["Logbook", "CLogbook", "CLogbookUpload"]),
         // Export to log pipelines (OTLP/HTTP, syslog), delivered through LogbookUpload's RetryPolicy.
-        .target(name: "LogbookExport", dependencies: ["Logbook", "LogbookUpload"]),
+        .target(name: "LogbookExport", dependencies: ["Logbook", "CLogbook", "LogbookUpload"]),
         .executableTarget(
             name: "LogbookCLI",
             dependencies: ["Logbook", "LogbookUpload", .product(name: "ArgumentParser", package: "swift-argument-parser")]
