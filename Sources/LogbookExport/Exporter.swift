@@ -1,0 +1,97 @@
+import Foundation
+import Logbook
+
+/// Exports a bundle's (or archive directory's) records to a destination from a persisted cursor:
+/// reads through `LogReader`, skips what the cursor says was acknowledged, sends batches bounded
+/// in records and bytes, and saves the cursor after each acknowledged batch (the batch in flight
+/// is saved before it is sent, so a killed exporter repeats at most that batch, counted). WORK IN
+/// PROGRESS (issue 14; docs/EXPORT-PLAN.md): OTLP only, no `--follow` loop or CLI yet.
+public final class Exporter {
+    public struct Configuration: Sendable {
+        /// A bundle, an archive directory or an archive file.
+        public var source: String
+        /// The cursor's name in `cursors` (one per destination).
+        public var destinationName: String
+        public var cursors: String
+        public var maximumBatchRecords: Int
+        public var maximumBatchBytes: Int
+
+        public init(source: String, destinationName: String, cursors: String, maximumBatchRecords: Int = 512,
+                    maximumBatchBytes: Int = 1 << 20) {
+            self.source = source
+            self.destinationName = destinationName
+            self.cursors = cursors
+            self.maximumBatchRecords = max(1, maximumBatchRecords)
+            self.maximumBatchBytes = max(4096, maximumBatchBytes)
+        }
+    }
+
+    /// What one pass did.
+    public struct Report: Sendable, Equatable {
+        public var exported = 0
+        /// Records a collector refused in a partial success.
+        public var rejected: Int64 = 0
+        /// Records sent again after a restart (they were in the batch in flight when it stopped).
+        public var repeated = 0
+        /// Batches given up (a status not retried, or the policy's limits), with the reason; their
+        /// records are not sent again.
+        public var gaveUp: [String] = []
+    }
+
+    public let configuration: Configuration
+    private let destination: OTLPDestination
+    private let encoding: OTLPLogsEncoding
+    private let reader: LogReader
+    private let store: ExportCursorStore
+    private var cursor: ExportCursor
+    /// The batch in flight when the last exporter stopped: sending its records again is a repeat.
+    private var resumed: ExportCursor
+
+    public init(_ configuration: Configuration, otlp destination: OTLPDestination, encoding: OTLPLogsEncoding) throws {
+        self.configuration = configuration
+        self.destination = destination
+        self.encoding = encoding
+        reader = try LogReader(path: configuration.source)
+        store = try ExportCursorStore(path: configuration.cursors)
+        cursor = try store.load(configuration.destinationName)
+        resumed = cursor
+    }
+
+    /// Exports what the source holds now and was not acknowledged; returns what it did.
+    public func exportAvailable() async throws -> Report {
+        var report = Report()
+        let pending = try reader.readNew().filter { !cursor.isExported($0) }
+        var start = 0
+        while start < pending.count {
+            var end = min(pending.count, start + configuration.maximumBatchRecords)
+            var body = encoding.body(for: Array(pending[start..<end]), observedNanoseconds: OTLPDestination.now())
+            while body.count > configuration.maximumBatchBytes && end - start > 1 {  // halve until it fits
+                end = start + (end - start) / 2
+                body = encoding.body(for: Array(pending[start..<end]), observedNanoseconds: OTLPDestination.now())
+            }
+            let batch = pending[start..<end]
+            report.repeated += batch.filter(resumed.wasInFlight).count
+            cursor.inFlight = ExportCursor.extent(of: batch)
+            try store.save(cursor, as: configuration.destinationName)
+            switch await destination.deliver(body) {
+            case .delivered(_, let rejected, _):
+                report.exported += batch.count
+                report.rejected += rejected
+            case .gaveUp(_, let reason):
+                report.gaveUp.append(reason)
+            case .expired(let attempts):
+                report.gaveUp.append("expired after \(attempts) attempts")
+            }
+            cursor.acknowledge(batch)
+            try store.save(cursor, as: configuration.destinationName)
+            start = end
+        }
+        cursor.repeated += UInt64(report.repeated)
+        resumed.inFlight = [:]
+        try store.save(cursor, as: configuration.destinationName)
+        return report
+    }
+
+    /// The cursor as saved (for reports and tests).
+    public var savedCursor: ExportCursor { cursor }
+}
