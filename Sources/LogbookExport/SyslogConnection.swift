@@ -1,0 +1,117 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A TCP connection to a syslog server (RFC 6587 octet-counted frames), reconnected when it
+/// breaks. WORK IN PROGRESS (issue 14; docs/EXPORT-PLAN.md).
+///
+/// TCP syslog has no acknowledgements: a write succeeds into the kernel's buffer even when the
+/// server has just closed. So a batch counts as sent only if the connection is still up after it:
+/// before and after writing, a zero-time poll looks for the server's end of the stream (POLLRDHUP,
+/// POLLHUP, POLLERR); a batch written on a connection found closed is written again on a new one
+/// (a repeat, counted by the caller).
+/// POLLRDHUP (Linux, 0x2000): Glibc does not export it to Swift without _GNU_SOURCE.
+let pollReadHangUp: Int16 = 0x2000
+
+public final class SyslogConnection {
+    public let host: String
+    public let port: UInt16
+    private var fd: Int32 = -1
+
+    public init(host: String, port: UInt16) {
+        self.host = host
+        self.port = port
+    }
+
+    deinit { disconnect() }
+
+    public var isConnected: Bool { fd >= 0 }
+
+    public func disconnect() {
+        if fd >= 0 { close(fd) }
+        fd = -1
+    }
+
+    /// Connects (IPv4 or IPv6, the first address that answers); throws the errno in words.
+    public func connect() throws {
+        disconnect()
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        hints.ai_family = AF_UNSPEC
+        var list: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, String(port), &hints, &list)
+        guard rc == 0, let first = list else { throw SyslogError.resolve(host, String(cString: gai_strerror(rc))) }
+        defer { freeaddrinfo(list) }
+        var lastErrno: Int32 = 0
+        var entry: UnsafeMutablePointer<addrinfo>? = first
+        while let address = entry {
+            let s = socket(address.pointee.ai_family, address.pointee.ai_socktype | Int32(SOCK_CLOEXEC.rawValue), address.pointee.ai_protocol)
+            if s >= 0 {
+                if Glibc.connect(s, address.pointee.ai_addr, address.pointee.ai_addrlen) == 0 {
+                    var one: Int32 = 1
+                    setsockopt(s, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+                    fd = s
+                    return
+                }
+                lastErrno = errno
+                close(s)
+            } else {
+                lastErrno = errno
+            }
+            entry = address.pointee.ai_next
+        }
+        throw SyslogError.connect(host, port, String(cString: strerror(lastErrno)))
+    }
+
+    /// Whether the server has ended the stream (or the connection failed), without waiting.
+    func serverHasClosed() -> Bool {
+        guard fd >= 0 else { return true }
+        var entry = pollfd(fd: fd, events: Int16(POLLIN) | pollReadHangUp, revents: 0)
+        guard poll(&entry, 1, 0) >= 0 else { return true }
+        if entry.revents & (pollReadHangUp | Int16(POLLHUP) | Int16(POLLERR)) != 0 { return true }
+        if entry.revents & Int16(POLLIN) != 0 {
+            // a syslog server sends nothing: data or EOF both mean the stream is not what we think
+            var byte: UInt8 = 0
+            return recv(fd, &byte, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT)) <= 0
+        }
+        return false
+    }
+
+    /// Writes `bytes` whole. Returns false (and disconnects) when the connection broke, or was
+    /// found closed by the server before or after the write: the caller sends them again on a new
+    /// connection.
+    public func send(_ bytes: [UInt8]) -> Bool {
+        guard fd >= 0, !serverHasClosed() else {
+            disconnect()
+            return false
+        }
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                disconnect()
+                return false
+            }
+            sent += n
+        }
+        if serverHasClosed() {
+            disconnect()
+            return false
+        }
+        return true
+    }
+}
+
+public enum SyslogError: Error, CustomStringConvertible {
+    case resolve(String, String)
+    case connect(String, UInt16, String)
+
+    public var description: String {
+        switch self {
+        case .resolve(let host, let why): "cannot resolve \(host): \(why)"
+        case .connect(let host, let port, let why): "cannot connect to \(host):\(port): \(why)"
+        }
+    }
+}
