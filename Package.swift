@@ -50,7 +50,7 @@ let package = Package(
         .target(name: "LogbookExport", dependencies: ["Logbook", "CLogbook", "LogbookUpload"]),
         .executableTarget(
             name: "LogbookCLI",
-            dependencies: ["Logbook", "LogbookUpload", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Logbook", "LogbookUpload", "LogbookExport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(name: "LogbookDemo", dependencies: ["Logbook"]),
         .target(name: "CLogbookTestSupport", dependencies: ["CLogbook", "CLogbookArchive"], path: "Tests/CLogbookTestSupport"),

@@ -11,7 +11,7 @@ struct LogbookCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "logbook",
         abstract: "Read Logbook bundles: show entries as text or JSON, follow a live writer, verify, inspect, upload.",
-        subcommands: [Show.self, Verify.self, Info.self, Upload.self],
+        subcommands: [Show.self, Verify.self, Info.self, Upload.self, Export.self],
         defaultSubcommand: Show.self)
 }
 

@@ -99,4 +99,28 @@ final class ExporterTests: XCTestCase {
         XCTAssertEqual(Set(bodies).count, 1010, "each record once")
         try bundle.close()
     }
+
+    /// `logbook export --otlp` (one pass): everything once, then nothing on a second run (the cursor).
+    func testTheCommand() throws {
+        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
+        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let bundle = try LogBundle(path: dir + "/app.logbook")
+        let log = try bundle.logger("app")
+        for i in 0..<100 { log.info("record \(i)") }
+        try bundle.close()
+        let arguments = ["export", "--otlp", server.url("/s/503ra0/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+                         "--batch", "40", dir + "/app.logbook"]
+        let first = try runProgram(logbook, arguments)
+        XCTAssertEqual(first.status, 0, first.output)
+        XCTAssertTrue(first.output.contains("exported 100 records"), first.output)
+        let second = try runProgram(logbook, arguments)
+        XCTAssertTrue(second.output.contains("exported 0 records"), second.output)
+        let bodies = server.requests().filter { ($0["answer"] as? String) == "ok" }
+            .flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
+        XCTAssertEqual(bodies.count, 100)
+        XCTAssertEqual(Set(bodies).count, 100)
+    }
 }
