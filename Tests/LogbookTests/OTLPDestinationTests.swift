@@ -123,4 +123,43 @@ final class ExporterTests: XCTestCase {
         XCTAssertEqual(bodies.count, 100)
         XCTAssertEqual(Set(bodies).count, 100)
     }
+
+    /// 20 SIGKILLs of `logbook export` in the middle of its batches: every record reaches the
+    /// collector, and what arrives twice is bounded by the batches in flight at the kills.
+    func testAKillLoopLosesNothing() throws {
+        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
+        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let bundle = try LogBundle(path: dir + "/app.logbook")
+        let log = try bundle.logger("app")
+        let total = 3000, batch = 50
+        for i in 0..<total { log.info("record \(i)") }
+        try bundle.close()
+        let arguments = ["export", "--otlp", server.url("/slow/20/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+                         "--batch", String(batch), dir + "/app.logbook"]
+        var generator = SystemRandomNumberGenerator()
+        var kills = 0
+        for _ in 0..<20 {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: logbook)
+            process.arguments = arguments
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            usleep(UInt32.random(in: 50_000...250_000, using: &generator))
+            if process.isRunning {
+                kill(process.processIdentifier, SIGKILL)
+                kills += 1
+            }
+            process.waitUntilExit()
+        }
+        let last = try runProgram(logbook, arguments)
+        XCTAssertEqual(last.status, 0, last.output)
+        let bodies = server.requests().filter { ($0["answer"] as? String)?.hasPrefix("slow") == true }
+            .flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
+        XCTAssertEqual(Set(bodies).count, total, "every record arrived (\(kills) kills)")
+        XCTAssertLessThanOrEqual(bodies.count - total, kills * batch, "repeats bounded by the batch in flight at each kill")
+    }
 }

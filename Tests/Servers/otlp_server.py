@@ -9,7 +9,8 @@ ExportLogsServiceRequest, unknown fields refused); a body that does not parse is
 The path scripts the answers: `/s/A,B,C/v1/logs` answers the first request on that path with A,
 the second with B..., then 200. Answers: `ok` (200 `{}`), `partialN` (200 with N rejected records
 and a message), `503raN` (503 with Retry-After: N), `429`, `502`, `400` (a google.rpc.Status with a
-message), `500`, `reset` (closes the connection after reading part of the body). Each request is
+message), `500`, `reset` (closes the connection after reading part of the body). `/slow/MS/v1/logs`
+answers every request 200 after MS milliseconds. Each request is
 appended to LOG as a JSON line: path, attempt header, whether it parsed, its records (time, body,
 severity) and the answer. The port is printed once listening (0 picks a free one); the server
 exits when its stdin closes.
@@ -45,7 +46,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         path = self.path
         action = "ok"
-        if path.startswith("/s/"):
+        if path.startswith("/slow/"):
+            action = "slow" + path.split("/")[2]
+        elif path.startswith("/s/"):
             script = path.split("/")[2].split(",")
             with lock:
                 n = counts.get(path, 0)
@@ -76,6 +79,10 @@ class Handler(BaseHTTPRequestHandler):
         ] if parsed else []
         record(path, self.headers.get("Logbook-Attempt"), parsed, records, action)
         if action == "ok":
+            self.answer(200)
+        elif action.startswith("slow"):
+            import time
+            time.sleep(int(action[len("slow"):]) / 1000)
             self.answer(200)
         elif action.startswith("partial"):
             n = int(action[len("partial"):])
