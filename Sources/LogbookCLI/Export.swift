@@ -5,8 +5,8 @@ import Logbook
 import LogbookExport
 import LogbookUpload
 
-/// `logbook export --otlp URL PATH`: WORK IN PROGRESS (issue 14; docs/EXPORT-PLAN.md): OTLP only,
-/// one pass (no --follow, no --syslog yet).
+/// `logbook export --otlp URL [--follow] PATH`: WORK IN PROGRESS (issue 14; docs/EXPORT-PLAN.md):
+/// OTLP only (no --syslog yet).
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Export records to an OpenTelemetry collector (OTLP/HTTP JSON), from a persisted cursor.",
@@ -28,6 +28,12 @@ struct Export: ParsableCommand {
 
     @Option(help: "Records per batch.")
     var batch: Int = 512
+
+    @Flag(help: "Keep exporting a live writer's new records (and archive files rolled meanwhile) until SIGTERM or SIGINT.")
+    var follow = false
+
+    @Option(help: "Seconds between passes with --follow.")
+    var interval: Double = 0.5
 
     @Argument(help: "A bundle (NAME.logbook), an archive directory or an archive file.")
     var path: String
@@ -54,6 +60,35 @@ struct Export: ParsableCommand {
         let name = "otlp-" + SHA256.hex(of: Array((url + "\n" + source).utf8)).prefix(32)
         let exporter = try Exporter(.init(source: path, destinationName: String(name), cursors: cursorPath, maximumBatchRecords: batch),
                                     otlp: OTLPDestination(url: URL(string: url)!), encoding: OTLPLogsEncoding(serviceName: service))
+        // SIGTERM and SIGINT end --follow after the pass under way (its batch acknowledged or not,
+        // the cursor saved either way).
+        for signalNumber in [SIGTERM, SIGINT] {
+            signal(signalNumber, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
+            source.setEventHandler { Export.stopping.withLock { $0 = true } }
+            source.resume()
+            Export.signalSources.withLock { $0.append(source) }
+        }
+        var total = Exporter.Report()
+        repeat {
+            let report = try pass(exporter)
+            total.exported += report.exported
+            total.rejected += report.rejected
+            total.repeated += report.repeated
+            total.gaveUp += report.gaveUp
+            for reason in report.gaveUp { warn("a batch gave up: \(reason)") }
+            if follow && !Export.stopping.withLock({ $0 }) { usleep(UInt32(max(0.01, interval) * 1_000_000)) }
+        } while follow && !Export.stopping.withLock({ $0 })
+        say("exported \(total.exported) records" + (total.rejected > 0 ? ", \(total.rejected) rejected by the collector" : "")
+            + (total.repeated > 0 ? ", \(total.repeated) sent again after a restart" : ""))
+        if !total.gaveUp.isEmpty { throw ExitCode(1) }
+    }
+
+    static let stopping = Locked(false)
+    static let signalSources = Locked<[any DispatchSourceSignal]>([])
+
+    /// One pass of the exporter, waited for on this thread.
+    private func pass(_ exporter: Exporter) throws -> Exporter.Report {
         let done = DispatchSemaphore(value: 0)
         nonisolated(unsafe) var result: Result<Exporter.Report, Error>!
         nonisolated(unsafe) let running = exporter
@@ -62,10 +97,6 @@ struct Export: ParsableCommand {
             done.signal()
         }
         done.wait()
-        let report = try result.get()
-        say("exported \(report.exported) records" + (report.rejected > 0 ? ", \(report.rejected) rejected by the collector" : "")
-            + (report.repeated > 0 ? ", \(report.repeated) sent again after a restart" : ""))
-        for reason in report.gaveUp { warn("a batch gave up: \(reason)") }
-        if !report.gaveUp.isEmpty { throw ExitCode(1) }
+        return try result.get()
     }
 }

@@ -36,6 +36,8 @@ public final class Exporter {
         /// Batches given up (a status not retried, or the policy's limits), with the reason; their
         /// records are not sent again.
         public var gaveUp: [String] = []
+
+        public init() {}
     }
 
     public let configuration: Configuration

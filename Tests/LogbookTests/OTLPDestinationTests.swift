@@ -162,4 +162,52 @@ final class ExporterTests: XCTestCase {
         XCTAssertEqual(Set(bodies).count, total, "every record arrived (\(kills) kills)")
         XCTAssertLessThanOrEqual(bodies.count - total, kills * batch, "repeats bounded by the batch in flight at each kill")
     }
+
+    /// `logbook export --follow` exports a live writer's records as they come, through a small
+    /// lossless ring whose chunks roll into archive files meanwhile, and stops on SIGTERM.
+    func testFollowingALiveWriter() throws {
+        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
+        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let bundle = try LogBundle(path: dir + "/live.logbook", capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 30_000,
+                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil))
+        let log = try bundle.logger("live")
+        log.info("before the follower")
+        try bundle.flush()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: logbook)
+        process.arguments = ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+                             "--follow", "--interval", "0.1", dir + "/live.logbook"]
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let total = 5000
+        for i in 0..<total {
+            log.info("live record \(i)")
+            if i % 500 == 0 { usleep(50_000) }
+        }
+        try bundle.flush()
+        try bundle.syncArchive()
+        XCTAssertGreaterThan(try FileManager.default.contentsOfDirectory(atPath: dir + "/live.logbook/archive").count, 2,
+                             "files rolled while following")
+        func delivered() -> [String] {
+            server.requests().filter { ($0["answer"] as? String) == "ok" }
+                .flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
+        }
+        let deadline = Date().addingTimeInterval(20)
+        while Set(delivered()).count < total + 1 && Date() < deadline { usleep(100_000) }
+        process.terminate()  // SIGTERM: ends after the pass under way
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        let bodies = delivered()
+        XCTAssertEqual(Set(bodies).count, total + 1, "every record of the live writer")
+        XCTAssertEqual(bodies.count, total + 1, "each once")
+        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertTrue(said.contains("exported \(total + 1) records"), said)
+        try bundle.close()
+    }
 }
