@@ -47,7 +47,8 @@ let package = Package(
         .target(name: "LogbookCache", dependencies: ["Logbook", "CLogbookCache"]),
         .target(name: "LogbookUpload", dependencies: ["Logbook", "CLogbook", "CLogbookUpload"]),
         // Export to log pipelines (OTLP/HTTP, syslog), delivered through LogbookUpload's RetryPolicy.
-        .target(name: "LogbookExport", dependencies: ["Logbook", "CLogbook", "LogbookUpload"]),
+        .target(name: "CLogbookGzip", path: "CSources/CLogbookGzip", linkerSettings: [.linkedLibrary("z")]),
+        .target(name: "LogbookExport", dependencies: ["Logbook", "CLogbook", "LogbookUpload", "CLogbookGzip"]),
         .executableTarget(
             name: "LogbookCLI",
             dependencies: ["Logbook", "LogbookUpload", "LogbookExport", .product(name: "ArgumentParser", package: "swift-argument-parser")]

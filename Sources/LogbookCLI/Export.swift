@@ -26,6 +26,9 @@ struct Export: ParsableCommand {
     @Option(help: "The cursor directory (default: $XDG_STATE_HOME/logbook/export-cursors).")
     var cursors: String?
 
+    @Flag(help: "Send bodies gzipped (Content-Encoding: gzip).")
+    var gzip = false
+
     @Option(help: "Records per batch.")
     var batch: Int = 512
 
@@ -59,7 +62,7 @@ struct Export: ParsableCommand {
         let source = (path as NSString).resolvingSymlinksInPath
         let name = "otlp-" + SHA256.hex(of: Array((url + "\n" + source).utf8)).prefix(32)
         let exporter = try Exporter(.init(source: path, destinationName: String(name), cursors: cursorPath, maximumBatchRecords: batch),
-                                    otlp: OTLPDestination(url: URL(string: url)!), encoding: OTLPLogsEncoding(serviceName: service))
+                                    otlp: OTLPDestination(url: URL(string: url)!, gzipLevel: gzip ? 6 : nil), encoding: OTLPLogsEncoding(serviceName: service))
         // SIGTERM and SIGINT end --follow after the pass under way (its batch acknowledged or not,
         // the cursor saved either way).
         for signalNumber in [SIGTERM, SIGINT] {

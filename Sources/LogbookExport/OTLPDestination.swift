@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import CLogbookGzip
 import LogbookUpload
 
 /// Delivers OTLP/HTTP JSON bodies to a collector's `/v1/logs`, through the uploader's
@@ -13,12 +14,26 @@ public struct OTLPDestination: Sendable {
     public var headers: [String: String]
     public var policy: RetryPolicy
     public var timeout: Duration
+    /// gzip level (1–9) for `Content-Encoding: gzip`, or nil for none.
+    public var gzipLevel: Int?
 
-    public init(url: URL, headers: [String: String] = [:], policy: RetryPolicy = .openTelemetry, timeout: Duration = .seconds(30)) {
+    public init(url: URL, headers: [String: String] = [:], policy: RetryPolicy = .openTelemetry, timeout: Duration = .seconds(30),
+                gzipLevel: Int? = nil) {
         self.url = url
         self.headers = headers
         self.policy = policy
         self.timeout = timeout
+        self.gzipLevel = gzipLevel.map { min(9, max(1, $0)) }
+    }
+
+    /// `body` gzipped at `level`.
+    static func gzip(_ body: [UInt8], level: Int) -> [UInt8]? {
+        var out: UnsafeMutablePointer<UInt8>?
+        var length = 0
+        let rc = body.withUnsafeBytes { lb_gzip($0.baseAddress, $0.count, Int32(level), &out, &length) }
+        guard rc == 0, let out else { return nil }
+        defer { free(out) }
+        return Array(UnsafeBufferPointer(start: out, count: length))
     }
 
     /// How a batch ended.
@@ -36,12 +51,17 @@ public struct OTLPDestination: Sendable {
     /// `Task.sleep` (cancellation ends the wait and the delivery: `gaveUp` with "cancelled").
     public func deliver(_ body: [UInt8], firstSubmittedNanoseconds: Int64? = nil) async -> Delivery {
         let first = firstSubmittedNanoseconds ?? Self.now()
+        var body = body, encoding: String?
+        if let gzipLevel, let compressed = Self.gzip(body, level: gzipLevel) {
+            body = compressed
+            encoding = "gzip"
+        }
         var random = SystemRandomNumberGenerator()
         var attempt = 0
         while true {
             if policy.isExpired(firstSubmittedNanoseconds: first, nowNanoseconds: Self.now()) { return .expired(attempts: attempt) }
             attempt += 1
-            let (outcome, answer) = await send(body, attempt: attempt)
+            let (outcome, answer) = await send(body, attempt: attempt, encoding: encoding)
             switch policy.decide(outcome, attempt: attempt, firstSubmittedNanoseconds: first, nowNanoseconds: Self.now(), using: &random) {
             case .delivered:
                 let partial = Self.partialSuccess(answer)
@@ -60,11 +80,12 @@ public struct OTLPDestination: Sendable {
 
     /// One POST. A session per attempt, so a fresh connection (the uploader's reason: libcurl
     /// retries a request on a reused connection that was reset, without its body).
-    func send(_ body: [UInt8], attempt: Int) async -> (AttemptOutcome, Data?) {
+    func send(_ body: [UInt8], attempt: Int, encoding: String?) async -> (AttemptOutcome, Data?) {
         var request = URLRequest(url: url)
         request.httpMethod = "POST"
         for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        if let encoding { request.setValue(encoding, forHTTPHeaderField: "Content-Encoding") }
         request.setValue(String(attempt), forHTTPHeaderField: "Logbook-Attempt")
         let (seconds, attoseconds) = timeout.components
         request.timeoutInterval = Double(seconds) + Double(attoseconds) / 1e18

@@ -56,6 +56,18 @@ final class OTLPDestinationTests: XCTestCase {
         XCTAssertEqual(server.requests().count, 1)
     }
 
+    func testGzippedBodies() async throws {
+        let server = try server()
+        let plain = try body()
+        let delivery = await OTLPDestination(url: server.url("/v1/logs"), policy: quick, gzipLevel: 6).deliver(plain)
+        XCTAssertEqual(delivery, .delivered(attempts: 1, rejected: 0, message: nil))
+        let request = try XCTUnwrap(server.requests().first)
+        XCTAssertEqual(request["encoding"] as? String, "gzip")
+        XCTAssertEqual(request["parsed"] as? Bool, true)
+        XCTAssertEqual((request["records"] as? [Any])?.count, 5)
+        XCTAssertLessThan(try XCTUnwrap(request["bytes"] as? Int), plain.count / 3, "gzip makes the JSON much smaller")
+    }
+
     func testABodyTheCollectorCannotParseIsNotRetried() async throws {
         let server = try server()
         let delivery = await OTLPDestination(url: server.url("/v1/logs"), policy: quick).deliver(Array("{\"resourceLogs\":[{\"nope\":1}]}".utf8))

@@ -12,7 +12,8 @@ and a message), `503raN` (503 with Retry-After: N), `429`, `502`, `400` (a googl
 message), `500`, `reset` (closes the connection after reading part of the body). `/slow/MS/v1/logs`
 answers every request 200 after MS milliseconds. Each request is
 appended to LOG as a JSON line: path, attempt header, whether it parsed, its records (time, body,
-severity) and the answer. The port is printed once listening (0 picks a free one); the server
+severity), the Content-Encoding (gzip bodies are decompressed first), the bytes received and the
+answer. The port is printed once listening (0 picks a free one); the server
 exits when its stdin closes.
 """
 import json
@@ -62,9 +63,13 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             self.connection.shutdown(socket.SHUT_RDWR)
-            record(path, self.headers.get("Logbook-Attempt"), None, [], "reset")
+            record(path, self.headers.get("Logbook-Attempt"), None, [], "reset", "", length)
             return
         body = self.rfile.read(length)
+        encoding = self.headers.get("Content-Encoding", "")
+        if encoding == "gzip":
+            import gzip
+            body = gzip.decompress(body)
         request = logs_service_pb2.ExportLogsServiceRequest()
         try:
             json_format.Parse(body.decode("utf-8"), request, ignore_unknown_fields=False)
@@ -77,7 +82,7 @@ class Handler(BaseHTTPRequestHandler):
             {"time": r.time_unix_nano, "severity": r.severity_number, "body": r.body.string_value}
             for rl in request.resource_logs for sl in rl.scope_logs for r in sl.log_records
         ] if parsed else []
-        record(path, self.headers.get("Logbook-Attempt"), parsed, records, action)
+        record(path, self.headers.get("Logbook-Attempt"), parsed, records, action, encoding, length)
         if action == "ok":
             self.answer(200)
         elif action.startswith("slow"):
@@ -97,10 +102,11 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(int(action))
 
 
-def record(path, attempt, parsed, records, answer):
+def record(path, attempt, parsed, records, answer, encoding, length):
     with lock:
         with open(sys.argv[2], "a") as log:
-            log.write(json.dumps({"path": path, "attempt": attempt, "parsed": parsed, "records": records, "answer": answer}) + "\n")
+            log.write(json.dumps({"path": path, "attempt": attempt, "parsed": parsed, "records": records, "answer": answer,
+                                  "encoding": encoding, "bytes": length}) + "\n")
 
 
 server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
