@@ -76,4 +76,21 @@ final class OTLPLogsTests: XCTestCase {
         XCTAssertEqual(records[2]["severityNumber"] as? Int, 10, "notice is INFO2")
         XCTAssertEqual(records[1]["severityNumber"] as? Int, 1, "trace is TRACE")
     }
+
+    func testRedactedValuesStayRedacted() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("auth")
+        let user = "alice@example.com"
+        log.info("login by \(user, privacy: .private)", metadata: ["token": .private("secret-token")])
+        let entries = try capture.entries()
+        let body = OTLPLogsEncoding(serviceName: "s").body(for: entries, observedNanoseconds: 1)
+        let text = String(decoding: body, as: UTF8.self)
+        XCTAssertFalse(text.contains("alice") || text.contains("secret-token"), text)
+        let record = try XCTUnwrap(try parsed(body).first)
+        let attributes = try XCTUnwrap(record["attributes"] as? [String: [Any]])
+        XCTAssertEqual(attributes["token"]?.last as? String, "<private>")
+        XCTAssertEqual((record["body"] as? [Any])?.last as? String, "login by <private>")
+        let syslog = String(decoding: SyslogFormat(hostname: "h", appName: "a").message(for: entries[0]).bytes, as: UTF8.self)
+        XCTAssertFalse(syslog.contains("alice") || syslog.contains("secret-token"), syslog)
+    }
 }
