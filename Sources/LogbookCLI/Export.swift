@@ -18,7 +18,13 @@ struct Export: ParsableCommand {
             """)
 
     @Option(name: .customLong("otlp"), help: "The collector's logs URL, e.g. http://127.0.0.1:4318/v1/logs.")
-    var url: String
+    var url: String?
+
+    @Option(name: .customLong("syslog"), help: "A syslog server over TCP, tcp://HOST:PORT (RFC 5424, octet-counted frames).")
+    var syslog: String?
+
+    @Option(help: "APP-NAME of syslog messages (default: logbook).")
+    var appName: String = "logbook"
 
     @Option(help: "service.name of the resource.")
     var service: String = "logbook"
@@ -42,10 +48,14 @@ struct Export: ParsableCommand {
     var path: String
 
     func validate() throws {
-        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
-              parsed.host != nil else {
-            throw ValidationError("--otlp takes an http:// or https:// URL, not '\(escapingControlCharacters(url))'")
+        guard (url == nil) != (syslog == nil) else { throw ValidationError("give one of --otlp URL and --syslog tcp://HOST:PORT") }
+        if let url {
+            guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
+                  parsed.host != nil else {
+                throw ValidationError("--otlp takes an http:// or https:// URL, not '\(escapingControlCharacters(url))'")
+            }
         }
+        if let syslog { _ = try Self.syslogAddress(syslog) }
         guard batch > 0 else { throw ValidationError("--batch must be positive") }
     }
 
@@ -58,11 +68,19 @@ struct Export: ParsableCommand {
             try? FileManager.default.createDirectory(atPath: (cursorPath as NSString).deletingLastPathComponent,
                                                      withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
-        // One cursor per destination and source: the URL and the source's real path, hashed.
+        // One cursor per destination and source: the destination and the source's real path, hashed.
         let source = (path as NSString).resolvingSymlinksInPath
-        let name = "otlp-" + SHA256.hex(of: Array((url + "\n" + source).utf8)).prefix(32)
+        let target = url ?? syslog ?? ""
+        let name = (url != nil ? "otlp-" : "syslog-") + SHA256.hex(of: Array((target + "\n" + source).utf8)).prefix(32)
+        let sink: Exporter.Sink
+        if let url {
+            sink = .otlp(OTLPDestination(url: URL(string: url)!, gzipLevel: gzip ? 6 : nil), OTLPLogsEncoding(serviceName: service))
+        } else {
+            let (host, port) = try Self.syslogAddress(target)
+            sink = .syslog(SyslogDestination(host: host, port: port, format: SyslogFormat(appName: appName)))
+        }
         let exporter = try Exporter(.init(source: path, destinationName: String(name), cursors: cursorPath, maximumBatchRecords: batch),
-                                    otlp: OTLPDestination(url: URL(string: url)!, gzipLevel: gzip ? 6 : nil), encoding: OTLPLogsEncoding(serviceName: service))
+                                    sink: sink)
         // SIGTERM and SIGINT end --follow after the pass under way (its batch acknowledged or not,
         // the cursor saved either way).
         for signalNumber in [SIGTERM, SIGINT] {
@@ -79,12 +97,23 @@ struct Export: ParsableCommand {
             total.rejected += report.rejected
             total.repeated += report.repeated
             total.gaveUp += report.gaveUp
+            total.truncated += report.truncated
             for reason in report.gaveUp { warn("a batch gave up: \(reason)") }
             if follow && !Export.stopping.withLock({ $0 }) { usleep(UInt32(max(0.01, interval) * 1_000_000)) }
         } while follow && !Export.stopping.withLock({ $0 })
         say("exported \(total.exported) records" + (total.rejected > 0 ? ", \(total.rejected) rejected by the collector" : "")
-            + (total.repeated > 0 ? ", \(total.repeated) sent again after a restart" : ""))
+            + (total.repeated > 0 ? ", \(total.repeated) sent again after a restart" : "")
+            + (total.truncated > 0 ? ", \(total.truncated) syslog messages truncated" : ""))
         if !total.gaveUp.isEmpty { throw ExitCode(1) }
+    }
+
+    /// tcp://HOST:PORT (HOST may be [IPv6]).
+    static func syslogAddress(_ text: String) throws -> (String, UInt16) {
+        guard let parsed = URL(string: text), parsed.scheme?.lowercased() == "tcp", let host = parsed.host, let port = parsed.port,
+              (1...65535).contains(port) else {
+            throw ValidationError("--syslog takes tcp://HOST:PORT, not '\(escapingControlCharacters(text))'")
+        }
+        return (host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host, UInt16(port))
     }
 
     static let stopping = Locked(false)

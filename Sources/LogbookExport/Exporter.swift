@@ -36,23 +36,33 @@ public final class Exporter {
         /// Batches given up (a status not retried, or the policy's limits), with the reason; their
         /// records are not sent again.
         public var gaveUp: [String] = []
+        /// Syslog messages cut to the maximum size (with the marker).
+        public var truncated = 0
 
         public init() {}
     }
 
+    /// Where records go.
+    public enum Sink: Sendable {
+        case otlp(OTLPDestination, OTLPLogsEncoding)
+        case syslog(SyslogDestination)
+    }
+
     public let configuration: Configuration
-    private let destination: OTLPDestination
-    private let encoding: OTLPLogsEncoding
+    private let sink: Sink
     private let reader: LogReader
     private let store: ExportCursorStore
     private var cursor: ExportCursor
     /// The batch in flight when the last exporter stopped: sending its records again is a repeat.
     private var resumed: ExportCursor
 
-    public init(_ configuration: Configuration, otlp destination: OTLPDestination, encoding: OTLPLogsEncoding) throws {
+    public convenience init(_ configuration: Configuration, otlp destination: OTLPDestination, encoding: OTLPLogsEncoding) throws {
+        try self.init(configuration, sink: .otlp(destination, encoding))
+    }
+
+    public init(_ configuration: Configuration, sink: Sink) throws {
         self.configuration = configuration
-        self.destination = destination
-        self.encoding = encoding
+        self.sink = sink
         reader = try LogReader(path: configuration.source)
         store = try ExportCursorStore(path: configuration.cursors)
         cursor = try store.load(configuration.destinationName)
@@ -66,23 +76,37 @@ public final class Exporter {
         var start = 0
         while start < pending.count {
             var end = min(pending.count, start + configuration.maximumBatchRecords)
-            var body = encoding.body(for: Array(pending[start..<end]), observedNanoseconds: OTLPDestination.now())
-            while body.count > configuration.maximumBatchBytes && end - start > 1 {  // halve until it fits
-                end = start + (end - start) / 2
+            var body: [UInt8] = []
+            if case .otlp(_, let encoding) = sink {
                 body = encoding.body(for: Array(pending[start..<end]), observedNanoseconds: OTLPDestination.now())
+                while body.count > configuration.maximumBatchBytes && end - start > 1 {  // halve until it fits
+                    end = start + (end - start) / 2
+                    body = encoding.body(for: Array(pending[start..<end]), observedNanoseconds: OTLPDestination.now())
+                }
             }
             let batch = pending[start..<end]
             report.repeated += batch.filter(resumed.wasInFlight).count
             cursor.inFlight = ExportCursor.extent(of: batch)
             try store.save(cursor, as: configuration.destinationName)
-            switch await destination.deliver(body) {
-            case .delivered(_, let rejected, _):
-                report.exported += batch.count
-                report.rejected += rejected
-            case .gaveUp(_, let reason):
-                report.gaveUp.append(reason)
-            case .expired(let attempts):
-                report.gaveUp.append("expired after \(attempts) attempts")
+            switch sink {
+            case .otlp(let destination, _):
+                switch await destination.deliver(body) {
+                case .delivered(_, let rejected, _):
+                    report.exported += batch.count
+                    report.rejected += rejected
+                case .gaveUp(_, let reason):
+                    report.gaveUp.append(reason)
+                case .expired(let attempts):
+                    report.gaveUp.append("expired after \(attempts) attempts")
+                }
+            case .syslog(let destination):
+                switch await destination.deliver(batch) {
+                case .delivered(_, let truncated):
+                    report.exported += batch.count
+                    report.truncated += truncated
+                case .gaveUp(_, let reason):
+                    report.gaveUp.append(reason)
+                }
             }
             cursor.acknowledge(batch)
             try store.save(cursor, as: configuration.destinationName)
