@@ -61,6 +61,14 @@ let package = Package(
                 "CSQLite",
             ]
         ),
+        // Export (issue 14, export.sh): OTLP JSON encoding and delivery beside `show --json`.
+        .executableTarget(
+            name: "ExportBench",
+            dependencies: [
+                .product(name: "Logbook", package: logbookPackage),
+                .product(name: "LogbookExport", package: logbookPackage),
+            ]
+        ),
         .testTarget(
             name: "PureSwiftLogbookTests",
             dependencies: ["PureSwiftLogbook", .product(name: "Logbook", package: logbookPackage)]

@@ -10,7 +10,8 @@ The path scripts the answers: `/s/A,B,C/v1/logs` answers the first request on th
 the second with B..., then 200. Answers: `ok` (200 `{}`), `partialN` (200 with N rejected records
 and a message), `503raN` (503 with Retry-After: N), `429`, `502`, `400` (a google.rpc.Status with a
 message), `500`, `reset` (closes the connection after reading part of the body). `/slow/MS/v1/logs`
-answers every request 200 after MS milliseconds. Each request is
+answers every request 200 after MS milliseconds; `/discard` reads and answers 200 without parsing or
+logging (for benchmarks). Each request is
 appended to LOG as a JSON line: path, attempt header, whether it parsed, its records (time, body,
 severity), the Content-Encoding (gzip bodies are decompressed first), the bytes received and the
 answer. The port is printed once listening (0 picks a free one); the server
@@ -57,6 +58,10 @@ class Handler(BaseHTTPRequestHandler):
             if n < len(script):
                 action = script[n]
         length = int(self.headers.get("Content-Length", "0"))
+        if path.startswith("/discard"):  # benchmarks: read, answer, nothing else
+            self.rfile.read(length)
+            self.answer(200)
+            return
         if action == "reset":
             self.rfile.read(min(length, 100))
             # Lost mid-body: no answer. (close() would wait for rfile/wfile; shutdown ends it now.)
