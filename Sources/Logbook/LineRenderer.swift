@@ -145,7 +145,7 @@ public struct LineRenderer {
         }
     }
 
-    mutating func appendJSONString(_ text: String?) {
+    package mutating func appendJSONString(_ text: String?) {
         guard let text else { return appendLiteral("null") }
         bytes.append(34)
         appendEscaped(text, .json)
@@ -158,6 +158,9 @@ public struct LineRenderer {
     /// the one place that fills a template: ``LogEntry/message`` and ``renderTemplate(_:_:)`` come
     /// here too. Placeholders are filled in order; arguments beyond them are appended after a
     /// space; placeholders without an argument stay "{}".
+    /// The message as the contents of a JSON string (escaped, without the quotes): for exporters.
+    package mutating func appendJSONEscapedMessage(_ entry: LogEntry) { appendMessage(entry, .json) }
+
     mutating func appendMessage(_ entry: LogEntry, _ escaping: Escaping) {
         guard let segments = entry.segments ?? entry.template.map(TemplateSegments.init) else {
             appendLiteral("<unknown call site>")
@@ -255,7 +258,7 @@ public struct LineRenderer {
         if !clean { appendString(escaping.escape(text)) }
     }
 
-    mutating func appendUnsigned(_ value: UInt64) {
+    package mutating func appendUnsigned(_ value: UInt64) {
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch
         withUnsafeMutableBytes(of: &digits) { scratch in
             var value = value
@@ -269,7 +272,7 @@ public struct LineRenderer {
         }
     }
 
-    mutating func appendInteger(_ value: Int64) {
+    package mutating func appendInteger(_ value: Int64) {
         if value < 0 {
             bytes.append(45)
             appendUnsigned(UInt64(bitPattern: 0 &- value))
@@ -282,7 +285,7 @@ public struct LineRenderer {
         appendString(formatRFC3339(nanoseconds: nanoseconds))
     }
 
-    mutating func appendLiteral(_ text: StaticString) {
+    package mutating func appendLiteral(_ text: StaticString) {
         text.withUTF8Buffer { bytes.append(contentsOf: $0) }
     }
 

@@ -62,7 +62,9 @@ public struct OTLPLogsEncoding: Sendable {
             json.raw("{\"resource\":{\"attributes\":[")
             json.attribute("service.name", string: serviceName, first: true)
             json.attribute("host.name", string: hostName)
-            json.raw(",{\"key\":\"process.pid\",\"value\":{\"intValue\":\"\(pid)\"}}")
+            json.raw(",{\"key\":\"process.pid\",\"value\":")
+            json.intValue(Int64(pid))
+            json.raw("}")
             if let executableName { json.attribute("process.executable.name", string: executableName) }
             json.raw("]},\"scopeLogs\":[")
             for (l, logger) in loggerOrder[pid, default: []].enumerated() {
@@ -84,17 +86,29 @@ public struct OTLPLogsEncoding: Sendable {
 
     private func record(_ entry: LogEntry, observedNanoseconds: Int64, into json: inout JSONWriter) {
         let (number, text) = Self.severity(of: entry.level)
-        json.raw("{\"timeUnixNano\":\"\(UInt64(max(0, entry.wallNanoseconds)))\",")
-        json.raw("\"observedTimeUnixNano\":\"\(UInt64(max(0, observedNanoseconds)))\",")
-        json.raw("\"severityNumber\":\(number),\"severityText\":\"\(text)\",\"body\":{\"stringValue\":")
-        json.string(entry.message)
-        json.raw("},\"attributes\":[")
+        json.raw("{\"timeUnixNano\":")
+        json.unsignedString(UInt64(max(0, entry.wallNanoseconds)))
+        json.raw(",\"observedTimeUnixNano\":")
+        json.unsignedString(UInt64(max(0, observedNanoseconds)))
+        json.raw(",\"severityNumber\":")
+        json.renderer.appendInteger(Int64(number))
+        json.raw(",\"severityText\":")
+        json.string(text)
+        json.raw(",\"body\":{\"stringValue\":\"")
+        json.renderer.appendJSONEscapedMessage(entry)
+        json.raw("\"},\"attributes\":[")
         var first = true
         func key(_ name: String) {
-            json.raw(first ? "{\"key\":" : ",{\"key\":")
+            if first { json.raw("{\"key\":") } else { json.raw(",{\"key\":") }
             first = false
             json.string(name)
             json.raw(",\"value\":")
+        }
+        func key(_ name: StaticString) {
+            if first { json.raw("{\"key\":\"") } else { json.raw(",{\"key\":\"") }
+            first = false
+            json.raw(name)
+            json.raw("\",\"value\":")
         }
         for pair in entry.metadata.pairs {
             key(pair.key)
@@ -102,7 +116,7 @@ public struct OTLPLogsEncoding: Sendable {
             json.raw("}")
         }
         if !entry.arguments.isEmpty {
-            key("logbook.arguments")
+            key("logbook.arguments" as StaticString)
             json.raw("{\"arrayValue\":{\"values\":[")
             for (i, argument) in entry.arguments.enumerated() {
                 if i > 0 { json.raw(",") }
@@ -111,65 +125,64 @@ public struct OTLPLogsEncoding: Sendable {
             json.raw("]}}}")
         }
         if let error = entry.error {
-            key("exception.type")
+            key("exception.type" as StaticString)
             json.anyString(error.type)
             json.raw("}")
-            key("exception.message")
+            key("exception.message" as StaticString)
             json.anyString(error.description)
             json.raw("}")
         }
         if let file = entry.file {
-            key("code.file.path")
+            key("code.file.path" as StaticString)
             json.anyString(file)
             json.raw("}")
-            key("code.line.number")
-            json.raw("{\"intValue\":\"\(entry.line)\"}}")
+            key("code.line.number" as StaticString)
+            json.intValue(Int64(entry.line))
+            json.raw("}")
             if entry.column > 0 {
-                key("code.column.number")
-                json.raw("{\"intValue\":\"\(entry.column)\"}}")
+                key("code.column.number" as StaticString)
+                json.intValue(Int64(entry.column))
+                json.raw("}")
             }
         }
         if let function = entry.function {
-            key("code.function.name")
+            key("code.function.name" as StaticString)
             json.anyString(function)
             json.raw("}")
         }
-        key("thread.id")
-        json.raw("{\"intValue\":\"\(entry.threadID)\"}}")
-        json.raw("]}")
+        key("thread.id" as StaticString)
+        json.intValue(Int64(entry.threadID))
+        json.raw("}]}")
     }
 }
 
-/// A small JSON writer: strings escaped as RFC 8259 wants, values as OTLP's `AnyValue`.
+/// OTLP's JSON written straight into bytes through Logbook's LineRenderer (its JSON escaping, its
+/// integer formatting: no intermediate strings).
 struct JSONWriter {
-    var bytes: [UInt8] = []
+    var renderer = LineRenderer(capacity: 1 << 16)
+    var bytes: [UInt8] { renderer.bytes }
 
-    init() { bytes.reserveCapacity(4096) }
+    mutating func raw(_ text: StaticString) { renderer.appendLiteral(text) }
 
-    mutating func raw(_ text: String) { bytes += text.utf8 }
+    mutating func string(_ text: String) { renderer.appendJSONString(text) }
 
-    mutating func string(_ text: String) {
-        bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\"")]
-            case UInt8(ascii: "\\"): bytes += [UInt8(ascii: "\\"), UInt8(ascii: "\\")]
-            case 0x0A: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "n")]
-            case 0x0D: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "r")]
-            case 0x09: bytes += [UInt8(ascii: "\\"), UInt8(ascii: "t")]
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes += [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"), hex[Int(byte >> 4)], hex[Int(byte & 15)]]
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
+    /// An int64 as OTLP's JSON wants it: a decimal string.
+    mutating func intValue(_ value: Int64) {
+        raw("{\"intValue\":\"")
+        renderer.appendInteger(value)
+        raw("\"}")
     }
 
-    mutating func attribute(_ key: String, string value: String, first: Bool = false) {
-        raw(first ? "{\"key\":" : ",{\"key\":")
-        string(key)
-        raw(",\"value\":")
+    mutating func unsignedString(_ value: UInt64) {
+        renderer.bytes.append(34)
+        renderer.appendUnsigned(value)
+        renderer.bytes.append(34)
+    }
+
+    mutating func attribute(_ key: StaticString, string value: String, first: Bool = false) {
+        if first { raw("{\"key\":\"") } else { raw(",{\"key\":\"") }
+        raw(key)
+        raw("\",\"value\":")
         anyString(value)
         raw("}")
     }
@@ -183,22 +196,33 @@ struct JSONWriter {
     /// A double as protobuf's JSON mapping writes it: a number, or "NaN", "Infinity", "-Infinity".
     mutating func double(_ value: Double) {
         if value.isNaN { raw("{\"doubleValue\":\"NaN\"}") }
-        else if value.isInfinite { raw(value > 0 ? "{\"doubleValue\":\"Infinity\"}" : "{\"doubleValue\":\"-Infinity\"}") }
-        else { raw("{\"doubleValue\":\(value)}") }
+        else if value.isInfinite { if value > 0 { raw("{\"doubleValue\":\"Infinity\"}") } else { raw("{\"doubleValue\":\"-Infinity\"}") } }
+        else {
+            raw("{\"doubleValue\":")
+            renderer.bytes += value.description.utf8
+            raw("}")
+        }
     }
 
     mutating func value(_ value: LogValue) {
         switch value {
-        case .bool(let flag): raw(flag ? "{\"boolValue\":true}" : "{\"boolValue\":false}")
-        case .signed(let number, _): raw("{\"intValue\":\"\(number)\"}")
+        case .bool(let flag): if flag { raw("{\"boolValue\":true}") } else { raw("{\"boolValue\":false}") }
+        case .signed(let number, _): intValue(number)
         case .unsigned(let number, _):
             // intValue is an int64: a larger unsigned value goes as its decimal text
-            if number <= UInt64(Int64.max) { raw("{\"intValue\":\"\(number)\"}") } else { anyString(String(number)) }
+            if number <= UInt64(Int64.max) { intValue(Int64(number)) } else {
+                raw("{\"stringValue\":")
+                unsignedString(number)
+                raw("}")
+            }
         case .float(let number): double(Double(number))
         case .double(let number): double(number)
         case .string(let text, _): anyString(text)
-        case .bytes(let data): raw("{\"bytesValue\":\"\(Data(data).base64EncodedString())\"}")
-        case .redacted: anyString("<private>")
+        case .bytes(let data):
+            raw("{\"bytesValue\":\"")
+            renderer.bytes += Data(data).base64EncodedString().utf8
+            raw("\"}")
+        case .redacted: raw("{\"stringValue\":\"<private>\"}")
         }
     }
 
@@ -215,7 +239,7 @@ struct JSONWriter {
         case .map(let pairs):
             raw("{\"kvlistValue\":{\"values\":[")
             for (i, pair) in pairs.pairs.enumerated() {
-                raw(i > 0 ? ",{\"key\":" : "{\"key\":")
+                if i > 0 { raw(",{\"key\":") } else { raw("{\"key\":") }
                 string(pair.key)
                 raw(",\"value\":")
                 self.value(pair.value)
