@@ -5,22 +5,26 @@ import Logbook
 import LogbookExport
 import LogbookUpload
 
-/// `logbook export --otlp URL [--follow] PATH`: WORK IN PROGRESS (issue 14; docs/EXPORT-PLAN.md):
-/// OTLP only (no --syslog yet).
+/// `logbook export --otlp URL | --syslog relp://HOST:PORT|tcp://HOST:PORT [--follow] PATH`.
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Export records to an OpenTelemetry collector (OTLP/HTTP JSON), from a persisted cursor.",
+        abstract: "Export records to an OpenTelemetry collector (OTLP/HTTP JSON) or syslog (RELP or TCP), from a persisted cursor.",
         discussion: """
-            Records the collector acknowledged are recorded in a cursor per destination, so that a \
-            killed export resumes where it stopped (repeating at most the batch in flight, counted). \
-            Retried: 429, 502, 503, 504 and lost connections, honouring Retry-After; any other status is \
-            not, and is reported with the collector's message. Exits 1 when a batch gave up.
+            Records the destination acknowledged are recorded in a cursor per destination and source, \
+            so that a killed export resumes where it stopped (repeating at most the batch in flight, \
+            counted). OTLP: retried on 429, 502, 503, 504 and lost connections, honouring Retry-After; \
+            any other status is not, and is reported with the collector's message. Syslog: reconnects \
+            with backoff; over RELP a message not acknowledged is sent again, over TCP a server that \
+            goes down loses what it had received but not read. Exits 1 when a batch gave up.
             """)
 
     @Option(name: .customLong("otlp"), help: "The collector's logs URL, e.g. http://127.0.0.1:4318/v1/logs.")
     var url: String?
 
-    @Option(name: .customLong("syslog"), help: "A syslog server over TCP, tcp://HOST:PORT (RFC 5424, octet-counted frames).")
+    @Option(name: .customLong("syslog"), help: """
+        A syslog server: relp://HOST:PORT (RELP, every message acknowledged) or tcp://HOST:PORT \
+        (octet-counted frames, no acknowledgements). RFC 5424 messages either way.
+        """)
     var syslog: String?
 
     @Option(help: "APP-NAME of syslog messages (default: logbook).")
@@ -48,7 +52,7 @@ struct Export: ParsableCommand {
     var path: String
 
     func validate() throws {
-        guard (url == nil) != (syslog == nil) else { throw ValidationError("give one of --otlp URL and --syslog tcp://HOST:PORT") }
+        guard (url == nil) != (syslog == nil) else { throw ValidationError("give one of --otlp URL and --syslog relp://HOST:PORT|tcp://HOST:PORT") }
         if let url {
             guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
                   parsed.host != nil else {
@@ -76,8 +80,8 @@ struct Export: ParsableCommand {
         if let url {
             sink = .otlp(OTLPDestination(url: URL(string: url)!, gzipLevel: gzip ? 6 : nil), OTLPLogsEncoding(serviceName: service))
         } else {
-            let (host, port) = try Self.syslogAddress(target)
-            sink = .syslog(SyslogDestination(host: host, port: port, format: SyslogFormat(appName: appName)))
+            let (transport, host, port) = try Self.syslogAddress(target)
+            sink = .syslog(SyslogDestination(host: host, port: port, transport: transport, format: SyslogFormat(appName: appName)))
         }
         let exporter = try Exporter(.init(source: path, destinationName: String(name), cursors: cursorPath, maximumBatchRecords: batch),
                                     sink: sink)
@@ -98,22 +102,25 @@ struct Export: ParsableCommand {
             total.repeated += report.repeated
             total.gaveUp += report.gaveUp
             total.truncated += report.truncated
+            total.resent += report.resent
             for reason in report.gaveUp { warn("a batch gave up: \(reason)") }
             if follow && !Export.stopping.withLock({ $0 }) { usleep(UInt32(max(0.01, interval) * 1_000_000)) }
         } while follow && !Export.stopping.withLock({ $0 })
         say("exported \(total.exported) records" + (total.rejected > 0 ? ", \(total.rejected) rejected by the collector" : "")
             + (total.repeated > 0 ? ", \(total.repeated) sent again after a restart" : "")
-            + (total.truncated > 0 ? ", \(total.truncated) syslog messages truncated" : ""))
+            + (total.truncated > 0 ? ", \(total.truncated) syslog messages truncated" : "")
+            + (total.resent > 0 ? ", \(total.resent) RELP messages resent after a broken connection" : ""))
         if !total.gaveUp.isEmpty { throw ExitCode(1) }
     }
 
-    /// tcp://HOST:PORT (HOST may be [IPv6]).
-    static func syslogAddress(_ text: String) throws -> (String, UInt16) {
-        guard let parsed = URL(string: text), parsed.scheme?.lowercased() == "tcp", let host = parsed.host, let port = parsed.port,
-              (1...65535).contains(port) else {
-            throw ValidationError("--syslog takes tcp://HOST:PORT, not '\(escapingControlCharacters(text))'")
+    /// relp://HOST:PORT or tcp://HOST:PORT (HOST may be [IPv6]).
+    static func syslogAddress(_ text: String) throws -> (SyslogDestination.Transport, String, UInt16) {
+        guard let parsed = URL(string: text), let transport = parsed.scheme.flatMap({ SyslogDestination.Transport(rawValue: $0.lowercased()) }),
+              let host = parsed.host, !host.isEmpty, let port = parsed.port, (1...65535).contains(port),
+              parsed.path.isEmpty || parsed.path == "/", parsed.query == nil else {
+            throw ValidationError("--syslog takes relp://HOST:PORT or tcp://HOST:PORT, not '\(escapingControlCharacters(text))'")
         }
-        return (host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host, UInt16(port))
+        return (transport, host.hasPrefix("[") ? String(host.dropFirst().dropLast()) : host, UInt16(port))
     }
 
     static let stopping = Locked(false)

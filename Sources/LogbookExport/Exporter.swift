@@ -38,6 +38,9 @@ public final class Exporter {
         public var gaveUp: [String] = []
         /// Syslog messages cut to the maximum size (with the marker).
         public var truncated = 0
+        /// RELP messages sent again on a new session because the connection broke before their
+        /// acknowledgement (the server may have taken them: possible repeats).
+        public var resent = 0
 
         public init() {}
     }
@@ -101,9 +104,10 @@ public final class Exporter {
                 }
             case .syslog(let destination):
                 switch await destination.deliver(batch) {
-                case .delivered(_, let truncated):
+                case .delivered(_, let truncated, let resent):
                     report.exported += batch.count
                     report.truncated += truncated
+                    report.resent += resent
                 case .gaveUp(_, let reason):
                     report.gaveUp.append(reason)
                 }

@@ -3,14 +3,14 @@ import Foundation
 import Glibc
 #endif
 
-/// A TCP connection to a syslog server (RFC 6587 octet-counted frames), reconnected when it
-/// breaks. WORK IN PROGRESS (issue 14; docs/EXPORT-PLAN.md).
+/// A TCP connection to a syslog server, carrying RFC 6587 octet-counted frames or RELP.
 ///
-/// TCP syslog has no acknowledgements: a write succeeds into the kernel's buffer even when the
-/// server has just closed. So a batch counts as sent only if the connection is still up after it:
-/// before and after writing, a zero-time poll looks for the server's end of the stream (POLLRDHUP,
-/// POLLHUP, POLLERR); a batch written on a connection found closed is written again on a new one
-/// (a repeat, counted by the caller).
+/// Plain TCP syslog has no acknowledgements: a write succeeds into the kernel's buffer even when
+/// the server has just closed. So a batch counts as sent only if the connection is still up after
+/// it: before and after writing, a zero-time poll looks for the server's end of the stream
+/// (POLLRDHUP, POLLHUP, POLLERR); a batch written on a connection found closed is written again on
+/// a new one. What the server's kernel had received but the server had not read when it went down
+/// is lost all the same: only RELP (`RELPSession`) acknowledges messages.
 /// POLLRDHUP (Linux, 0x2000): Glibc does not export it to Swift without _GNU_SOURCE.
 let pollReadHangUp: Int16 = 0x2000
 
@@ -64,6 +64,29 @@ public final class SyslogConnection {
         throw SyslogError.connect(host, port, String(cString: strerror(lastErrno)))
     }
 
+    /// Reads what has arrived (at most `capacity` bytes), waiting up to `timeout` seconds for
+    /// something. Returns nil when the connection ended or failed (and disconnects), [] on timeout.
+    func receive(capacity: Int = 4096, timeout: Double) -> [UInt8]? {
+        guard fd >= 0 else { return nil }
+        var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        var ready: Int32
+        repeat { ready = poll(&entry, 1, Int32(max(0, min(timeout, 86_400)) * 1000)) } while ready < 0 && errno == EINTR
+        if ready < 0 {
+            disconnect()
+            return nil
+        }
+        if ready == 0 { return [] }
+        var buffer = [UInt8](repeating: 0, count: capacity)
+        var n: Int
+        repeat { n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, capacity, Int32(MSG_DONTWAIT)) } } while n < 0 && errno == EINTR
+        if n <= 0 {
+            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return [] }
+            disconnect()
+            return nil
+        }
+        return Array(buffer[0..<n])
+    }
+
     /// Whether the server has ended the stream (or the connection failed), without waiting.
     func serverHasClosed() -> Bool {
         guard fd >= 0 else { return true }
@@ -79,9 +102,9 @@ public final class SyslogConnection {
     }
 
     /// Writes `bytes` whole. Returns false (and disconnects) when the connection broke, or was
-    /// found closed by the server before or after the write: the caller sends them again on a new
-    /// connection.
-    public func send(_ bytes: [UInt8]) -> Bool {
+    /// found closed by the server before or (`checkingAfter`) after the write: the caller sends
+    /// them again on a new connection. RELP does not check after: its acknowledgements tell.
+    public func send(_ bytes: [UInt8], checkingAfter: Bool = true) -> Bool {
         guard fd >= 0, !serverHasClosed() else {
             disconnect()
             return false
@@ -96,7 +119,7 @@ public final class SyslogConnection {
             }
             sent += n
         }
-        if serverHasClosed() {
+        if checkingAfter && serverHasClosed() {
             disconnect()
             return false
         }

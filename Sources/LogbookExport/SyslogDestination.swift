@@ -2,59 +2,126 @@ import Foundation
 import Logbook
 import LogbookUpload
 
-/// Delivers batches of entries to a syslog server over TCP (RFC 5424 in RFC 6587 octet-counted
-/// frames), reconnecting with the uploader's `RetryPolicy` backoff when the server goes away. WORK
-/// IN PROGRESS (issue 14; docs/EXPORT-PLAN.md): TCP syslog has no acknowledgements, so a restart of
-/// the server can lose what its receive buffer held (see the plan).
+/// Delivers batches of entries to a syslog server as RFC 5424 messages, over plain TCP (RFC 6587
+/// octet-counted frames) or RELP (acknowledged), reconnecting with the uploader's `RetryPolicy`
+/// (its backoff and attempts: the one retry engine) when the server goes away.
+///
+/// Over RELP every message is acknowledged: a batch is delivered when all its messages are, and a
+/// message not acknowledged when a connection broke is sent again on the next one (counted in
+/// `resent`: the server may have taken it just before it went away, so each is a possible repeat).
+/// Over plain TCP a batch is delivered when it was written on a connection still up after it; a
+/// server that goes down loses what its kernel had received and it had not read (TCP syslog has no
+/// acknowledgements), which is why RELP exists.
 public final class SyslogDestination: @unchecked Sendable {
+    public enum Transport: String, Sendable {
+        /// RFC 6587 octet counting over TCP: no acknowledgements.
+        case tcp
+        /// RELP (rsyslog's imrelp, librelp): each message acknowledged.
+        case relp
+    }
+
     public let format: SyslogFormat
     public let policy: RetryPolicy
+    public let transport: Transport
     private let connection: SyslogConnection
+    private let relp: RELPSession
     private let lock = NSLock()
 
-    public init(host: String, port: UInt16, format: SyslogFormat, policy: RetryPolicy = .openTelemetry) {
+    /// - Parameter acknowledgementTimeout: RELP only: seconds to wait for an acknowledgement
+    ///   before the session is given up and its unacknowledged messages sent on a new one.
+    public init(host: String, port: UInt16, transport: Transport = .tcp, format: SyslogFormat,
+                policy: RetryPolicy = .openTelemetry, acknowledgementTimeout: Double = 30) {
         self.format = format
         self.policy = policy
+        self.transport = transport
         connection = SyslogConnection(host: host, port: port)
+        relp = RELPSession(connection: connection, timeout: acknowledgementTimeout)
     }
 
     public enum Delivery: Sendable, Equatable {
-        /// Written on a connection that was still up after it; `truncated` messages were cut to
-        /// the format's maximum size (with the marker).
-        case delivered(attempts: Int, truncated: Int)
+        /// Every message delivered; `truncated` were cut to the format's maximum size (with the
+        /// marker); `resent` were sent again on a new RELP session after a connection broke before
+        /// their acknowledgement (possible repeats).
+        case delivered(attempts: Int, truncated: Int, resent: Int)
+        /// The policy's attempts ran out (or the server refused a message: RELP), with the reason.
         case gaveUp(attempts: Int, reason: String)
     }
 
-    /// Writes the batch's frames in one go; on a broken or closed connection, connects again
-    /// (backoff from the policy) and writes the whole batch again.
+    /// Sends the batch; on a broken or closed connection connects again (backoff from the policy)
+    /// and sends what was not delivered.
     public func deliver(_ entries: some Collection<LogEntry>) async -> Delivery {
-        var bytes: [UInt8] = []
+        var messages: [[UInt8]] = []
+        messages.reserveCapacity(entries.count)
         var truncated = 0
         for entry in entries {
-            let (frame, cut) = format.frame(for: entry)
-            bytes += frame
+            let (bytes, cut) = transport == .relp ? format.message(for: entry) : format.frame(for: entry)
+            messages.append(bytes)
             if cut { truncated += 1 }
         }
         var random = SystemRandomNumberGenerator()
+        let firstSubmitted = OTLPDestination.now()
         var attempt = 0
         var lastFailure = ""
-        while attempt < policy.maxAttempts {
+        var delivered = 0  // from the first (RELP)
+        var sentUnacknowledged = 0
+        var resent = 0
+        while true {
             attempt += 1
-            let sent: Bool = lock.withLock {
-                if !connection.isConnected {
-                    do { try connection.connect() } catch {
-                        lastFailure = "\(error)"
-                        return false
+            let outcome: Result<Bool, RELPSession.Failure> = lock.withLock {
+                switch transport {
+                case .tcp:
+                    if !connection.isConnected {
+                        do { try connection.connect() } catch {
+                            lastFailure = "\(error)"
+                            return .success(false)
+                        }
+                    }
+                    if connection.send(messages.flatMap { $0 }) { return .success(true) }
+                    lastFailure = "the connection to \(connection.host):\(connection.port) closed"
+                    return .success(false)
+                case .relp:
+                    if !relp.isUsable {
+                        do { try relp.open() } catch RELPSession.Failure.protocolError(let why) {
+                            return .failure(.protocolError(why))  // not a RELP server for syslog: trying again will not help
+                        } catch {
+                            lastFailure = "\(error)"
+                            return .success(false)
+                        }
+                    }
+                    resent += sentUnacknowledged
+                    let rest = Array(messages[delivered...])
+                    do {
+                        let acknowledged = try relp.send(rest)
+                        delivered += acknowledged
+                        sentUnacknowledged = rest.count - acknowledged
+                        if delivered == messages.count { return .success(true) }
+                        lastFailure = "the RELP session with \(connection.host):\(connection.port) broke after \(delivered) of \(messages.count) messages"
+                        return .success(false)
+                    } catch let failure as RELPSession.Failure {
+                        return .failure(failure)
+                    } catch {
+                        return .failure(.protocolError("\(error)"))
                     }
                 }
-                if connection.send(bytes) { return true }
-                lastFailure = "the connection to \(connection.host):\(connection.port) closed"
-                return false
             }
-            if sent { return .delivered(attempts: attempt, truncated: truncated) }
-            let wait = policy.backoff(afterAttempt: attempt, using: &random)
-            do { try await Task.sleep(nanoseconds: UInt64(max(0, wait))) } catch { return .gaveUp(attempts: attempt, reason: "cancelled") }
+            switch outcome {
+            case .success(true): return .delivered(attempts: attempt, truncated: truncated, resent: resent)
+            case .success(false): break
+            case .failure(let failure): return .gaveUp(attempts: attempt, reason: "\(failure)")
+            }
+            // the one retry engine: a lost connection is a transport error to the policy
+            let now = OTLPDestination.now()
+            switch policy.decide(.transportError(lastFailure), attempt: attempt, firstSubmittedNanoseconds: firstSubmitted,
+                                 nowNanoseconds: now, using: &random) {
+            case .retry(let at):
+                do { try await Task.sleep(nanoseconds: UInt64(max(0, at - now))) } catch { return .gaveUp(attempts: attempt, reason: "cancelled") }
+            case .gaveUp(let reason):
+                return .gaveUp(attempts: attempt, reason: reason)
+            case .expired:
+                return .gaveUp(attempts: attempt, reason: "expired after \(attempt) attempts, the last: \(lastFailure)")
+            case .delivered:
+                return .delivered(attempts: attempt, truncated: truncated, resent: resent)  // not for a transport error
+            }
         }
-        return .gaveUp(attempts: attempt, reason: "\(attempt) attempts, the last: \(lastFailure)")
     }
 }
