@@ -4,13 +4,14 @@ import Logbook
 
 /// Which records a destination acknowledged, per chunk: the reader returns entries in time order,
 /// and a later read can return entries older than some already exported (a chunk sealed late), so
-/// a time is no cursor. An entry is exported when its offset is at or below its chunk's mark, or
-/// its chunk is below the low watermark. WORK IN PROGRESS (issue 14; docs/EXPORT-PLAN.md).
+/// a time is no cursor. An entry is exported when its offset is at or below its chunk's mark. A
+/// chunk without a mark has had nothing exported (marks are dropped only for chunks the source no
+/// longer holds, `forget(below:)`). The file's layout is in docs/FORMAT.md, "Export cursor".
 public struct ExportCursor: Sendable, Equatable {
     /// The ring these chunk sequences belong to (its `created_wall_ns`; 0: not known yet). A
     /// bundle made again at the same path starts over.
     public var ring: UInt64 = 0
-    /// Every chunk below it is done.
+    /// Marks below it were dropped: the source held no chunk below it when it was last read whole.
     public var lowWatermark: UInt64 = 0
     /// Chunk sequence → the highest record offset acknowledged in it.
     public var marks: [UInt64: UInt32] = [:]
@@ -23,7 +24,7 @@ public struct ExportCursor: Sendable, Equatable {
     public init() {}
 
     public func isExported(_ entry: LogEntry) -> Bool {
-        entry.chunkSequence < lowWatermark || marks[entry.chunkSequence].map { entry.chunkOffset <= $0 } ?? false
+        marks[entry.chunkSequence].map { entry.chunkOffset <= $0 } ?? false
     }
 
     /// The highest offset per chunk of `entries` (what a batch covers).
@@ -50,8 +51,11 @@ public struct ExportCursor: Sendable, Equatable {
         inFlight[entry.chunkSequence].map { entry.chunkOffset <= $0 } ?? false
     }
 
-    /// Drops the marks of chunks below `oldest` (the oldest chunk any source still holds): they
-    /// can never be read again.
+    /// Drops the marks of chunks below `oldest`, the lowest chunk sequence of a read of everything
+    /// the source holds: a chunk with an exported record that is still held is in that read, so
+    /// the marks dropped are of chunks gone (overwritten, deleted by retention). A chunk below
+    /// `oldest` that appears later (claimed, but its first record not committed at that read) has
+    /// no mark, and nothing of it was exported: it is exported whole.
     public mutating func forget(below oldest: UInt64) {
         guard oldest > lowWatermark else { return }
         lowWatermark = oldest

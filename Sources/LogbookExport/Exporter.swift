@@ -4,8 +4,13 @@ import Logbook
 /// Exports a bundle's (or archive directory's) records to a destination from a persisted cursor:
 /// reads through `LogReader`, skips what the cursor says was acknowledged, sends batches bounded
 /// in records and bytes, and saves the cursor after each acknowledged batch (the batch in flight
-/// is saved before it is sent, so a killed exporter repeats at most that batch, counted). WORK IN
-/// PROGRESS (issue 14; docs/EXPORT-PLAN.md): OTLP only, no `--follow` loop or CLI yet.
+/// is saved before it is sent, so a killed exporter repeats at most that batch, counted).
+///
+/// The cursor holds a mark per chunk (`ExportCursor`). Marks of chunks the source no longer holds
+/// are dropped after a read of everything the source holds: the first pass, and a pass after the
+/// marks passed `maximumMarks` (it reads the whole source again, once). A bundle made again at the
+/// same path (another ring: its creation time differs) starts the cursor over, reported in
+/// `Report.startedOver`. Memory: a pass holds the records it has not exported yet.
 public final class Exporter {
     public struct Configuration: Sendable {
         /// A bundle, an archive directory or an archive file.
@@ -16,13 +21,18 @@ public final class Exporter {
         public var maximumBatchRecords: Int
         public var maximumBatchBytes: Int
 
+        /// Chunk marks kept before a pass reads the whole source to drop those of chunks it no
+        /// longer holds.
+        public var maximumMarks: Int
+
         public init(source: String, destinationName: String, cursors: String, maximumBatchRecords: Int = 512,
-                    maximumBatchBytes: Int = 1 << 20) {
+                    maximumBatchBytes: Int = 1 << 20, maximumMarks: Int = 4096) {
             self.source = source
             self.destinationName = destinationName
             self.cursors = cursors
             self.maximumBatchRecords = max(1, maximumBatchRecords)
             self.maximumBatchBytes = max(4096, maximumBatchBytes)
+            self.maximumMarks = max(16, maximumMarks)
         }
     }
 
@@ -41,6 +51,9 @@ public final class Exporter {
         /// RELP messages sent again on a new session because the connection broke before their
         /// acknowledgement (the server may have taken them: possible repeats).
         public var resent = 0
+        /// The bundle at the source's path is another one than the cursor's (made again): the
+        /// cursor started over and everything it holds was exported.
+        public var startedOver = false
 
         public init() {}
     }
@@ -53,7 +66,11 @@ public final class Exporter {
 
     public let configuration: Configuration
     private let sink: Sink
-    private let reader: LogReader
+    private var reader: LogReader
+    /// The next pass reads the source from the beginning (a new reader): the first one, and one
+    /// after the marks grew past the bound.
+    private var readsEverything = true
+    private var startedOver = false
     private let store: ExportCursorStore
     private var cursor: ExportCursor
     /// The batch in flight when the last exporter stopped: sending its records again is a repeat.
@@ -69,13 +86,36 @@ public final class Exporter {
         reader = try LogReader(path: configuration.source)
         store = try ExportCursorStore(path: configuration.cursors)
         cursor = try store.load(configuration.destinationName)
+        // Which ring the chunk sequences belong to: a bundle made again at the same path counts
+        // its chunks from 1 again, so marks of the old one would hide the new one's records.
+        let ring = (try? reader.info()).map { UInt64(bitPattern: $0.createdNanoseconds) } ?? 0
+        if ring != 0 && cursor.ring != 0 && cursor.ring != ring {
+            var fresh = ExportCursor()
+            fresh.exported = cursor.exported
+            fresh.repeated = cursor.repeated
+            cursor = fresh
+            startedOver = true
+        }
+        if ring != 0 { cursor.ring = ring }
         resumed = cursor
     }
 
     /// Exports what the source holds now and was not acknowledged; returns what it did.
     public func exportAvailable() async throws -> Report {
         var report = Report()
-        let pending = try reader.readNew().filter { !cursor.isExported($0) }
+        report.startedOver = startedOver
+        startedOver = false
+        let all: [LogEntry]
+        if readsEverything {
+            reader = try LogReader(path: configuration.source)
+            all = try reader.readNew()
+            // everything the source holds: marks of chunks below the oldest are of nothing
+            if let oldest = all.lazy.map(\.chunkSequence).min() { cursor.forget(below: oldest) }
+            readsEverything = false
+        } else {
+            all = try reader.readNew()
+        }
+        let pending = all.filter { !cursor.isExported($0) }
         var start = 0
         while start < pending.count {
             var end = min(pending.count, start + configuration.maximumBatchRecords)
@@ -110,6 +150,11 @@ public final class Exporter {
                     report.resent += resent
                 case .gaveUp(_, let reason):
                     report.gaveUp.append(reason)
+                case .unusable(let reason):
+                    // nothing acknowledged and nothing skipped: the batch waits for a usable destination
+                    cursor.inFlight = [:]
+                    try store.save(cursor, as: configuration.destinationName)
+                    throw ExportError.unusableDestination(reason)
                 }
             }
             cursor.acknowledge(batch)
@@ -119,9 +164,21 @@ public final class Exporter {
         cursor.repeated += UInt64(report.repeated)
         resumed.inFlight = [:]
         try store.save(cursor, as: configuration.destinationName)
+        if cursor.marks.count > configuration.maximumMarks { readsEverything = true }
         return report
     }
 
     /// The cursor as saved (for reports and tests).
     public var savedCursor: ExportCursor { cursor }
+}
+
+public enum ExportError: Error, CustomStringConvertible {
+    /// The destination cannot take the records as configured; the cursor did not move.
+    case unusableDestination(String)
+
+    public var description: String {
+        switch self {
+        case .unusableDestination(let why): why
+        }
+    }
 }

@@ -17,6 +17,8 @@ final class RELPSession {
     let window: Int
     /// Seconds to wait for an acknowledgement before giving the session up.
     let timeout: Double
+    /// Seconds to wait for the answer to `open`.
+    let openTimeout: Double = 5
     private var nextTransaction = 1
     private var isOpen = false
     private var received: [UInt8] = []
@@ -48,7 +50,12 @@ final class RELPSession {
         try connection.connect()
         let offer = Array("relp_version=0\nrelp_software=logbook\ncommands=syslog".utf8)
         let txnr = try sendFrame("open", offer)
-        let answer = try awaitResponse(txnr)
+        let answer: [UInt8]
+        do { answer = try awaitResponse(txnr, timeout: min(timeout, openTimeout)) } catch Failure.connection(let why) where why.hasPrefix("no RELP") {
+            end()
+            // a plain TCP syslog server takes the open frame for a message and never answers
+            throw Failure.protocolError("no answer to the RELP open from \(connection.host):\(connection.port) in \(Int(min(timeout, openTimeout))) s: is it a RELP server (rsyslog's imrelp)?")
+        }
         guard answer.starts(with: Array("200".utf8)) else {
             end()
             throw Failure.protocolError("the server refused the RELP session: \(Self.text(answer))")
@@ -123,7 +130,8 @@ final class RELPSession {
 
     /// The data of the `rsp` frame for `txnr`; throws when the connection ends, the server closes
     /// the session, a frame is malformed or answers another transaction, or nothing comes in time.
-    private func awaitResponse(_ txnr: Int) throws -> [UInt8] {
+    private func awaitResponse(_ txnr: Int, timeout: Double? = nil) throws -> [UInt8] {
+        let timeout = timeout ?? self.timeout
         let deadline = Date().addingTimeInterval(timeout)
         while true {
             if let (number, command, data) = try nextFrame() {

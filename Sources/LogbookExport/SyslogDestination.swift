@@ -45,6 +45,10 @@ public final class SyslogDestination: @unchecked Sendable {
         case delivered(attempts: Int, truncated: Int, resent: Int)
         /// The policy's attempts ran out (or the server refused a message: RELP), with the reason.
         case gaveUp(attempts: Int, reason: String)
+        /// The server cannot take syslog messages this way (a RELP address that is no RELP server,
+        /// or one that does not offer `syslog`): nothing of the batch was delivered, and trying
+        /// again will not help until the configuration changes.
+        case unusable(reason: String)
     }
 
     /// Sends the batch; on a broken or closed connection connects again (backoff from the policy)
@@ -81,7 +85,7 @@ public final class SyslogDestination: @unchecked Sendable {
                     return .success(false)
                 case .relp:
                     if !relp.isUsable {
-                        do { try relp.open() } catch RELPSession.Failure.protocolError(let why) {
+                        do { try relp.open() } catch RELPSession.Failure.protocolError(let why) where delivered == 0 {
                             return .failure(.protocolError(why))  // not a RELP server for syslog: trying again will not help
                         } catch {
                             lastFailure = "\(error)"
@@ -107,6 +111,7 @@ public final class SyslogDestination: @unchecked Sendable {
             switch outcome {
             case .success(true): return .delivered(attempts: attempt, truncated: truncated, resent: resent)
             case .success(false): break
+            case .failure(.protocolError(let why)) where delivered == 0 && !relp.isUsable && attempt == 1: return .unusable(reason: why)
             case .failure(let failure): return .gaveUp(attempts: attempt, reason: "\(failure)")
             }
             // the one retry engine: a lost connection is a transport error to the policy

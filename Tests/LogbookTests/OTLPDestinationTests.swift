@@ -112,6 +112,66 @@ final class ExporterTests: XCTestCase {
         try bundle.close()
     }
 
+    /// The cursor's marks stay bounded by what the source holds (retention deletes archive files
+    /// while the export goes on), every record of records of every size is exported once, and a
+    /// bundle made again at the same path starts the cursor over instead of hiding its records.
+    func testMarksStayBoundedAndABundleMadeAgainStartsOver() async throws {
+        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
+        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        func exporter() throws -> Exporter {
+            try Exporter(.init(source: dir + "/app.logbook", destinationName: "collector", cursors: dir + "/cursors",
+                               maximumBatchRecords: 100, maximumMarks: 16),
+                         otlp: OTLPDestination(url: server.url("/v1/logs")), encoding: OTLPLogsEncoding(serviceName: "test"))
+        }
+        var bundle = try LogBundle(path: dir + "/app.logbook", capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 30_000,
+                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 3, quota: nil))
+        var log = try bundle.logger("app")
+        let first = try exporter()
+        var generator = SystemRandomNumberGenerator()
+        var written: [String] = []
+        var largestMarks = 0
+        for round in 0..<30 {
+            for i in 0..<40 {
+                let padding = String(repeating: "p", count: [0, 10, 300, 3900][Int.random(in: 0..<4, using: &generator)])
+                let text = "round \(round) record \(i) \(padding)"
+                log.info("\(text)", metadata: ["round": .init(round)])
+                written.append(text)
+            }
+            try bundle.flush()
+            let report = try await first.exportAvailable()
+            XCTAssertEqual(report.gaveUp, [])
+            // the chunks the source holds now (ring and the files retention kept)
+            let held = Set(try LogReader(path: dir + "/app.logbook").readAll().map(\.chunkSequence)).count
+            XCTAssertLessThanOrEqual(first.savedCursor.marks.count, 2 * held + 16, "round \(round)")
+            largestMarks = max(largestMarks, first.savedCursor.marks.count)
+        }
+        func bodies() -> [String] {
+            server.requests().filter { ($0["answer"] as? String) == "ok" }
+                .flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
+        }
+        XCTAssertEqual(bodies(), written, "every record once, in order")
+        XCTAssertGreaterThan(written.count * 1000 / 4096, 2 * largestMarks, "without forgetting, a mark per chunk written")
+        XCTAssertGreaterThan(first.savedCursor.lowWatermark, 1, "marks of deleted files dropped")
+        try bundle.close()
+
+        // the same path, another bundle: its chunk sequences start at 1 again
+        try FileManager.default.removeItem(atPath: dir + "/app.logbook")
+        bundle = try LogBundle(path: dir + "/app.logbook")
+        log = try bundle.logger("app")
+        for i in 0..<50 { log.info("new bundle record \(i)") }
+        try bundle.close()
+        let again = try await exporter().exportAvailable()
+        XCTAssertTrue(again.startedOver)
+        XCTAssertEqual(again.exported, 50)
+        XCTAssertEqual(bodies().suffix(50), (0..<50).map { "new bundle record \($0)" })
+        let none = try await exporter().exportAvailable()
+        XCTAssertFalse(none.startedOver)
+        XCTAssertEqual(none.exported, 0)
+    }
+
     /// `logbook export --otlp` (one pass): everything once, then nothing on a second run (the cursor).
     func testTheCommand() throws {
         let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])

@@ -159,35 +159,60 @@ final class SyslogRsyslogTests: XCTestCase {
         print("TCP across 3 restarts: \(entries.count) messages, \(bodies.count) arrived")
     }
 
-    /// `logbook export --syslog` to rsyslog: every record once, its fields as rsyslog parsed them,
-    /// a message past the maximum size cut with the marker and counted; nothing again on a second run.
+    /// `logbook export --syslog relp://` and `tcp://` to rsyslog: every record once, its fields as
+    /// rsyslog parsed them, a message past the maximum size cut with the marker and counted;
+    /// nothing again on a second run.
     func testTheCommandToRsyslog() throws {
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        for transport in [SyslogDestination.Transport.relp, .tcp] {
+            let dir = makeTemporaryDirectory(self)
+            let rsyslog = try Rsyslog(directory: dir, input: transport)
+            try rsyslog.start()
+            let bundle = try LogBundle(path: dir + "/app.logbook")
+            let log = try bundle.logger("web")
+            for i in 0..<1000 { log.notice("request \(i) served", metadata: ["i": .init(i)]) }
+            log.info("\(String(repeating: "x", count: 9000))")
+            try bundle.close()
+            let arguments = ["export", "--syslog", "\(transport.rawValue)://127.0.0.1:\(rsyslog.port)", "--app-name", "web-app",
+                             "--cursors", dir + "/cursors", "--batch", "100", dir + "/app.logbook"]
+            let first = try runProgram(logbook, arguments)
+            XCTAssertEqual(first.status, 0, first.output)
+            XCTAssertTrue(first.output.contains("exported 1001 records, 1 syslog messages truncated"), first.output)
+            let second = try runProgram(logbook, arguments)
+            XCTAssertTrue(second.output.contains("exported 0 records"), second.output)
+            rsyslog.stop()
+            let lines = rsyslog.lines()
+            XCTAssertEqual(lines.count, 1001, "\(transport)")
+            let bodies = lines.compactMap { $0["msg"] }
+            XCTAssertEqual(Set(bodies.prefix(1000)).count, 1000)
+            XCTAssertEqual(bodies.first, "request 0 served")
+            XCTAssertEqual(lines.first?["pri"], "13")  // user (1) * 8 + notice (5)
+            XCTAssertEqual(lines.first?["app"], "web-app")
+            XCTAssertEqual(lines.first?["msgid"], "web")
+            XCTAssertTrue(lines.first?["sd"]?.contains(#"[meta@32473 i="0"]"#) == true, lines.first?["sd"] ?? "")
+            XCTAssertTrue(bodies.last?.hasSuffix("x…[truncated]") == true, String(bodies.last?.suffix(30) ?? ""))
+        }
+    }
+
+    /// A RELP address that is a plain TCP syslog server: refused after one open (5 s) with a
+    /// reason, and nothing skipped: the cursor does not move.
+    func testRELPToAPlainTCPServerStopsWithAReasonAndSkipsNothing() throws {
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
-        let rsyslog = try Rsyslog(directory: dir)
+        let rsyslog = try Rsyslog(directory: dir, input: .tcp)
         try rsyslog.start()
         let bundle = try LogBundle(path: dir + "/app.logbook")
-        let log = try bundle.logger("web")
-        for i in 0..<1000 { log.notice("request \(i) served", metadata: ["i": .init(i)]) }
-        log.info("\(String(repeating: "x", count: 9000))")
+        try bundle.logger("web").info("one")
         try bundle.close()
-        let arguments = ["export", "--syslog", "tcp://127.0.0.1:\(rsyslog.port)", "--app-name", "web-app", "--cursors", dir + "/cursors",
-                         "--batch", "100", dir + "/app.logbook"]
-        let first = try runProgram(logbook, arguments)
-        XCTAssertEqual(first.status, 0, first.output)
-        XCTAssertTrue(first.output.contains("exported 1001 records, 1 syslog messages truncated"), first.output)
-        let second = try runProgram(logbook, arguments)
-        XCTAssertTrue(second.output.contains("exported 0 records"), second.output)
-        rsyslog.stop()
-        let lines = rsyslog.lines()
-        XCTAssertEqual(lines.count, 1001)
-        let bodies = lines.compactMap { $0["msg"] }
-        XCTAssertEqual(Set(bodies.prefix(1000)).count, 1000)
-        XCTAssertEqual(bodies.first, "request 0 served")
-        XCTAssertEqual(lines.first?["pri"], "13")  // user (1) * 8 + notice (5)
-        XCTAssertEqual(lines.first?["app"], "web-app")
-        XCTAssertEqual(lines.first?["msgid"], "web")
-        XCTAssertTrue(lines.first?["sd"]?.contains(#"[meta@32473 i="0"]"#) == true, lines.first?["sd"] ?? "")
-        XCTAssertTrue(bodies.last?.hasSuffix("x…[truncated]") == true, String(bodies.last?.suffix(30) ?? ""))
+        let run = try runProgram(logbook, ["export", "--syslog", "relp://127.0.0.1:\(rsyslog.port)", "--cursors", dir + "/cursors",
+                                           dir + "/app.logbook"])
+        XCTAssertEqual(run.status, 1, run.output)
+        XCTAssertTrue(run.output.contains("is it a RELP server"), run.output)
+        // nothing was skipped: the right address exports the record
+        let relp = try Rsyslog(directory: makeTemporaryDirectory(self), input: .relp)
+        try relp.start()
+        let right = try runProgram(logbook, ["export", "--syslog", "relp://127.0.0.1:\(relp.port)", "--cursors", dir + "/cursors",
+                                             dir + "/app.logbook"])
+        XCTAssertTrue(right.output.contains("exported 1 records"), right.output)
     }
 }
