@@ -236,7 +236,8 @@ final class ExporterTests: XCTestCase {
     }
 
     /// `logbook export --follow` exports a live writer's records as they come, through a small
-    /// lossless ring whose chunks roll into archive files meanwhile, and stops on SIGTERM.
+    /// lossless ring whose chunks roll into archive files meanwhile (three threads, records up to
+    /// past the chunk size), and stops on SIGTERM.
     func testFollowingALiveWriter() throws {
         let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
         guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
@@ -257,11 +258,20 @@ final class ExporterTests: XCTestCase {
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let total = 5000
-        for i in 0..<total {
-            log.info("live record \(i)")
-            if i % 500 == 0 { usleep(50_000) }
+        // three threads, records from a few bytes to past the chunk size (stored as fragments)
+        let total = 4500
+        let sizes = [0, 40, 700, 3000, 5000]
+        let threads = (0..<3).map { thread in
+            Thread {
+                for i in 0..<(total / 3) {
+                    let padding = String(repeating: "v", count: sizes[(i * 7 + thread) % sizes.count])
+                    log.info("live record \(thread)-\(i) \(padding)", metadata: ["thread": .init(thread)])
+                    if i % 300 == 0 { usleep(50_000) }
+                }
+            }
         }
+        threads.forEach { $0.start() }
+        while threads.contains(where: \.isExecuting) || threads.contains(where: { !$0.isFinished }) { usleep(10_000) }
         try bundle.flush()
         try bundle.syncArchive()
         XCTAssertGreaterThan(try FileManager.default.contentsOfDirectory(atPath: dir + "/live.logbook/archive").count, 2,
@@ -276,8 +286,13 @@ final class ExporterTests: XCTestCase {
         process.waitUntilExit()
         XCTAssertEqual(process.terminationStatus, 0)
         let bodies = delivered()
-        XCTAssertEqual(Set(bodies).count, total + 1, "every record of the live writer")
         XCTAssertEqual(bodies.count, total + 1, "each once")
+        var expected: Set<String> = ["before the follower"]
+        for thread in 0..<3 {
+            for i in 0..<(total / 3) { expected.insert("live record \(thread)-\(i) " + String(repeating: "v", count: sizes[(i * 7 + thread) % sizes.count])) }
+        }
+        XCTAssertTrue(Set(bodies) == expected, "with their values: missing \(expected.subtracting(bodies).map { $0.prefix(40) }), "
+                       + "unexpected \(Set(bodies).subtracting(expected).map { $0.prefix(40) })")
         let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         XCTAssertTrue(said.contains("exported \(total + 1) records"), said)
         try bundle.close()
