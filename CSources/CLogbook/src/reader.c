@@ -54,6 +54,8 @@ typedef struct seen_chunk {
     uint8_t active;      /* last read from the ring while ACTIVE (its records are not yet in
                             the ring header's count) */
     uint8_t claim_noted; /* its claim number is in r->claims */
+    uint8_t deferrals;   /* scans whose walk stopped before a fragment to read its beginning
+                            first (see fragment_beginning_may_come) */
     uint32_t shown;      /* entries made from its records (a walked record may not make one: a
                             fragment whose beginning was lost, arguments that do not decode) */
 } seen_chunk;
@@ -87,6 +89,9 @@ typedef struct pending_record {
     uint32_t thread_id, session;
     uint8_t *bytes;          /* logical record from its timestamp on */
     size_t length;
+    int consumed;            /* emitted or given up by the walk under way: dropped once that walk
+                                counts (a ring chunk reused while it was copied does not, and
+                                its walk is undone: see read_ring_chunk) */
 } pending_record;
 
 /* Per session: the span of chunk anchors seen, to refine the tick rate. A 20 ms calibration at
@@ -660,18 +665,56 @@ typedef struct walk_context {
     int corrupt;
     lb_issue *corrupt_issue;     /* the issue reporting where the walk broke off, if any */
     uint32_t records;            /* FULL and LAST records walked (the header's record_count) */
+    int deferred;                /* stopped before a fragment whose beginning comes next scan */
 } walk_context;
+
+static int fragment_beginning_may_come(lb_reader *r, uint64_t chunk, uint64_t previous);
+static seen_chunk *seen_find(lb_reader *r, uint64_t sequence);
 
 static pending_record *find_pending(lb_reader *r, uint64_t last_sequence) {
     for (size_t i = 0; i < r->pending_count; i++)
-        if (r->pending[i].last_sequence == last_sequence) return &r->pending[i];
+        if (!r->pending[i].consumed && r->pending[i].last_sequence == last_sequence)
+            return &r->pending[i];
     return NULL;
+}
+
+/* Whether the beginning of a large record whose next fragment is in `chunk` may still be read,
+ * its chunk `previous` not walked to the end yet. A scan lists the chunks, then reads them: the
+ * writer may have finished `previous` and written the next fragment into `chunk` in between, so
+ * that this scan read the end of the record before its beginning. True when `previous` is in the
+ * ring with bytes not walked yet, or left a lossless ring (which archives a chunk before it reuses
+ * its slot) without this reader having read its archived copy; at most 3 scans per chunk. */
+static int fragment_beginning_may_come(lb_reader *r, uint64_t chunk, uint64_t previous) {
+    if (!r->ring_mode || r->ring_fd < 0 || !r->geometry_known) return 0;
+    seen_chunk *self = seen_find(r, chunk);
+    if (self && self->deferrals >= 3) return 0;
+    seen_chunk *seen = seen_find(r, previous);
+    if (seen && (seen->broken || seen->gone)) return 0;
+    const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
+    lb_chunk_header h;
+    uint64_t at = LB_RING_HEADER_SIZE + (previous % count) * (uint64_t)size;
+    if (lb_pread_full(r->ring_fd, &h, sizeof h, at) != (ssize_t)sizeof h) return 0;
+    if (h.sequence == previous && lb_chunk_header_check(&h, (uint32_t)(previous % count), count) >= 0)
+        return !seen || atomic_load(&h.committed) > seen->offset;
+    return r->header.wrap_policy == LB_WRAP_LOSSLESS && !(seen && seen->archived);
 }
 
 static void drop_pending(lb_reader *r, pending_record *p) {
     free(p->bytes);
     *p = r->pending[--r->pending_count];
 }
+
+/* After a walk that counts: the records it emitted or gave up leave the pending list. */
+static void drop_consumed_pending(lb_reader *r) {
+    for (size_t i = r->pending_count; i-- > 0;)
+        if (r->pending[i].consumed) drop_pending(r, &r->pending[i]);
+}
+
+/* What a walk may change of the records pending before it, to undo it. */
+typedef struct pending_state {
+    uint64_t last_sequence;
+    size_t length;
+} pending_state;
 
 static int walk_visit(void *context, const lb_walk_record *rec) {
     walk_context *w = context;
@@ -697,7 +740,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         if (r->pending_count >= PENDING_MAX) return 0;
         pending_record p = {h->sequence, h->sequence, rec->offset, file_offset, w->file,
                             h->thread_id, h->session, malloc(body_length + COPY_SLACK),
-                            body_length};
+                            body_length, 0};
         if (!p.bytes) return 0;
         memcpy(p.bytes, body, body_length);
         r->pending = realloc(r->pending, (r->pending_count + 1) * sizeof *r->pending);
@@ -716,6 +759,13 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         }
         uint64_t prev = lb_chunk_prev_sequence(h);
         pending_record *p = prev ? find_pending(r, prev) : NULL;
+        if (!p && prev && fragment_beginning_may_come(r, h->sequence, prev)) {
+            /* Its beginning is in a chunk this scan listed before the writer got there: stop
+             * before this fragment, and the next scan reads that chunk, then this one from here. */
+            if (rec->kind == LB_RECORD_LAST) w->records--;
+            w->deferred = 1;
+            return 1;
+        }
         if (!p) {
             /* Its chunk counts the record, which cannot be shown: accounted for here. */
             lb_issue *issue = add_issue(r, LB_ISSUE_TORN, w->file, file_offset, rec->length,
@@ -727,11 +777,11 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
             lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
                                         "fragmented record exceeds the record size limit");
             if (issue && rec->kind == LB_RECORD_LAST) issue->records = 1;
-            drop_pending(r, p);
+            p->consumed = 1;
             return 0;
         }
         uint8_t *grown = realloc(p->bytes, p->length + body_length + COPY_SLACK);
-        if (!grown) { drop_pending(r, p); return 0; }
+        if (!grown) { p->consumed = 1; return 0; }
         p->bytes = grown;
         memcpy(p->bytes + p->length, body, body_length);
         p->length += body_length;
@@ -740,7 +790,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
             time_map map = make_time_map(r, h, p->session);
             emit(r, &map, p->first_file, p->first_file_offset, p->first_offset, p->bytes,
                  p->length, p->thread_id, p->first_sequence, 1);
-            drop_pending(r, p);
+            p->consumed = 1;
         }
         return 0;
     }
@@ -1287,7 +1337,7 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
     *issue_mark = r->issue_count;
     *pending_mark = r->pending_count;
     walk_context w = {r, h, make_time_map(r, h, h->session), file, file_offset, chunk_size, 0,
-                      NULL, 0};
+                      NULL, 0, 0};
     lb_walk_end end;
     *stop = lb_chunk_walk(r->chunk, image_length, start, walk_visit, &w, &end);
     if (end == LB_WALK_END_INVALID && !w.corrupt) {
@@ -1297,6 +1347,11 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
     }
     *corrupt = w.corrupt;
     *records = before + w.records;
+    if (w.deferred) {
+        seen_chunk *again = seen_add(r, h->sequence);
+        if (again && again->deferrals < UINT8_MAX) again->deferrals++;
+        return;  /* the records after the stop are read next scan: nothing is missing */
+    }
     uint32_t count = atomic_load(&h->record_count);
     uint32_t committed = atomic_load(&h->committed);
     /* An active chunk's count is stored after each record, and is copied before the records
@@ -1366,6 +1421,7 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
     int corrupt;
     walk_chunk(r, ref->length, f->chunk_size, archive_label(r, f), ref->offset, 1, &entries,
                &issues, &pending, &stop, &corrupt, &records);
+    drop_consumed_pending(r);
     note_walk(r, ref->sequence, entries, stop, records, corrupt, 1, 0);
     *walked = 1;
 }
@@ -1453,20 +1509,28 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
     return 0;
 }
 
-static void read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
+/* Returns 1 when the chunk left the ring (its slot was reused) before or while it was copied: then
+ * nothing of it was read, and an archive file may hold it by now. */
+static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
     uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)ref->slot * size;
     seen_chunk *seen = seen_find(r, ref->sequence);
-    if (seen && seen->broken) return;
+    if (seen && seen->broken) return 0;
     ssize_t n = lb_pread_full(r->ring_fd, r->chunk, size, at);
-    if (n != (ssize_t)size) return;
+    if (n != (ssize_t)size) return 0;
     const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
     int check = lb_chunk_header_check(h, ref->slot, count);
     if ((check != 0 && !(check == 2 && claiming_chunk_complete(h, ref->slot, count))) ||
         h->sequence != ref->sequence)
-        return;  /* changed between the two reads: next scan */
+        return h->sequence != ref->sequence;  /* changed between the two reads */
     uint32_t state = atomic_load(&h->state);
     int complete = state >= LB_CHUNK_SEALED || state == LB_CHUNK_CLAIMING;
+    /* The walk may finish or extend records pending from earlier chunks: kept to undo it. */
+    size_t saved_count = r->pending_count;
+    pending_state *saved = saved_count ? malloc(saved_count * sizeof *saved) : NULL;
+    if (saved_count && !saved) return 0;  /* read next scan */
+    for (size_t i = 0; i < saved_count; i++)
+        saved[i] = (pending_state){r->pending[i].last_sequence, r->pending[i].length};
     size_t entry_mark, issue_mark, pending_mark;
     uint32_t stop, records;
     int corrupt;
@@ -1480,9 +1544,18 @@ static void read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
         r->entry_count = entry_mark;
         r->issue_count = issue_mark;
         while (r->pending_count > pending_mark) drop_pending(r, &r->pending[r->pending_count - 1]);
-        return;
+        for (size_t i = 0; i < saved_count && i < r->pending_count; i++) {
+            r->pending[i].last_sequence = saved[i].last_sequence;
+            r->pending[i].length = saved[i].length;
+            r->pending[i].consumed = 0;
+        }
+        free(saved);
+        return again.sequence != ref->sequence;
     }
+    free(saved);
+    drop_consumed_pending(r);
     note_walk(r, ref->sequence, entry_mark, stop, records, corrupt, 0, !complete);
+    return 0;
 }
 
 /* Time order: sessions one after another, within a session by clock ticks (the order the writers
@@ -1606,11 +1679,25 @@ long lb_reader_scan(lb_reader *r) {
         }
         if (r->meta_fd >= 0) read_meta(r);
     }
-    /* Archive files first: their meta frames define what chunks refer to. */
+    /* The ring's chunks are listed before the archive files: a chunk archived and then
+     * overwritten in the ring between the two listings is then in the archive files' (a lossless
+     * ring reuses a slot only after its chunk is archived), where listing the archive files first
+     * would miss it in both, and with it the beginning of a large record whose end is in the next
+     * chunk. Chunks are read after both listings: archive files' meta frames, which define what
+     * chunks refer to, are read when they are listed. */
     ref_list refs = {0};
+    const int ring_listed_first = r->ring_mode && r->ring_fd >= 0 && r->geometry_known;
+    if (ring_listed_first) {
+        int rc = collect_ring(r, &refs);
+        if (rc) {
+            free(refs.refs);
+            return rc;
+        }
+    }
     list_archive_directory(r);
     for (size_t i = 0; i < r->archive_count; i++) collect_archive(r, i, &refs);
-    if (r->ring_mode && r->ring_fd >= 0) {
+    if (r->ring_mode && r->ring_fd >= 0 && !ring_listed_first) {
+        /* A damaged ring header: the archive files may tell its geometry. */
         if (r->ring_broken && !r->geometry_known) adopt_archive_geometry(r);
         if (r->geometry_known) {
             int rc = collect_ring(r, &refs);
@@ -1643,7 +1730,15 @@ long lb_reader_scan(lb_reader *r) {
     for (size_t i = 0; i < refs.count; i++) {
         const chunk_ref *ref = &refs.refs[i];
         if (ref->source < 0) {
-            read_ring_chunk(r, ref);
+            if (read_ring_chunk(r, ref)) {
+                /* It left the ring while this scan ran, so it was archived meanwhile: list the
+                 * archive files again and read it (and whatever else they now hold) in order. */
+                size_t listed = refs.count;
+                list_archive_directory(r);
+                for (size_t k = 0; k < r->archive_count; k++) collect_archive(r, k, &refs);
+                if (refs.count > listed)
+                    qsort(refs.refs + i + 1, refs.count - i - 1, sizeof *refs.refs, compare_refs);
+            }
             continue;
         }
         if (read_from_archive == ref->sequence) {
