@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Export throughput (issue 14, work in progress): records/s read, rendered as `show --json` lines,
+# Export throughput: records/s read, rendered as `show --json` lines,
 # encoded as OTLP JSON, and exported end to end to a discarding loopback receiver, in one run.
 # Usage: Benchmarks/export.sh [RECORDS] [ROUNDS]   (default 200000, 3)
 set -euo pipefail

@@ -7,8 +7,7 @@ import LogbookUpload
 
 /// Delivers OTLP/HTTP JSON bodies to a collector's `/v1/logs`, through the uploader's
 /// `RetryPolicy` (`.openTelemetry`: 429, 502, 503 and 504 and lost connections are retried,
-/// `Retry-After` honoured; anything else is not, and is reported with the server's message). WORK
-/// IN PROGRESS (issue 14; docs/EXPORT-PLAN.md): no cursor or exporter loop yet.
+/// `Retry-After` honoured; anything else is not, and is reported with the server's message).
 public struct OTLPDestination: Sendable {
     public var url: URL
     public var headers: [String: String]

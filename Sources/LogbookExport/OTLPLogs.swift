@@ -2,7 +2,6 @@ import Foundation
 import Logbook
 
 /// Log entries as an OTLP/HTTP JSON body (`ExportLogsServiceRequest` for `POST /v1/logs`), typed.
-/// WORK IN PROGRESS (issue 14; docs/EXPORT-PLAN.md): the encoder only, not yet the delivery.
 ///
 /// One `ResourceLogs` per process that wrote the entries (service.name, host.name, process.pid,
 /// process.executable.name), one `ScopeLogs` per logger, and per record: `timeUnixNano` and

@@ -1,8 +1,8 @@
 import Foundation
 import Logbook
 
-/// Log entries as RFC 5424 syslog messages, framed for TCP by octet counting (RFC 6587). WORK IN
-/// PROGRESS (issue 14; docs/EXPORT-PLAN.md): the formatter only, not yet the connection.
+/// Log entries as RFC 5424 syslog messages, framed for TCP by octet counting (RFC 6587) or
+/// unframed for RELP.
 ///
 /// ```
 /// 219 <14>1 2026-11-24T04:31:21.123456Z host app 4242 net [logbook@32473 thread="7" ...][meta@32473 user="42"] BOMrequest 7 took 1.5 ms

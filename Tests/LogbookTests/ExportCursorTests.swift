@@ -4,7 +4,7 @@ import Logbook
 import LogbookExport
 import LogbookTesting
 
-/// The export cursor (work in progress, issue 14): per-chunk marks, the batch in flight, its file
+/// The export cursor: per-chunk marks, the batch in flight, its file
 /// round trip, and a damaged file refused rather than taken for "nothing exported".
 final class ExportCursorTests: XCTestCase {
     func testMarksPerChunkSurviveASaveAndALoad() throws {

@@ -5,7 +5,7 @@ import LogbookExport
 import LogbookTesting
 import LogbookUpload
 
-/// OTLP/HTTP delivery (work in progress, issue 14) against Tests/Servers/otlp_server.py on
+/// OTLP/HTTP delivery against Tests/Servers/otlp_server.py on
 /// 127.0.0.1, which parses every body with opentelemetry-proto: 503 with Retry-After, 429 and a
 /// reset are retried, 400 and 500 are not (reported with the server's message), a partial success
 /// is counted, not retried.
@@ -76,7 +76,7 @@ final class OTLPDestinationTests: XCTestCase {
     }
 }
 
-/// The exporter (work in progress, issue 14): every record reaches the collector once, across
+/// The exporter: every record reaches the collector once, across
 /// faults, a second exporter resuming from the cursor, and records written after the first pass.
 final class ExporterTests: XCTestCase {
     func testEveryRecordOnceFromTheCursor() async throws {

@@ -4,7 +4,7 @@ import Logbook
 import LogbookExport
 import LogbookTesting
 
-/// OTLP/HTTP JSON bodies from log entries (work in progress, issue 14), parsed by the official
+/// OTLP/HTTP JSON bodies from log entries, parsed by the official
 /// OpenTelemetry protobuf definitions (Tests/Servers/otlp_check.py: opentelemetry-proto's
 /// json_format.Parse into ExportLogsServiceRequest, unknown fields refused) and checked field by
 /// field with the types the protobuf message gives them.

@@ -4,7 +4,7 @@ import Logbook
 import LogbookExport
 import LogbookTesting
 
-/// RFC 5424 messages from log entries (work in progress, issue 14): header fields within their
+/// RFC 5424 messages from log entries: header fields within their
 /// limits, PRI from the level, timestamps with microseconds, structured data escaped, the BOM
 /// before a non-ASCII MSG, octet-counting framing, and truncation at a character boundary with a marker.
 final class SyslogFormatTests: XCTestCase {

@@ -1,7 +1,7 @@
-// Export throughput (issue 14; Benchmarks/export.sh): the same records read back and rendered as
-// `logbook show --json` lines, encoded as OTLP JSON bodies of 512 records, and delivered end to end
-// to a discarding loopback receiver (Tests/Servers/otlp_server.py /discard), in one run; rounds
-// interleaved, medians with their spread. Usage: ExportBench RECORDS ROUNDS PORT
+// Export throughput (Benchmarks/export.sh): the same records read back and rendered as
+// `logbook show --json` lines, encoded as OTLP JSON bodies of 512 records and as syslog frames, and
+// delivered end to end to a discarding loopback receiver (Tests/Servers/otlp_server.py /discard),
+// in one run; rounds interleaved, medians with their spread. Usage: ExportBench RECORDS ROUNDS PORT
 import Foundation
 import Logbook
 import LogbookExport
@@ -47,6 +47,10 @@ for round in 1...rounds {
         }
     }
     rows["OTLP JSON encoding (512 per body)", default: []].append(Double(entries.count) / otlp)
+    let syslogFormat = SyslogFormat(hostname: "bench", appName: "bench")
+    var syslogBytes = 0
+    let syslog = seconds { for entry in entries { syslogBytes &+= syslogFormat.frame(for: entry).bytes.count } }
+    rows["RFC 5424 syslog frames", default: []].append(Double(entries.count) / syslog)
     if !port.isEmpty {
         let destination = OTLPDestination(url: URL(string: "http://127.0.0.1:\(port)/discard")!)
         let cursors = directory + "/cursors-\(round)"
@@ -67,7 +71,7 @@ for round in 1...rounds {
 print("| \(total) records (info, 3 arguments, 2 metadata values) | records/s (median) | spread of rounds |")
 print("|---|---:|---:|")
 for name in ["read (LogReader.readAll)", "JSON lines (show --json's rendering)", "OTLP JSON encoding (512 per body)",
-             "end to end: Exporter to a discarding receiver"] {
+             "RFC 5424 syslog frames", "end to end: Exporter to a discarding receiver"] {
     guard let values = rows[name]?.sorted() else { continue }
     print("| \(name) | \(String(format: "%.0f", values[values.count / 2])) | \(String(format: "%.0f–%.0f", values.first!, values.last!)) |")
 }
