@@ -25,7 +25,8 @@ struct BuiltModules {
         for (module, include) in [("CLogbook", "CSources/CLogbook/include"),
                                   ("CLogbookArchive", "CSources/CLogbookArchive/include"),
                                   ("CLogbookUpload", "CSources/CLogbookUpload/include"),
-                                  ("CLogbookCache", "CSources/CLogbookCache/include")] {
+                                  ("CLogbookCache", "CSources/CLogbookCache/include"),
+                                  ("CLogbookGzip", "CSources/CLogbookGzip/include")] {
             let map = "\(bin)/\(module).build/module.modulemap"
             guard exists(map) else { throw XCTSkip("no module map for \(module) at \(map): run `swift build` first") }
             arguments += ["-Xcc", "-fmodule-map-file=" + map, "-Xcc", "-I", "-Xcc", repositoryRoot + "/" + include]
