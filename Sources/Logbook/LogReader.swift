@@ -348,6 +348,32 @@ public final class LogReader {
         if let failure { throw failure }
     }
 
+    // MARK: - Held entries (package: the exporter's window; issue 15 makes a public streaming API)
+
+    /// Scans what is new (as ``readNew()``) and leaves it held by the C reader, undecoded: returns
+    /// how many entries it holds, in time order, until the next scan.
+    package func scanHeld() throws(LogbookError) -> Int {
+        lb_reader_discard_entries(raw)
+        hasScanned = true
+        let result = lb_reader_scan(raw)
+        if result < 0 { try check(Int32(result), "lb_reader_scan", path: path) }
+        return lb_reader_entry_count(raw)
+    }
+
+    /// Where held entry `index` is (its chunk and offset), without decoding it.
+    package func heldPosition(_ index: Int) -> (chunkSequence: UInt64, chunkOffset: UInt32) {
+        var entry = lb_entry()
+        lb_reader_entry(raw, index, &entry)
+        return (entry.chunk_sequence, entry.chunk_offset)
+    }
+
+    /// Held entry `index`, decoded.
+    package func heldEntry(_ index: Int) -> LogEntry {
+        var entry = lb_entry()
+        lb_reader_entry(raw, index, &entry)
+        return decode(entry)
+    }
+
     private func forEachHeld(_ body: (LogEntry) -> Void) {
         let count = lb_reader_entry_count(raw)
         var raw = lb_entry()

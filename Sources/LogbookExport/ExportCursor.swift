@@ -24,7 +24,11 @@ public struct ExportCursor: Sendable, Equatable {
     public init() {}
 
     public func isExported(_ entry: LogEntry) -> Bool {
-        marks[entry.chunkSequence].map { entry.chunkOffset <= $0 } ?? false
+        isExported(chunkSequence: entry.chunkSequence, chunkOffset: entry.chunkOffset)
+    }
+
+    public func isExported(chunkSequence: UInt64, chunkOffset: UInt32) -> Bool {
+        marks[chunkSequence].map { chunkOffset <= $0 } ?? false
     }
 
     /// The highest offset per chunk of `entries` (what a batch covers).

@@ -10,7 +10,8 @@ import Logbook
 /// are dropped after a read of everything the source holds: the first pass, and a pass after the
 /// marks passed `maximumMarks` (it reads the whole source again, once). A bundle made again at the
 /// same path (another ring: its creation time differs) starts the cursor over, reported in
-/// `Report.startedOver`. Memory: a pass holds the records it has not exported yet.
+/// `Report.startedOver`. Memory: the reader holds what is new since the last pass (undecoded, about
+/// 110 bytes a record), and one batch is decoded at a time.
 public final class Exporter {
     public struct Configuration: Sendable {
         /// A bundle, an archive directory or an archive file.
@@ -105,29 +106,39 @@ public final class Exporter {
         var report = Report()
         report.startedOver = startedOver
         startedOver = false
-        let all: [LogEntry]
+        // The new entries stay held by the C reader; only those not exported yet are decoded, a
+        // batch at a time (memory: the reader's entries and one batch).
+        let held: Int
         if readsEverything {
             reader = try LogReader(path: configuration.source)
-            all = try reader.readNew()
+            held = try reader.scanHeld()
             // everything the source holds: marks of chunks below the oldest are of nothing
-            if let oldest = all.lazy.map(\.chunkSequence).min() { cursor.forget(below: oldest) }
+            var oldest = UInt64.max
+            for index in 0..<held { oldest = min(oldest, reader.heldPosition(index).chunkSequence) }
+            if held > 0 { cursor.forget(below: oldest) }
             readsEverything = false
         } else {
-            all = try reader.readNew()
+            held = try reader.scanHeld()
         }
-        let pending = all.filter { !cursor.isExported($0) }
-        var start = 0
-        while start < pending.count {
-            var end = min(pending.count, start + configuration.maximumBatchRecords)
+        var next = 0
+        var pending: [LogEntry] = []  // decoded, not sent: the next batch's
+        while true {
+            while pending.count < configuration.maximumBatchRecords && next < held {
+                let (sequence, offset) = reader.heldPosition(next)
+                if !cursor.isExported(chunkSequence: sequence, chunkOffset: offset) { pending.append(reader.heldEntry(next)) }
+                next += 1
+            }
+            if pending.isEmpty { break }
+            var end = pending.count
             var body: [UInt8] = []
             if case .otlp(_, let encoding) = sink {
-                body = encoding.body(for: Array(pending[start..<end]), observedNanoseconds: OTLPDestination.now())
-                while body.count > configuration.maximumBatchBytes && end - start > 1 {  // halve until it fits
-                    end = start + (end - start) / 2
-                    body = encoding.body(for: Array(pending[start..<end]), observedNanoseconds: OTLPDestination.now())
+                body = encoding.body(for: Array(pending[..<end]), observedNanoseconds: OTLPDestination.now())
+                while body.count > configuration.maximumBatchBytes && end > 1 {  // halve until it fits
+                    end /= 2
+                    body = encoding.body(for: Array(pending[..<end]), observedNanoseconds: OTLPDestination.now())
                 }
             }
-            let batch = pending[start..<end]
+            let batch = pending[..<end]
             report.repeated += batch.filter(resumed.wasInFlight).count
             cursor.inFlight = ExportCursor.extent(of: batch)
             try store.save(cursor, as: configuration.destinationName)
@@ -159,7 +170,7 @@ public final class Exporter {
             }
             cursor.acknowledge(batch)
             try store.save(cursor, as: configuration.destinationName)
-            start = end
+            pending.removeFirst(end)
         }
         cursor.repeated += UInt64(report.repeated)
         resumed.inFlight = [:]

@@ -152,7 +152,12 @@ final class ExporterTests: XCTestCase {
             server.requests().filter { ($0["answer"] as? String) == "ok" }
                 .flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
         }
-        XCTAssertEqual(bodies(), written, "every record once, in order")
+        // each once; not necessarily in order: a chunk the archiver moves out of the ring while a
+        // pass reads can be read by the next pass
+        let delivered = bodies()
+        XCTAssertEqual(delivered.count, written.count, "each once")
+        XCTAssertTrue(delivered.sorted() == written.sorted(),
+                      "every record with its value; missing \(Set(written).subtracting(delivered).map { $0.prefix(24) })")
         XCTAssertGreaterThan(written.count * 1000 / 4096, 2 * largestMarks, "without forgetting, a mark per chunk written")
         XCTAssertGreaterThan(first.savedCursor.lowWatermark, 1, "marks of deleted files dropped")
         try bundle.close()
