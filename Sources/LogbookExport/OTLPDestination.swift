@@ -55,13 +55,12 @@ public struct OTLPDestination: Sendable {
             body = compressed
             encoding = "gzip"
         }
-        var random = SystemRandomNumberGenerator()
         var attempt = 0
         while true {
             if policy.isExpired(firstSubmittedNanoseconds: first, nowNanoseconds: Self.now()) { return .expired(attempts: attempt) }
             attempt += 1
             let (outcome, answer) = await send(body, attempt: attempt, encoding: encoding)
-            switch policy.decide(outcome, attempt: attempt, firstSubmittedNanoseconds: first, nowNanoseconds: Self.now(), using: &random) {
+            switch policy.decideNow(outcome, attempt: attempt, firstSubmittedNanoseconds: first) {
             case .delivered:
                 let partial = Self.partialSuccess(answer)
                 return .delivered(attempts: attempt, rejected: partial.rejected, message: partial.message)
@@ -132,5 +131,15 @@ public struct OTLPDestination: Sendable {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
+    }
+}
+
+extension RetryPolicy {
+    /// `decide` at the current time with the system's random numbers (`SystemRandomness`, not the
+    /// zero-sized `SystemRandomNumberGenerator`: ThreadSanitizer crashes on an inout access to it).
+    func decideNow(_ outcome: AttemptOutcome, attempt: Int, firstSubmittedNanoseconds: Int64) -> RetryDecision {
+        var random = SystemRandomness()
+        return decide(outcome, attempt: attempt, firstSubmittedNanoseconds: firstSubmittedNanoseconds,
+                      nowNanoseconds: OTLPDestination.now(), using: &random)
     }
 }

@@ -62,7 +62,6 @@ public final class SyslogDestination: @unchecked Sendable {
             messages.append(bytes)
             if cut { truncated += 1 }
         }
-        var random = SystemRandomNumberGenerator()
         let firstSubmitted = OTLPDestination.now()
         var attempt = 0
         var lastFailure = ""
@@ -116,8 +115,7 @@ public final class SyslogDestination: @unchecked Sendable {
             }
             // the one retry engine: a lost connection is a transport error to the policy
             let now = OTLPDestination.now()
-            switch policy.decide(.transportError(lastFailure), attempt: attempt, firstSubmittedNanoseconds: firstSubmitted,
-                                 nowNanoseconds: now, using: &random) {
+            switch policy.decideNow(.transportError(lastFailure), attempt: attempt, firstSubmittedNanoseconds: firstSubmitted) {
             case .retry(let at):
                 do { try await Task.sleep(nanoseconds: UInt64(max(0, at - now))) } catch { return .gaveUp(attempts: attempt, reason: "cancelled") }
             case .gaveUp(let reason):

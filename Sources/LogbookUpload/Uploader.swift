@@ -698,10 +698,12 @@ extension Uploader {
 /// The system's generator (stateless, safe on any thread) with a stored field: ThreadSanitizer
 /// (Swift 6.3) crashes on an `inout` access to a zero-sized value such as
 /// `SystemRandomNumberGenerator` itself.
-struct SystemRandomness: RandomNumberGenerator {
+package struct SystemRandomness: RandomNumberGenerator {
     private var unused: UInt8 = 0
 
-    mutating func next() -> UInt64 { UInt64.random(in: .min ... .max) }
+    package init() {}
+
+    package mutating func next() -> UInt64 { UInt64.random(in: .min ... .max) }
 }
 
 /// Redirects are not followed: a 301, 302 or 303 would turn the PUT or POST into a GET without the
