@@ -360,6 +360,18 @@ public final class LogReader {
         return lb_reader_entry_count(raw)
     }
 
+    /// The writing sessions known from the scans so far (pid, executable, host), in any mode: a
+    /// bundle, an archive directory or an archive file.
+    package var knownSessions: [BundleInfo.Session] {
+        (0..<lb_reader_session_count(raw)).compactMap { index -> BundleInfo.Session? in
+            guard let s = lb_reader_session(raw, index)?.pointee else { return nil }
+            return BundleInfo.Session(
+                index: s.session, pid: s.pid, host: String(cString: s.host), executable: String(cString: s.executable),
+                startedNanoseconds: Int64(bitPattern: s.wall_anchor_ns),
+                clock: s.clock == LB_CLOCK_TSC.rawValue ? "tsc" : "monotonic", ticksPerSecond: s.ticks_per_second)
+        }
+    }
+
     /// Where held entry `index` is (its chunk and offset), without decoding it.
     package func heldPosition(_ index: Int) -> (chunkSequence: UInt64, chunkOffset: UInt32) {
         var entry = lb_entry()

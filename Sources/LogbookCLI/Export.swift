@@ -55,12 +55,15 @@ struct Export: ParsableCommand {
         guard (url == nil) != (syslog == nil) else { throw ValidationError("give one of --otlp URL and --syslog relp://HOST:PORT|tcp://HOST:PORT") }
         if let url {
             guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), scheme == "http" || scheme == "https",
-                  parsed.host != nil else {
+                  parsed.host != nil, parsed.port.map({ (1...65535).contains($0) }) ?? true else {
                 throw ValidationError("--otlp takes an http:// or https:// URL, not '\(escapingControlCharacters(url))'")
             }
         }
         if let syslog { _ = try Self.syslogAddress(syslog) }
         guard batch > 0 else { throw ValidationError("--batch must be positive") }
+        guard interval.isFinite, interval > 0, interval <= 86_400 else {
+            throw ValidationError("--interval takes seconds from 0.01 to 86400, not \(interval)")
+        }
     }
 
     func run() throws {
@@ -72,16 +75,28 @@ struct Export: ParsableCommand {
             try? FileManager.default.createDirectory(atPath: (cursorPath as NSString).deletingLastPathComponent,
                                                      withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
-        // One cursor per destination and source: the destination and the source's real path, hashed.
-        let source = (path as NSString).resolvingSymlinksInPath
+        // One cursor per destination and source: the destination as written and the source's
+        // canonical absolute path (realpath: relative spellings, `..` and symlinks resolved), hashed.
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        let source = realpath(absolute, nil).map { resolved in
+            defer { free(resolved) }
+            return String(cString: resolved)
+        } ?? (absolute as NSString).standardizingPath
         let target = url ?? syslog ?? ""
         let name = (url != nil ? "otlp-" : "syslog-") + SHA256.hex(of: Array((target + "\n" + source).utf8)).prefix(32)
         let sink: Exporter.Sink
+        let retrying: @Sendable (Int, String, Double) -> Void = { attempt, reason, wait in
+            warn("attempt \(attempt) failed (\(escapingControlCharacters(reason))); trying again in \(String(format: "%.1f", wait)) s")
+        }
         if let url {
-            sink = .otlp(OTLPDestination(url: URL(string: url)!, gzipLevel: gzip ? 6 : nil), OTLPLogsEncoding(serviceName: service))
+            var destination = OTLPDestination(url: URL(string: url)!, gzipLevel: gzip ? 6 : nil)
+            destination.onRetry = retrying
+            sink = .otlp(destination, OTLPLogsEncoding(serviceName: service))
         } else {
             let (transport, host, port) = try Self.syslogAddress(target)
-            sink = .syslog(SyslogDestination(host: host, port: port, transport: transport, format: SyslogFormat(appName: appName)))
+            let destination = SyslogDestination(host: host, port: port, transport: transport, format: SyslogFormat(appName: appName))
+            destination.onRetry = retrying
+            sink = .syslog(destination)
         }
         let exporter = try Exporter(.init(source: path, destinationName: String(name), cursors: cursorPath, maximumBatchRecords: batch),
                                     sink: sink)
@@ -90,13 +105,26 @@ struct Export: ParsableCommand {
         for signalNumber in [SIGTERM, SIGINT] {
             signal(signalNumber, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler { Export.stopping.withLock { $0 = true } }
+            source.setEventHandler {
+                // ends a wait between passes at once, and cancels the pass under way: a batch
+                // being retried is not acknowledged (it is sent again, counted, next time)
+                Export.stopping.withLock { $0 = true }
+                Export.running.withLock { $0?.cancel() }
+                Export.wake.signal()
+            }
             source.resume()
             Export.signalSources.withLock { $0.append(source) }
         }
         var total = Exporter.Report()
         repeat {
-            let report = try pass(exporter)
+            let report: Exporter.Report
+            do { report = try pass(exporter) } catch is CancellationError { break }
+            if report.startedOver { warn("\(escapingControlCharacters(path)) is another bundle than the cursor's (made again): its cursor started over") }
+            if report.overwritten > 0 {
+                warn("\(report.overwritten) records were overwritten in the ring before they could be read: they are not exported")
+            }
+            for issue in report.issues { warn("not exported: \(escapingControlCharacters(issue))") }
+            total.overwritten += report.overwritten
             total.exported += report.exported
             total.rejected += report.rejected
             total.repeated += report.repeated
@@ -104,12 +132,13 @@ struct Export: ParsableCommand {
             total.truncated += report.truncated
             total.resent += report.resent
             for reason in report.gaveUp { warn("a batch gave up: \(reason)") }
-            if follow && !Export.stopping.withLock({ $0 }) { usleep(UInt32(max(0.01, interval) * 1_000_000)) }
+            if follow && !Export.stopping.withLock({ $0 }) { _ = Export.wake.wait(timeout: .now() + max(0.01, interval)) }
         } while follow && !Export.stopping.withLock({ $0 })
         say("exported \(total.exported) records" + (total.rejected > 0 ? ", \(total.rejected) rejected by the collector" : "")
             + (total.repeated > 0 ? ", \(total.repeated) sent again after a restart" : "")
             + (total.truncated > 0 ? ", \(total.truncated) syslog messages truncated" : "")
-            + (total.resent > 0 ? ", \(total.resent) RELP messages resent after a broken connection" : ""))
+            + (total.resent > 0 ? ", \(total.resent) RELP messages resent after a broken connection" : "")
+            + (total.overwritten > 0 ? ", \(total.overwritten) overwritten before they could be read" : ""))
         if !total.gaveUp.isEmpty { throw ExitCode(1) }
     }
 
@@ -124,6 +153,8 @@ struct Export: ParsableCommand {
     }
 
     static let stopping = Locked(false)
+    static let running = Locked<Task<Void, Never>?>(nil)
+    static let wake = DispatchSemaphore(value: 0)
     static let signalSources = Locked<[any DispatchSourceSignal]>([])
 
     /// One pass of the exporter, waited for on this thread.
@@ -131,11 +162,14 @@ struct Export: ParsableCommand {
         let done = DispatchSemaphore(value: 0)
         nonisolated(unsafe) var result: Result<Exporter.Report, Error>!
         nonisolated(unsafe) let running = exporter
-        Task {
+        let task = Task.detached {
             do { result = .success(try await running.exportAvailable()) } catch { result = .failure(error) }
             done.signal()
         }
+        Export.running.withLock { $0 = task }
+        if Export.stopping.withLock({ $0 }) { task.cancel() }  // a signal before the task was known
         done.wait()
+        Export.running.withLock { $0 = nil }
         return try result.get()
     }
 }

@@ -131,7 +131,10 @@ public final class ExportCursorStore: @unchecked Sendable {
         self.directory = directory
     }
 
-    deinit { close(directory) }
+    deinit {
+        close(directory)
+        for fd in lockDescriptors.withLock({ $0 }) { close(fd) }
+    }
 
     /// The cursor saved for `destination`, a new one if none was, or `EPROTO` if it is damaged
     /// (never silently a new one: that would export everything again).
@@ -155,6 +158,24 @@ public final class ExportCursorStore: @unchecked Sendable {
         }
         return cursor
     }
+
+    /// Takes the cursor of `destination` for this store (an OFD lock on `NAME.lock`, held until
+    /// the store is released): a second exporter of the same destination and source, in this
+    /// process or another, gets `EWOULDBLOCK` with a sentence instead of sending everything twice.
+    public func lock(_ destination: String) throws(LogbookError) {
+        let name = destination + ".lock"
+        let fd = lb_file_open_at(directory, name, O_RDWR | O_CREAT, path)
+        try check(fd, "lb_file_open_at", path: path + "/" + name, detailed: true)
+        let locked = lb_file_lock_exclusive(fd)
+        if locked != 0 {
+            close(fd)
+            throw LogbookError(operation: "ExportCursorStore", path: path + "/" + destination + ".cursor", errno: -locked,
+                               detail: locked == -EWOULDBLOCK ? "another exporter uses this cursor (the same destination and source)" : nil)
+        }
+        lockDescriptors.withLock { $0.append(fd) }
+    }
+
+    private let lockDescriptors = Locked<[Int32]>([])
 
     public func save(_ cursor: ExportCursor, as destination: String) throws(LogbookError) {
         let bytes = cursor.encoded()

@@ -55,6 +55,12 @@ public final class Exporter {
         /// The bundle at the source's path is another one than the cursor's (made again): the
         /// cursor started over and everything it holds was exported.
         public var startedOver = false
+        /// Records of an overwrite ring destroyed before the exporter could read them (the reader's
+        /// `overwrittenRecords`, its growth during this pass): lost to the destination too.
+        public var overwritten: UInt64 = 0
+        /// Damage the reader found during this pass (`LogIssue` descriptions): what it could not
+        /// read is not exported.
+        public var issues: [String] = []
 
         public init() {}
     }
@@ -66,12 +72,15 @@ public final class Exporter {
     }
 
     public let configuration: Configuration
-    private let sink: Sink
+    private var sink: Sink
     private var reader: LogReader
     /// The next pass reads the source from the beginning (a new reader): the first one, and one
     /// after the marks grew past the bound.
     private var readsEverything = true
     private var startedOver = false
+    /// What of the reader's issues and overwritten records earlier passes reported.
+    private var issuesReported = 0
+    private var overwrittenReported: UInt64 = 0
     private let store: ExportCursorStore
     private var cursor: ExportCursor
     /// The batch in flight when the last exporter stopped: sending its records again is a repeat.
@@ -86,6 +95,7 @@ public final class Exporter {
         self.sink = sink
         reader = try LogReader(path: configuration.source)
         store = try ExportCursorStore(path: configuration.cursors)
+        try store.lock(configuration.destinationName)
         cursor = try store.load(configuration.destinationName)
         // Which ring the chunk sequences belong to: a bundle made again at the same path counts
         // its chunks from 1 again, so marks of the old one would hide the new one's records.
@@ -111,6 +121,8 @@ public final class Exporter {
         let held: Int
         if readsEverything {
             reader = try LogReader(path: configuration.source)
+            issuesReported = 0
+            overwrittenReported = 0
             held = try reader.scanHeld()
             // everything the source holds: marks of chunks below the oldest are of nothing
             var oldest = UInt64.max
@@ -119,6 +131,18 @@ public final class Exporter {
             readsEverything = false
         } else {
             held = try reader.scanHeld()
+        }
+        let issues = reader.issues
+        report.issues = issues.dropFirst(issuesReported).map(\.description)
+        issuesReported = issues.count
+        let overwritten = reader.overwrittenRecords
+        report.overwritten = overwritten > overwrittenReported ? overwritten - overwrittenReported : 0
+        overwrittenReported = max(overwrittenReported, overwritten)
+        if case .otlp(let destination, var encoding) = sink, encoding.executableName == nil {
+            for session in reader.knownSessions where !session.executable.isEmpty {
+                encoding.executableNames[session.pid] = (session.executable as NSString).lastPathComponent
+            }
+            sink = .otlp(destination, encoding)
         }
         var next = 0
         var pending: [LogEntry] = []  // decoded, not sent: the next batch's
@@ -142,6 +166,15 @@ public final class Exporter {
             report.repeated += batch.filter(resumed.wasInFlight).count
             cursor.inFlight = ExportCursor.extent(of: batch)
             try store.save(cursor, as: configuration.destinationName)
+            // A pass that is cancelled stops without acknowledging the batch under way (it stays
+            // in flight in the cursor: sent again by the next pass, counted as repeated).
+            func stopIfCancelled() throws {
+                if Task.isCancelled {
+                    cursor.repeated += UInt64(report.repeated)
+                    try store.save(cursor, as: configuration.destinationName)
+                    throw CancellationError()
+                }
+            }
             switch sink {
             case .otlp(let destination, _):
                 switch await destination.deliver(body) {
@@ -149,6 +182,7 @@ public final class Exporter {
                     report.exported += batch.count
                     report.rejected += rejected
                 case .gaveUp(_, let reason):
+                    try stopIfCancelled()
                     report.gaveUp.append(reason)
                 case .expired(let attempts):
                     report.gaveUp.append("expired after \(attempts) attempts")
@@ -160,6 +194,7 @@ public final class Exporter {
                     report.truncated += truncated
                     report.resent += resent
                 case .gaveUp(_, let reason):
+                    try stopIfCancelled()
                     report.gaveUp.append(reason)
                 case .unusable(let reason):
                     // nothing acknowledged and nothing skipped: the batch waits for a usable destination

@@ -46,6 +46,18 @@ public struct OTLPDestination: Sendable {
         case expired(attempts: Int)
     }
 
+    /// Called before each wait between attempts: the attempt that failed, why, and the seconds
+    /// until the next (the CLI prints it, so that a collector that is down does not look like a hang).
+    public var onRetry: (@Sendable (_ attempt: Int, _ reason: String, _ waitSeconds: Double) -> Void)?
+
+    static func describe(_ outcome: AttemptOutcome) -> String {
+        switch outcome {
+        case .status(let status, let retryAfter): "HTTP \(status)" + (retryAfter.map { " (Retry-After: \($0))" } ?? "")
+        case .transportError(let text): text
+        case .timedOut: "timed out"
+        }
+    }
+
     /// Sends `body` until it is delivered or the policy gives up; waits between attempts with
     /// `Task.sleep` (cancellation ends the wait and the delivery: `gaveUp` with "cancelled").
     public func deliver(_ body: [UInt8], firstSubmittedNanoseconds: Int64? = nil) async -> Delivery {
@@ -71,6 +83,8 @@ public struct OTLPDestination: Sendable {
                 return .expired(attempts: attempt)
             case .retry(let at):
                 let wait = max(0, at - Self.now())
+                onRetry?(attempt, Self.describe(outcome), Double(wait) / 1e9)
+                if Task.isCancelled { return .gaveUp(attempts: attempt, reason: "cancelled") }
                 do { try await Task.sleep(nanoseconds: UInt64(wait)) } catch { return .gaveUp(attempts: attempt, reason: "cancelled") }
             }
         }

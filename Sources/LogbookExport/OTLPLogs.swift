@@ -14,13 +14,25 @@ import Logbook
 public struct OTLPLogsEncoding: Sendable {
     public var serviceName: String
     public var hostName: String
+    /// `process.executable.name` for every process; when nil, the name from `executableNames`.
     public var executableName: String?
+    /// `process.executable.name` by process id (the `Exporter` fills it from the sessions the
+    /// reader found: the last path component of each session's executable).
+    public var executableNames: [UInt32: String] = [:]
 
     public init(serviceName: String, hostName: String? = nil, executableName: String? = nil) {
         self.serviceName = serviceName
         self.hostName = hostName ?? ProcessInfo.processInfo.hostName
         self.executableName = executableName
     }
+
+    /// Attribute names a record's own fields use; a metadata key that is one of them (or empty,
+    /// or already used by the record) is sent as `metadata.KEY` (then `metadata.KEY.2` …):
+    /// OpenTelemetry wants the keys of a record's attributes unique and non-empty.
+    public static let reservedAttributeNames: Set<String> = [
+        "logbook.arguments", "exception.type", "exception.message", "code.file.path", "code.line.number",
+        "code.column.number", "code.function.name", "thread.id",
+    ]
 
     /// OpenTelemetry's SeverityNumber and short name for a Logbook level (the specification's
     /// mapping appendix): trace 1 TRACE, debug 5 DEBUG, info 9 INFO, notice 10 INFO2, warning 13
@@ -64,7 +76,9 @@ public struct OTLPLogsEncoding: Sendable {
             json.raw(",{\"key\":\"process.pid\",\"value\":")
             json.intValue(Int64(pid))
             json.raw("}")
-            if let executableName { json.attribute("process.executable.name", string: executableName) }
+            if let executable = executableName ?? executableNames[pid] {
+                json.attribute("process.executable.name", string: executable)
+            }
             json.raw("]},\"scopeLogs\":[")
             for (l, logger) in loggerOrder[pid, default: []].enumerated() {
                 if l > 0 { json.raw(",") }
@@ -109,8 +123,19 @@ public struct OTLPLogsEncoding: Sendable {
             json.raw(name)
             json.raw("\",\"value\":")
         }
+        var used: Set<String> = []
         for pair in entry.metadata.pairs {
-            key(pair.key)
+            var name = pair.key
+            if name.isEmpty || Self.reservedAttributeNames.contains(name) || used.contains(name) {
+                name = "metadata." + pair.key
+                var suffix = 2
+                while used.contains(name) || Self.reservedAttributeNames.contains(name) {
+                    name = "metadata." + pair.key + "." + String(suffix)
+                    suffix += 1
+                }
+            }
+            used.insert(name)
+            key(name)
             json.value(pair.value)
             json.raw("}")
         }

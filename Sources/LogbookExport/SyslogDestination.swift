@@ -38,6 +38,10 @@ public final class SyslogDestination: @unchecked Sendable {
         relp = RELPSession(connection: connection, timeout: acknowledgementTimeout)
     }
 
+    /// Called before each wait between attempts: the attempt that failed, why, and the seconds
+    /// until the next. Set it before the first delivery.
+    public var onRetry: (@Sendable (_ attempt: Int, _ reason: String, _ waitSeconds: Double) -> Void)?
+
     public enum Delivery: Sendable, Equatable {
         /// Every message delivered; `truncated` were cut to the format's maximum size (with the
         /// marker); `resent` were sent again on a new RELP session after a connection broke before
@@ -117,6 +121,8 @@ public final class SyslogDestination: @unchecked Sendable {
             let now = OTLPDestination.now()
             switch policy.decideNow(.transportError(lastFailure), attempt: attempt, firstSubmittedNanoseconds: firstSubmitted) {
             case .retry(let at):
+                onRetry?(attempt, lastFailure, Double(max(0, at - now)) / 1e9)
+                if Task.isCancelled { return .gaveUp(attempts: attempt, reason: "cancelled") }
                 do { try await Task.sleep(nanoseconds: UInt64(max(0, at - now))) } catch { return .gaveUp(attempts: attempt, reason: "cancelled") }
             case .gaveUp(let reason):
                 return .gaveUp(attempts: attempt, reason: reason)

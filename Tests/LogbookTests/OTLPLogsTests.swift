@@ -77,6 +77,29 @@ final class OTLPLogsTests: XCTestCase {
         XCTAssertEqual(records[1]["severityNumber"] as? Int, 1, "trace is TRACE")
     }
 
+    /// Metadata keys that a record's own fields use (thread.id, exception.type, code.*,
+    /// logbook.arguments) or that are empty become `metadata.KEY`: every key of a record is unique
+    /// and non-empty, as OpenTelemetry requires, and no value is dropped.
+    func testMetadataKeysNeverCollideWithTheRecordsOwn() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("keys")
+        struct Failure: Error {}
+        log.error("failed \(1)", metadata: ["thread.id": 1, "exception.type": "mine", "code.line.number": 2,
+                                             "logbook.arguments": "x", "": "empty", "metadata.thread.id": 3],
+                  error: Failure())
+        let records = try parsed(OTLPLogsEncoding(serviceName: "t", executableName: "app").body(for: try capture.entries(), observedNanoseconds: 1))
+        let record = try XCTUnwrap(records.first)
+        let keys = try XCTUnwrap(record["attributeKeys"] as? [String])
+        XCTAssertEqual(keys.count, Set(keys).count, "unique: \(keys)")
+        XCTAssertFalse(keys.contains(""))
+        let attributes = try XCTUnwrap(record["attributes"] as? [String: [Any]])  // key: [type, value]
+        XCTAssertEqual(attributes["metadata."]?.last as? String, "empty")
+        XCTAssertEqual(attributes["metadata.exception.type"]?.last as? String, "mine")
+        XCTAssertEqual((attributes["exception.type"]?.last as? String)?.hasSuffix("Failure"), true)
+        XCTAssertEqual(keys.filter { $0.hasPrefix("metadata.") }.count, 6, "every metadata value kept: \(keys)")
+        XCTAssertEqual(((record["resource"] as? [String: Any])?["process.executable.name"] as? [Any])?.last as? String, "app")
+    }
+
     func testRedactedValuesStayRedacted() throws {
         let capture = try LogCapture()
         let log = try capture.logger("auth")

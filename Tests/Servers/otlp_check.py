@@ -41,6 +41,7 @@ def main():
                     "severityText": record.severity_text,
                     "body": any_value(record.body),
                     "attributes": {kv.key: any_value(kv.value) for kv in record.attributes},
+                    "attributeKeys": [kv.key for kv in record.attributes],
                 }))
 
 

@@ -1,0 +1,139 @@
+import Foundation
+import XCTest
+import Logbook
+import LogbookExport
+
+/// `logbook export` as a user runs it, where an adversarial review found it wanting: a signal
+/// while a batch is retried, a long `--interval`, relative source paths, two exporters on one
+/// cursor, records overwritten before they could be read.
+final class ExportCommandTests: XCTestCase {
+    private func bundle(_ dir: String, records: Int) throws -> String {
+        let bundle = try LogBundle(path: dir + "/app.logbook")
+        let log = try bundle.logger("app")
+        for i in 0..<records { log.info("record \(i)") }
+        try bundle.close()
+        return dir + "/app.logbook"
+    }
+
+    private func start(_ logbook: String, _ arguments: [String], output: Pipe? = nil) throws -> Process {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: logbook)
+        process.arguments = arguments
+        process.standardOutput = output ?? FileHandle.nullDevice
+        process.standardError = output ?? FileHandle.nullDevice
+        try process.run()
+        return process
+    }
+
+    /// SIGTERM while a batch waits between attempts (the collector answered 503 with
+    /// Retry-After: 30) ends the command at once, with the batch not acknowledged: the next run
+    /// sends it, counted as repeated. Retries are reported as they happen.
+    func testSIGTERMWhileRetryingEndsAtOnceAndSkipsNothing() throws {
+        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
+        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let source = try bundle(dir, records: 30)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        for (follow, path) in [(false, "/s/503ra30/v1/logs"), (true, "/s/503ra30/follow/v1/logs")] {
+            let url = server.url(path).absoluteString
+            let arguments = ["export", "--otlp", url, "--cursors", dir + "/cursors", "--batch", "10"] + (follow ? ["--follow"] : []) + [source]
+            let output = Pipe()
+            let process = try start(logbook, arguments, output: output)
+            usleep(2_500_000)
+            let signalled = Date()
+            process.terminate()
+            process.waitUntilExit()
+            XCTAssertLessThan(Date().timeIntervalSince(signalled), 2, "ended at once (follow: \(follow))")
+            let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            XCTAssertTrue(said.contains("attempt 1 failed (HTTP 503 (Retry-After: 30)); trying again in"), said)
+            XCTAssertTrue(said.contains("exported 0 records"), said)
+            let run = try runProgram(logbook, arguments.filter { $0 != "--follow" })
+            XCTAssertTrue(run.output.contains("exported 30 records, 10 sent again after a restart"), run.output)
+        }
+    }
+
+    /// A signal during a long `--interval` ends the wait at once; an interval that is not a
+    /// number of seconds a wait can take is refused.
+    func testIntervalsAreCheckedAndASignalEndsTheWait() throws {
+        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
+        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let source = try bundle(dir, records: 5)
+        for bad in ["inf", "nan", "1e300", "0", "-1", "86401"] {
+            let run = try runProgram(logbook, ["export", "--otlp", "http://127.0.0.1:1/v1/logs", "--follow", "--interval", bad, source])
+            XCTAssertNotEqual(run.status, 0, bad)
+            XCTAssertTrue(run.output.contains("--interval"), run.output)
+        }
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let process = try start(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+                                          "--follow", "--interval", "3600", source])
+        usleep(1_500_000)
+        let signalled = Date()
+        process.terminate()
+        process.waitUntilExit()
+        XCTAssertLessThan(Date().timeIntervalSince(signalled), 1)
+        XCTAssertEqual(process.terminationStatus, 0)
+    }
+
+    /// The cursor's name comes from the source's canonical path: a relative spelling resumes the
+    /// absolute one's cursor, and two bundles both called `app.logbook` in two directories do not
+    /// share one. A second exporter of the same destination and source is refused while the
+    /// first runs.
+    func testCursorsFollowTheCanonicalPathAndAreTakenByOneExporter() throws {
+        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
+        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        try FileManager.default.createDirectory(atPath: dir + "/a", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dir + "/b", withIntermediateDirectories: true)
+        _ = try bundle(dir + "/a", records: 20)
+        _ = try bundle(dir + "/b", records: 30)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let url = server.url("/v1/logs").absoluteString
+        func export(_ path: String, in directory: String) throws -> String {
+            try runProgram("/bin/sh", ["-c", "cd '\(directory)' && '\(logbook)' export --otlp '\(url)' --cursors '\(dir)/cursors' \(path)"]).output
+        }
+        XCTAssertTrue(try export(dir + "/a/app.logbook", in: dir).contains("exported 20 records"))
+        XCTAssertTrue(try export("app.logbook", in: dir + "/a").contains("exported 0 records"), "a relative spelling resumes")
+        XCTAssertTrue(try export("./app.logbook/", in: dir + "/a").contains("exported 0 records"))
+        XCTAssertTrue(try export("app.logbook", in: dir + "/b").contains("exported 30 records"), "another bundle, its own cursor")
+        XCTAssertTrue(try export("app.logbook", in: dir + "/a").contains("exported 0 records"))
+
+        let slow = try start(logbook, ["export", "--otlp", server.url("/slow/200/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
+                                       "--batch", "1", dir + "/b/app.logbook"])
+        usleep(1_000_000)
+        let second = try runProgram(logbook, ["export", "--otlp", server.url("/slow/200/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
+                                              dir + "/b/app.logbook"])
+        XCTAssertNotEqual(second.status, 0)
+        XCTAssertTrue(second.output.contains("another exporter uses this cursor"), second.output)
+        slow.terminate()
+        slow.waitUntilExit()
+    }
+
+    /// Records an overwrite ring destroyed before the exporter could read them are reported,
+    /// not skipped in silence.
+    func testRecordsOverwrittenBeforeTheyCouldBeReadAreReported() throws {
+        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
+        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let bundle = try LogBundle(path: dir + "/ring.logbook", capacity: 16 << 10, chunkSize: 4096, wrapPolicy: .overwrite)
+        let log = try bundle.logger("app")
+        let output = Pipe()
+        let process = try start(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+                                          "--follow", "--interval", "0.2", dir + "/ring.logbook"], output: output)
+        usleep(500_000)
+        for i in 0..<5000 { log.info("record \(i) \(String(repeating: "x", count: 100))") }
+        try bundle.flush()
+        usleep(1_000_000)
+        process.terminate()
+        process.waitUntilExit()
+        try bundle.close()
+        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertTrue(said.contains("overwritten in the ring before they could be read"), said)
+        XCTAssertTrue(said.contains("overwritten before they could be read"), said)
+    }
+}
