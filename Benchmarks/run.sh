@@ -36,6 +36,12 @@ python3 report.py "$out/results.md" thresholds.json > ../docs/BENCHMARKS.md || s
   echo "From \`Benchmarks/cache.sh\` (issue 13's targets below the table)."
   echo
   ./cache.sh
+  echo
+  echo "## Export"
+  echo
+  echo "From \`Benchmarks/export.sh\` (200,000 records, 5 rounds interleaved; end to end to a python receiver on 127.0.0.1 that discards)."
+  echo
+  ./export.sh 200000 5 2>/dev/null
 } >> ../docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md"
 exit $status
