@@ -15,22 +15,12 @@ final class ExportCommandTests: XCTestCase {
         return dir + "/app.logbook"
     }
 
-    private func start(_ logbook: String, _ arguments: [String], output: Pipe? = nil) throws -> Process {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: logbook)
-        process.arguments = arguments
-        process.standardOutput = output ?? FileHandle.nullDevice
-        process.standardError = output ?? FileHandle.nullDevice
-        try process.run()
-        return process
-    }
 
     /// SIGTERM while a batch waits between attempts (the collector answered 503 with
     /// Retry-After: 30) ends the command at once, with the batch not acknowledged: the next run
     /// sends it, counted as repeated. Retries are reported as they happen.
     func testSIGTERMWhileRetryingEndsAtOnceAndSkipsNothing() throws {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        try requireOTLPDefinitions()
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
         let source = try bundle(dir, records: 30)
@@ -39,7 +29,7 @@ final class ExportCommandTests: XCTestCase {
             let url = server.url(path).absoluteString
             let arguments = ["export", "--otlp", url, "--cursors", dir + "/cursors", "--batch", "10"] + (follow ? ["--follow"] : []) + [source]
             let output = Pipe()
-            let process = try start(logbook, arguments, output: output)
+            let process = try launch(logbook, arguments, output: output)
             usleep(2_500_000)
             let signalled = Date()
             process.terminate()
@@ -56,8 +46,7 @@ final class ExportCommandTests: XCTestCase {
     /// A signal during a long `--interval` ends the wait at once; an interval that is not a
     /// number of seconds a wait can take is refused.
     func testIntervalsAreCheckedAndASignalEndsTheWait() throws {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        try requireOTLPDefinitions()
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
         let source = try bundle(dir, records: 5)
@@ -67,7 +56,7 @@ final class ExportCommandTests: XCTestCase {
             XCTAssertTrue(run.output.contains("--interval"), run.output)
         }
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
-        let process = try start(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+        let process = try launch(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
                                           "--follow", "--interval", "3600", source])
         usleep(1_500_000)
         let signalled = Date()
@@ -82,8 +71,7 @@ final class ExportCommandTests: XCTestCase {
     /// share one. A second exporter of the same destination and source is refused while the
     /// first runs.
     func testCursorsFollowTheCanonicalPathAndAreTakenByOneExporter() throws {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        try requireOTLPDefinitions()
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
         try FileManager.default.createDirectory(atPath: dir + "/a", withIntermediateDirectories: true)
@@ -101,7 +89,7 @@ final class ExportCommandTests: XCTestCase {
         XCTAssertTrue(try export("app.logbook", in: dir + "/b").contains("exported 30 records"), "another bundle, its own cursor")
         XCTAssertTrue(try export("app.logbook", in: dir + "/a").contains("exported 0 records"))
 
-        let slow = try start(logbook, ["export", "--otlp", server.url("/slow/200/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
+        let slow = try launch(logbook, ["export", "--otlp", server.url("/slow/200/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
                                        "--batch", "1", dir + "/b/app.logbook"])
         usleep(1_000_000)
         let second = try runProgram(logbook, ["export", "--otlp", server.url("/slow/200/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
@@ -115,15 +103,14 @@ final class ExportCommandTests: XCTestCase {
     /// Records an overwrite ring destroyed before the exporter could read them are reported,
     /// not skipped in silence.
     func testRecordsOverwrittenBeforeTheyCouldBeReadAreReported() throws {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        try requireOTLPDefinitions()
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
         let bundle = try LogBundle(path: dir + "/ring.logbook", capacity: 16 << 10, chunkSize: 4096, wrapPolicy: .overwrite)
         let log = try bundle.logger("app")
         let output = Pipe()
-        let process = try start(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+        let process = try launch(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
                                           "--follow", "--interval", "0.2", dir + "/ring.logbook"], output: output)
         usleep(500_000)
         for i in 0..<5000 { log.info("record \(i) \(String(repeating: "x", count: 100))") }

@@ -11,8 +11,7 @@ import LogbookUpload
 /// is counted, not retried.
 final class OTLPDestinationTests: XCTestCase {
     func server() throws -> UploadServer {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf (pip install them)") }
+        try requireOTLPDefinitions()
         return try UploadServer(directory: makeTemporaryDirectory(self), script: "otlp_server.py")
     }
 
@@ -80,8 +79,7 @@ final class OTLPDestinationTests: XCTestCase {
 /// faults, a second exporter resuming from the cursor, and records written after the first pass.
 final class ExporterTests: XCTestCase {
     func testEveryRecordOnceFromTheCursor() async throws {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        try requireOTLPDefinitions()
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
         let bundle = try LogBundle(path: dir + "/app.logbook")
@@ -95,15 +93,20 @@ final class ExporterTests: XCTestCase {
                          otlp: OTLPDestination(url: server.url("/s/503ra0,ok,reset,ok,429/v1/logs"), policy: quick),
                          encoding: OTLPLogsEncoding(serviceName: "test"))
         }
-        let first = try exporter()
-        let report = try await first.exportAvailable()
+        var first: Exporter? = try exporter()
+        let report = try await first!.exportAvailable()
         XCTAssertEqual(report.exported, 1000)
         XCTAssertEqual(report.gaveUp, [])
-        let resumed = try await exporter().exportAvailable()
+        XCTAssertThrowsError(try exporter(), "the cursor is taken while the first exporter lives") { error in
+            XCTAssertEqual((error as? LogbookError)?.errno, EWOULDBLOCK, "\(error)")
+        }
+        first = nil
+        let second = try exporter()
+        let resumed = try await second.exportAvailable()
         XCTAssertEqual(resumed.exported, 0, "a new exporter resumes from the cursor")
         for i in 0..<10 { log.info("record \(i) of the second pass", metadata: ["i": .init(i)]) }
         try bundle.flush()
-        let again = try await first.exportAvailable()
+        let again = try await second.exportAvailable()
         XCTAssertEqual(again.exported, 10)
         let delivered = server.requests().filter { ($0["answer"] as? String) == "ok" }
         let bodies = delivered.flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
@@ -116,8 +119,7 @@ final class ExporterTests: XCTestCase {
     /// while the export goes on), every record of records of every size is exported once, and a
     /// bundle made again at the same path starts the cursor over instead of hiding its records.
     func testMarksStayBoundedAndABundleMadeAgainStartsOver() async throws {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        try requireOTLPDefinitions()
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
         func exporter() throws -> Exporter {
@@ -129,7 +131,7 @@ final class ExporterTests: XCTestCase {
                                    losslessWaitMilliseconds: 30_000,
                                    archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 3, quota: nil))
         var log = try bundle.logger("app")
-        let first = try exporter()
+        var first: Exporter! = try exporter()
         var generator = SystemRandomNumberGenerator()
         var written: [String] = []
         var largestMarks = 0
@@ -161,6 +163,7 @@ final class ExporterTests: XCTestCase {
         XCTAssertGreaterThan(written.count * 1000 / 4096, 2 * largestMarks, "without forgetting, a mark per chunk written")
         XCTAssertGreaterThan(first.savedCursor.lowWatermark, 1, "marks of deleted files dropped")
         try bundle.close()
+        first = nil  // lets the cursor go
 
         // the same path, another bundle: its chunk sequences start at 1 again
         try FileManager.default.removeItem(atPath: dir + "/app.logbook")
@@ -168,7 +171,9 @@ final class ExporterTests: XCTestCase {
         log = try bundle.logger("app")
         for i in 0..<50 { log.info("new bundle record \(i)") }
         try bundle.close()
-        let again = try await exporter().exportAvailable()
+        var next: Exporter? = try exporter()
+        let again = try await next!.exportAvailable()
+        next = nil
         XCTAssertTrue(again.startedOver)
         XCTAssertEqual(again.exported, 50)
         XCTAssertEqual(bodies().suffix(50), (0..<50).map { "new bundle record \($0)" })
@@ -179,8 +184,7 @@ final class ExporterTests: XCTestCase {
 
     /// `logbook export --otlp` (one pass): everything once, then nothing on a second run (the cursor).
     func testTheCommand() throws {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        try requireOTLPDefinitions()
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
@@ -204,8 +208,7 @@ final class ExporterTests: XCTestCase {
     /// 20 SIGKILLs of `logbook export` in the middle of its batches: every record reaches the
     /// collector, and what arrives twice is bounded by the batches in flight at the kills.
     func testAKillLoopLosesNothing() throws {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        try requireOTLPDefinitions()
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
@@ -219,12 +222,7 @@ final class ExporterTests: XCTestCase {
         var generator = SystemRandomNumberGenerator()
         var kills = 0
         for _ in 0..<20 {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: logbook)
-            process.arguments = arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try launch(logbook, arguments)
             usleep(UInt32.random(in: 50_000...250_000, using: &generator))
             if process.isRunning {
                 kill(process.processIdentifier, SIGKILL)
@@ -244,8 +242,7 @@ final class ExporterTests: XCTestCase {
     /// lossless ring whose chunks roll into archive files meanwhile (three threads, records up to
     /// past the chunk size), and stops on SIGTERM.
     func testFollowingALiveWriter() throws {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf") }
+        try requireOTLPDefinitions()
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")

@@ -14,8 +14,7 @@ final class OTLPLogsTests: XCTestCase {
     }
 
     func parsed(_ body: [UInt8]) throws -> [[String: Any]] {
-        let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
-        guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf (pip install them)") }
+        try requireOTLPDefinitions()
         let file = makeTemporaryDirectory(self) + "/body.json"
         try Data(body).write(to: URL(fileURLWithPath: file))
         let result = try runProgram("/bin/sh", ["-c", "python3 '\(repositoryRoot)/Tests/Servers/otlp_check.py' < '\(file)'"])

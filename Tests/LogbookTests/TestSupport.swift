@@ -175,3 +175,21 @@ enum ShapedRecord {
         }
     }
 }
+
+/// Skips the test unless python3 imports opentelemetry-proto and protobuf: the OTLP tests parse
+/// every body with the official definitions (scripts/install-deps installs them).
+func requireOTLPDefinitions() throws {
+    let has = try runProgram("/usr/bin/env", ["python3", "-c", "import opentelemetry.proto, google.protobuf"])
+    guard has.status == 0 else { throw XCTSkip("python3 lacks opentelemetry-proto and protobuf (pip install them)") }
+}
+
+/// Starts `executable` in the background, its output discarded or sent to `output`.
+func launch(_ executable: String, _ arguments: [String], output: Pipe? = nil) throws -> Process {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.standardOutput = output ?? FileHandle.nullDevice
+    process.standardError = output ?? FileHandle.nullDevice
+    try process.run()
+    return process
+}

@@ -700,12 +700,7 @@ final class UploaderFailureTests: XCTestCase {
         var cyclesWithUploads = 0
         var requestCount = 0
         for cycle in 0..<cycles {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: logbook)
-            process.arguments = arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try launch(logbook, arguments)
             usleep(UInt32.random(in: 20_000...1_200_000, using: &generator))
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
