@@ -123,18 +123,25 @@ public struct OTLPLogsEncoding: Sendable {
             json.raw(name)
             json.raw("\",\"value\":")
         }
-        var used: Set<String> = []
-        for pair in entry.metadata.pairs {
+        // Unique, non-empty keys. Cheap for the usual record: a reserved name contains a dot, and
+        // the names used so far are few (a linear search, no hashing).
+        let pairs = entry.metadata.pairs
+        var used: [String] = []
+        if pairs.count > 1 { used.reserveCapacity(pairs.count) }
+        func taken(_ name: String) -> Bool {
+            (name.utf8.contains(UInt8(ascii: ".")) && Self.reservedAttributeNames.contains(name)) || used.contains(name)
+        }
+        for pair in pairs {
             var name = pair.key
-            if name.isEmpty || Self.reservedAttributeNames.contains(name) || used.contains(name) {
+            if name.isEmpty || taken(name) {
                 name = "metadata." + pair.key
                 var suffix = 2
-                while used.contains(name) || Self.reservedAttributeNames.contains(name) {
+                while taken(name) {
                     name = "metadata." + pair.key + "." + String(suffix)
                     suffix += 1
                 }
             }
-            used.insert(name)
+            if pairs.count > 1 { used.append(name) }
             key(name)
             json.value(pair.value)
             json.raw("}")

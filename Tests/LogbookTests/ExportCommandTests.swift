@@ -7,13 +7,6 @@ import LogbookExport
 /// while a batch is retried, a long `--interval`, relative source paths, two exporters on one
 /// cursor, records overwritten before they could be read.
 final class ExportCommandTests: XCTestCase {
-    private func bundle(_ dir: String, records: Int) throws -> String {
-        let bundle = try LogBundle(path: dir + "/app.logbook")
-        let log = try bundle.logger("app")
-        for i in 0..<records { log.info("record \(i)") }
-        try bundle.close()
-        return dir + "/app.logbook"
-    }
 
 
     /// SIGTERM while a batch waits between attempts (the collector answered 503 with
@@ -23,7 +16,7 @@ final class ExportCommandTests: XCTestCase {
         try requireOTLPDefinitions()
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
-        let source = try bundle(dir, records: 30)
+        let source = try makeBundle(dir, records: 30)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
         for (follow, path) in [(false, "/s/503ra30/v1/logs"), (true, "/s/503ra30/follow/v1/logs")] {
             let url = server.url(path).absoluteString
@@ -49,7 +42,7 @@ final class ExportCommandTests: XCTestCase {
         try requireOTLPDefinitions()
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
-        let source = try bundle(dir, records: 5)
+        let source = try makeBundle(dir, records: 5)
         for bad in ["inf", "nan", "1e300", "0", "-1", "86401"] {
             let run = try runProgram(logbook, ["export", "--otlp", "http://127.0.0.1:1/v1/logs", "--follow", "--interval", bad, source])
             XCTAssertNotEqual(run.status, 0, bad)
@@ -76,8 +69,8 @@ final class ExportCommandTests: XCTestCase {
         let dir = makeTemporaryDirectory(self)
         try FileManager.default.createDirectory(atPath: dir + "/a", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: dir + "/b", withIntermediateDirectories: true)
-        _ = try bundle(dir + "/a", records: 20)
-        _ = try bundle(dir + "/b", records: 30)
+        _ = try makeBundle(dir + "/a", records: 20)
+        _ = try makeBundle(dir + "/b", records: 30)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
         let url = server.url("/v1/logs").absoluteString
         func export(_ path: String, in directory: String) throws -> String {

@@ -188,10 +188,7 @@ final class ExporterTests: XCTestCase {
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
-        let bundle = try LogBundle(path: dir + "/app.logbook")
-        let log = try bundle.logger("app")
-        for i in 0..<100 { log.info("record \(i)") }
-        try bundle.close()
+        try makeBundle(dir, records: 100)
         let arguments = ["export", "--otlp", server.url("/s/503ra0/v1/logs").absoluteString, "--cursors", dir + "/cursors",
                          "--batch", "40", dir + "/app.logbook"]
         let first = try runProgram(logbook, arguments)
@@ -212,11 +209,8 @@ final class ExporterTests: XCTestCase {
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
-        let bundle = try LogBundle(path: dir + "/app.logbook")
-        let log = try bundle.logger("app")
         let total = 3000, batch = 50
-        for i in 0..<total { log.info("record \(i)") }
-        try bundle.close()
+        try makeBundle(dir, records: total)
         let arguments = ["export", "--otlp", server.url("/slow/20/v1/logs").absoluteString, "--cursors", dir + "/cursors",
                          "--batch", String(batch), dir + "/app.logbook"]
         var generator = SystemRandomNumberGenerator()

@@ -193,3 +193,13 @@ func launch(_ executable: String, _ arguments: [String], output: Pipe? = nil) th
     try process.run()
     return process
 }
+
+/// A closed bundle `DIR/app.logbook` holding `records` records "record 0" … of logger "app".
+@discardableResult
+func makeBundle(_ directory: String, records: Int) throws -> String {
+    let bundle = try LogBundle(path: directory + "/app.logbook")
+    let log = try bundle.logger("app")
+    for i in 0..<records { log.info("record \(i)") }
+    try bundle.close()
+    return directory + "/app.logbook"
+}
