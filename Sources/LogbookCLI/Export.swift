@@ -61,7 +61,7 @@ struct Export: ParsableCommand {
         }
         if let syslog { _ = try Self.syslogAddress(syslog) }
         guard batch > 0 else { throw ValidationError("--batch must be positive") }
-        guard interval.isFinite, interval > 0, interval <= 86_400 else {
+        guard interval.isFinite, interval >= 0.01, interval <= 86_400 else {
             throw ValidationError("--interval takes seconds from 0.01 to 86400, not \(interval)")
         }
     }
@@ -118,12 +118,16 @@ struct Export: ParsableCommand {
         var total = Exporter.Report()
         repeat {
             let report: Exporter.Report
-            do { report = try pass(exporter) } catch is CancellationError { break }
+            var cancelled = false
+            do { report = try pass(exporter) } catch ExportError.cancelled(let partial) {
+                report = partial  // what the interrupted pass delivered counts too
+                cancelled = true
+            } catch is CancellationError { break }
             if report.startedOver { warn("\(escapingControlCharacters(path)) is another bundle than the cursor's (made again): its cursor started over") }
             if report.overwritten > 0 {
                 warn("\(report.overwritten) records were overwritten in the ring before they could be read: they are not exported")
             }
-            for issue in report.issues { warn("not exported: \(escapingControlCharacters(issue))") }
+            for issue in report.issues { warn("the reader reports: \(escapingControlCharacters(issue))") }
             total.overwritten += report.overwritten
             total.exported += report.exported
             total.rejected += report.rejected
@@ -132,6 +136,7 @@ struct Export: ParsableCommand {
             total.truncated += report.truncated
             total.resent += report.resent
             for reason in report.gaveUp { warn("a batch gave up: \(reason)") }
+            if cancelled { break }
             if follow && !Export.stopping.withLock({ $0 }) { _ = Export.wake.wait(timeout: .now() + max(0.01, interval)) }
         } while follow && !Export.stopping.withLock({ $0 })
         say("exported \(total.exported) records" + (total.rejected > 0 ? ", \(total.rejected) rejected by the collector" : "")

@@ -124,6 +124,9 @@ public final class Exporter {
             issuesReported = 0
             overwrittenReported = 0
             held = try reader.scanHeld()
+            // What needs the whole source (missing archive files, records overwritten or lost by
+            // the bundle's own counts) becomes issues, reported below: checked on each whole read.
+            _ = try? reader.verify()
             // everything the source holds: marks of chunks below the oldest are of nothing
             var oldest = UInt64.max
             for index in 0..<held { oldest = min(oldest, reader.heldPosition(index).chunkSequence) }
@@ -172,7 +175,7 @@ public final class Exporter {
                 if Task.isCancelled {
                     cursor.repeated += UInt64(report.repeated)
                     try store.save(cursor, as: configuration.destinationName)
-                    throw CancellationError()
+                    throw ExportError.cancelled(report)
                 }
             }
             switch sink {
@@ -221,10 +224,14 @@ public final class Exporter {
 public enum ExportError: Error, CustomStringConvertible {
     /// The destination cannot take the records as configured; the cursor did not move.
     case unusableDestination(String)
+    /// The pass was cancelled while a batch was being delivered: what it did until then (the
+    /// batch under way stays in flight: the next pass sends it again, counted as repeated).
+    case cancelled(Exporter.Report)
 
     public var description: String {
         switch self {
         case .unusableDestination(let why): why
+        case .cancelled(let report): "cancelled after \(report.exported) records"
         }
     }
 }
