@@ -1,5 +1,6 @@
 import Foundation
 import Logbook
+import LogbookUpload
 
 /// Exports a bundle's (or archive directory's) records to a destination from a persisted cursor:
 /// reads through `LogReader`, skips what the cursor says was acknowledged, sends batches bounded
@@ -159,10 +160,10 @@ public final class Exporter {
             var end = pending.count
             var body: [UInt8] = []
             if case .otlp(_, let encoding) = sink {
-                body = encoding.body(for: Array(pending[..<end]), observedNanoseconds: OTLPDestination.now())
+                body = encoding.body(for: Array(pending[..<end]), observedNanoseconds: Spool.wallClock())
                 while body.count > configuration.maximumBatchBytes && end > 1 {  // halve until it fits
                     end /= 2
-                    body = encoding.body(for: Array(pending[..<end]), observedNanoseconds: OTLPDestination.now())
+                    body = encoding.body(for: Array(pending[..<end]), observedNanoseconds: Spool.wallClock())
                 }
             }
             let batch = pending[..<end]

@@ -61,7 +61,7 @@ public struct OTLPDestination: Sendable {
     /// Sends `body` until it is delivered or the policy gives up; waits between attempts with
     /// `Task.sleep` (cancellation ends the wait and the delivery: `gaveUp` with "cancelled").
     public func deliver(_ body: [UInt8], firstSubmittedNanoseconds: Int64? = nil) async -> Delivery {
-        let first = firstSubmittedNanoseconds ?? Self.now()
+        let first = firstSubmittedNanoseconds ?? Spool.wallClock()
         var body = body, encoding: String?
         if let gzipLevel, let compressed = Self.gzip(body, level: gzipLevel) {
             body = compressed
@@ -69,7 +69,7 @@ public struct OTLPDestination: Sendable {
         }
         var attempt = 0
         while true {
-            if policy.isExpired(firstSubmittedNanoseconds: first, nowNanoseconds: Self.now()) { return .expired(attempts: attempt) }
+            if policy.isExpired(firstSubmittedNanoseconds: first, nowNanoseconds: Spool.wallClock()) { return .expired(attempts: attempt) }
             attempt += 1
             let (outcome, answer) = await send(body, attempt: attempt, encoding: encoding)
             switch policy.decideNow(outcome, attempt: attempt, firstSubmittedNanoseconds: first) {
@@ -82,7 +82,7 @@ public struct OTLPDestination: Sendable {
             case .expired:
                 return .expired(attempts: attempt)
             case .retry(let at):
-                let wait = max(0, at - Self.now())
+                let wait = max(0, at - Spool.wallClock())
                 onRetry?(attempt, Self.describe(outcome), Double(wait) / 1e9)
                 if Task.isCancelled { return .gaveUp(attempts: attempt, reason: "cancelled") }
                 do { try await Task.sleep(nanoseconds: UInt64(wait)) } catch { return .gaveUp(attempts: attempt, reason: "cancelled") }
@@ -139,21 +139,5 @@ public struct OTLPDestination: Sendable {
         }
         let text = String(decoding: answer.prefix(200), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         return text.isEmpty ? nil : text
-    }
-
-    static func now() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_REALTIME, &now)
-        return Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-    }
-}
-
-extension RetryPolicy {
-    /// `decide` at the current time with the system's random numbers (`SystemRandomness`, not the
-    /// zero-sized `SystemRandomNumberGenerator`: ThreadSanitizer crashes on an inout access to it).
-    func decideNow(_ outcome: AttemptOutcome, attempt: Int, firstSubmittedNanoseconds: Int64) -> RetryDecision {
-        var random = SystemRandomness()
-        return decide(outcome, attempt: attempt, firstSubmittedNanoseconds: firstSubmittedNanoseconds,
-                      nowNanoseconds: OTLPDestination.now(), using: &random)
     }
 }

@@ -66,7 +66,7 @@ public final class SyslogDestination: @unchecked Sendable {
             messages.append(bytes)
             if cut { truncated += 1 }
         }
-        let firstSubmitted = OTLPDestination.now()
+        let firstSubmitted = Spool.wallClock()
         var attempt = 0
         var lastFailure = ""
         var delivered = 0  // from the first (RELP)
@@ -118,7 +118,7 @@ public final class SyslogDestination: @unchecked Sendable {
             case .failure(let failure): return .gaveUp(attempts: attempt, reason: "\(failure)")
             }
             // the one retry engine: a lost connection is a transport error to the policy
-            let now = OTLPDestination.now()
+            let now = Spool.wallClock()
             switch policy.decideNow(.transportError(lastFailure), attempt: attempt, firstSubmittedNanoseconds: firstSubmitted) {
             case .retry(let at):
                 onRetry?(attempt, lastFailure, Double(max(0, at - now)) / 1e9)

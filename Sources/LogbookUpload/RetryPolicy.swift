@@ -161,3 +161,14 @@ extension String {
         return String(decoding: bytes[start..<end], as: UTF8.self)
     }
 }
+
+extension RetryPolicy {
+    /// `decide` now (`Spool.wallClock()`) with the system's random numbers, for callers that wait
+    /// in async code (the exporters): `SystemRandomness`, not the zero-sized
+    /// `SystemRandomNumberGenerator`, because ThreadSanitizer crashes on an inout access to it.
+    package func decideNow(_ outcome: AttemptOutcome, attempt: Int, firstSubmittedNanoseconds: Int64) -> RetryDecision {
+        var random = SystemRandomness()
+        return decide(outcome, attempt: attempt, firstSubmittedNanoseconds: firstSubmittedNanoseconds,
+                      nowNanoseconds: Spool.wallClock(), using: &random)
+    }
+}
