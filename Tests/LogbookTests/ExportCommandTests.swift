@@ -140,4 +140,37 @@ final class ExportCommandTests: XCTestCase {
                                            dir + "/app.logbook"])
         XCTAssertTrue(run.output.contains("the reader reports: missing"), run.output)
     }
+
+    /// The cursor's disk is full: the export stops with ENOSPC before it sends a batch it could
+    /// not record, and once there is room again every record goes, each once.
+    func testAFullCursorDiskStopsTheExportAndLosesNothing() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let source = try makeBundle(dir, records: 300)
+        let mountPoint = dir + "/small"
+        try FileManager.default.createDirectory(atPath: mountPoint, withIntermediateDirectories: true)
+        let mount = try runProgram("/bin/mount", ["-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", mountPoint])
+        guard mount.status == 0 else { throw XCTSkip("cannot mount a tmpfs here (needs root): \(mount.output)") }
+        defer { _ = try? runProgram("/bin/umount", [mountPoint]) }
+        let cursors = mountPoint + "/cursors"
+        try FileManager.default.createDirectory(atPath: cursors, withIntermediateDirectories: false, attributes: [.posixPermissions: 0o700])
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let arguments = ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", cursors, "--batch", "100", source]
+        // fill the disk (the cursor's lock file, empty, still fits: it needs no block)
+        let filler = try runProgram("/bin/sh", ["-c", "cat /dev/zero > '\(mountPoint)/filler' 2>/dev/null; true"])
+        XCTAssertEqual(filler.status, 0)
+        let full = try runProgram(logbook, arguments)
+        XCTAssertNotEqual(full.status, 0, full.output)
+        XCTAssertTrue(full.output.contains("No space left on device"), full.output)
+        func bodies() -> [String] {
+            server.requests().filter { ($0["answer"] as? String) == "ok" }
+                .flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
+        }
+        XCTAssertEqual(bodies().count, 0, "nothing sent that the cursor could not record")
+        try FileManager.default.removeItem(atPath: mountPoint + "/filler")
+        let again = try runProgram(logbook, arguments)
+        XCTAssertEqual(again.status, 0, again.output)
+        XCTAssertEqual(bodies().sorted(), (0..<300).map { "record \($0)" }.sorted(), "every record once")
+    }
 }
