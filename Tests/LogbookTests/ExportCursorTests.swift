@@ -38,7 +38,27 @@ final class ExportCursorTests: XCTestCase {
         XCTAssertThrowsError(try store.load("otlp-collector")) { error in
             XCTAssertEqual((error as? LogbookError)?.errno, EPROTO, "\(error)")
         }
-        cursor.forget(below: entries.map(\.chunkSequence).max()!)
-        XCTAssertEqual(cursor.marks.count, 1)
+        let newest = entries.map(\.chunkSequence).max()!
+        cursor.forget(below: newest)
+        XCTAssertTrue(cursor.marks.keys.allSatisfy { $0 >= newest }, "only the newest chunk's mark can stay")
+        XCTAssertEqual(cursor.lowWatermark, newest)
+    }
+
+    /// A symlink, a FIFO or a directory planted where a cursor belongs is refused: never followed,
+    /// never waited on. (The cursor directory follows logbook_files.h's rule: a symlink on its
+    /// path only when this user or root owns it.)
+    func testPlantedFilesAreRefused() throws {
+        let dir = makeTemporaryDirectory(self)
+        let store = try ExportCursorStore(path: dir + "/cursors")
+        try "elsewhere".write(toFile: dir + "/target", atomically: true, encoding: .utf8)
+        try FileManager.default.createSymbolicLink(atPath: store.path + "/link.cursor", withDestinationPath: dir + "/target")
+        XCTAssertEqual(mkfifo(store.path + "/fifo.cursor", 0o600), 0)
+        try FileManager.default.createDirectory(atPath: store.path + "/dir.cursor", withIntermediateDirectories: false)
+        for name in ["link", "fifo", "dir"] {
+            XCTAssertThrowsError(try store.load(name), name) { error in
+                XCTAssertNotNil(error as? LogbookError, "\(error)")
+            }
+        }
+        XCTAssertEqual(try String(contentsOfFile: dir + "/target", encoding: .utf8), "elsewhere")
     }
 }

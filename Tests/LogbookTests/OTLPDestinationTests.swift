@@ -210,7 +210,15 @@ final class ExporterTests: XCTestCase {
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
         let total = 3000, batch = 50
-        try makeBundle(dir, records: total)
+        // records from a few bytes to past the 4 KiB chunk (stored as fragments), two threads
+        let sizes = [0, 40, 700, 3000, 9000]
+        @Sendable func text(_ thread: Int, _ i: Int) -> String { "record \(thread)-\(i) " + String(repeating: "k", count: sizes[(i * 3 + thread) % sizes.count]) }
+        let bundle = try LogBundle(path: dir + "/app.logbook", capacity: 32 << 20, chunkSize: 4096)  // holds them all
+        let log = try bundle.logger("app")
+        DispatchQueue.concurrentPerform(iterations: 2) { thread in
+            for i in 0..<(total / 2) { log.info("\(text(thread, i))") }
+        }
+        try bundle.close()
         let arguments = ["export", "--otlp", server.url("/slow/20/v1/logs").absoluteString, "--cursors", dir + "/cursors",
                          "--batch", String(batch), dir + "/app.logbook"]
         var generator = SystemRandomNumberGenerator()
@@ -229,6 +237,7 @@ final class ExporterTests: XCTestCase {
         let bodies = server.requests().filter { ($0["answer"] as? String)?.hasPrefix("slow") == true }
             .flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
         XCTAssertEqual(Set(bodies).count, total, "every record arrived (\(kills) kills)")
+        XCTAssertTrue(Set(bodies) == Set((0..<2).flatMap { thread in (0..<(total / 2)).map { text(thread, $0) } }), "with their values")
         XCTAssertLessThanOrEqual(bodies.count - total, kills * batch, "repeats bounded by the batch in flight at each kill")
     }
 
