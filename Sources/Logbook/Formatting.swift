@@ -195,6 +195,9 @@ enum Escaping {
         return text.withUTF8 { needsEscaping($0) }
     }
 
+    /// `text` as ``LineRenderer`` writes it: escaped only when it needs to be.
+    func escapeIfNeeded(_ text: String) -> String { needsEscaping(text) ? escape(text) : text }
+
     func escape(_ text: String) -> String {
         switch self {
         case .none: text

@@ -4,6 +4,18 @@
 public struct LineRenderer {
     /// The rendered bytes (UTF-8), one line per `append` call, each ended by "\n".
     public var bytes: [UInt8] = []
+    /// Scratch line and per-site bytes for rendering a ``LogRecord`` (made on first use).
+    var recordScratch: Unmanaged<RecordScratch> {
+        mutating get {
+            if let scratch = _recordScratch { return scratch }
+            let scratch = RecordScratch()
+            recordScratchOwner = scratch
+            _recordScratch = Unmanaged.passUnretained(scratch)
+            return _recordScratch!
+        }
+    }
+    private var recordScratchOwner: RecordScratch?
+    private var _recordScratch: Unmanaged<RecordScratch>?
 
     public init(capacity: Int = 1 << 16) { bytes.reserveCapacity(capacity) }
 

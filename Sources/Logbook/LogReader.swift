@@ -38,6 +38,10 @@ public struct LogEntry: Sendable {
         let column: UInt32
         /// The template split at its placeholders.
         let segments: TemplateSegments?
+        /// The literals of `segments` escaped for a text line and for a JSON string, made once per
+        /// site for ``LineRenderer/append(_:as:)-(LogRecord,_)``.
+        let textLiterals: [[UInt8]]?
+        let jsonLiterals: [[UInt8]]?
 
         init(file: String?, function: String?, template: String?, source: String?, line: UInt32, column: UInt32) {
             self.file = file
@@ -47,6 +51,8 @@ public struct LogEntry: Sendable {
             self.line = line
             self.column = column
             segments = template.map(TemplateSegments.init)
+            textLiterals = segments.map { $0.literals.map { Array(Escaping.terminal.escapeIfNeeded($0).utf8) } }
+            jsonLiterals = segments.map { $0.literals.map { Array(Escaping.json.escapeIfNeeded($0).utf8) } }
         }
 
         func with(file: String?? = nil, function: String?? = nil, template: String?? = nil, source: String?? = nil,
@@ -277,7 +283,7 @@ public final class LogReader {
     private(set) var raw: OpaquePointer
     public let path: String
     /// Whether `raw` has scanned: ``readAll()`` then starts again with a fresh C reader.
-    private var hasScanned = false
+    var hasScanned = false
 
     /// Opens a bundle, an archive directory or one archive file for reading; nothing is read
     /// until ``readAll()``, ``readNew()`` or ``scan(_:)``.
@@ -401,7 +407,7 @@ public final class LogReader {
     private var lastSite: (key: UInt64, site: LogEntry.Site)?
 
     /// The strings of a call site, made once per site rather than once per entry.
-    private func site(_ session: UInt32, _ id: UInt32) -> LogEntry.Site? {
+    func site(_ session: UInt32, _ id: UInt32) -> LogEntry.Site? {
         let key = UInt64(session) << 32 | UInt64(id)
         if let lastSite, lastSite.key == key { return lastSite.site }
         if let cached = siteCache[key] {
@@ -417,7 +423,7 @@ public final class LogReader {
         return site
     }
 
-    private func loggerName(_ session: UInt32, _ id: UInt16) -> String? {
+    func loggerName(_ session: UInt32, _ id: UInt16) -> String? {
         let key = UInt64(session) << 32 | UInt64(id)
         if let cached = loggerCache[key] { return cached }
         guard let name = lb_reader_logger_name(raw, session, id) else { return nil }
@@ -426,7 +432,7 @@ public final class LogReader {
         return text
     }
 
-    private func decode(_ e: lb_entry) -> LogEntry {
+    func decode(_ e: lb_entry) -> LogEntry {
         let site = site(e.session, e.site_id)
         var arguments: [LogValue] = []
         var metadata = LogMetadata()

@@ -30,6 +30,11 @@ struct Output {
         if renderer.bytes.count >= 1 << 16 { flush() }
     }
 
+    mutating func record(_ record: LogRecord, as format: LineRenderer.Format) {
+        renderer.append(record, as: format)
+        if renderer.bytes.count >= 1 << 16 { flush() }
+    }
+
     mutating func flush() {
         guard !renderer.bytes.isEmpty else { return }
         renderer.bytes.withUnsafeBytes { bytes in
@@ -134,16 +139,20 @@ struct Show: ParsableCommand {
         do { reader = try LogReader(path: bundle) } catch { fail("\(error)") }
 
         var output = Output()
-        func emit(_ entry: LogEntry) {
-            if let minimum, (entry.level ?? .critical) < minimum { return }
-            if let sinceNanoseconds, entry.wallNanoseconds < sinceNanoseconds { return }
-            if let untilNanoseconds, entry.wallNanoseconds >= untilNanoseconds { return }
-            if !logger.isEmpty {
-                let name = entry.logger ?? ""
-                guard logger.contains(where: { name == $0 || name.hasPrefix($0 + ".") }) else { return }
+        // Level, time and logger are decided by the C reader, before a record is decoded; a
+        // record of an unknown level passes a minimum as if it were critical.
+        let filter = LogReader.Filter(
+            minimumLevel: minimum, sinceNanoseconds: sinceNanoseconds, untilNanoseconds: untilNanoseconds,
+            loggers: logger)
+        let format: LineRenderer.Format = json ? .json : .text(includeSource: source)
+        let emit: (LogRecord) -> Void
+        if let pattern {
+            emit = { record in
+                if (try? pattern.firstMatch(in: record.message)) == nil { return }
+                output.record(record, as: format)
             }
-            if let pattern, (try? pattern.firstMatch(in: entry.message)) == nil { return }
-            output.entry(entry, as: json ? .json : .text(includeSource: source))
+        } else {
+            emit = { record in output.record(record, as: format) }
         }
         var overwrittenSaid: UInt64 = 0
         /// A follower lapped by the writer says how many records it never saw: a line on stderr,
@@ -160,7 +169,7 @@ struct Show: ParsableCommand {
             warn("\(new) records were overwritten before they could be read (\(total) since following began)")
         }
         do {
-            try reader.scan(emit)
+            try reader.stream(where: filter, emit)
             output.flush()
             guard follow else {
                 // What could not be shown is said on stderr, so that a listing is never silently
@@ -179,7 +188,7 @@ struct Show: ParsableCommand {
             signal(SIGPIPE, SIG_IGN)
             while true {
                 usleep(UInt32(max(0.01, interval) * 1_000_000))
-                try reader.scan(emit)
+                try reader.stream(where: filter, emit)
                 sayOverwritten()
                 output.flush()
             }

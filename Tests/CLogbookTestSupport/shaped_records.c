@@ -177,42 +177,86 @@ long lb_test_log_shaped_threads(lb_logger *logger, uint32_t threads, uint64_t pe
     return result;
 }
 
-int lb_test_check_shaped_bundle(const char *path, uint32_t chunk_size, uint32_t threads,
-                                uint64_t per_thread, const uint8_t *dropped, lb_test_check *out) {
+typedef struct shaped_tally {
+    lb_test_check *out;
+    uint8_t *seen;
+    uint32_t chunk_size, threads;
+    uint64_t per_thread;
+    const uint8_t *dropped;
+    int started;
+    uint32_t last_session;
+    uint64_t last_ticks;
+} shaped_tally;
+
+static void tally(shaped_tally *t, const lb_entry *e) {
+    uint32_t thread;
+    uint64_t seq;
+    t->out->entries++;
+    if (t->started && (e->session < t->last_session ||
+                       (e->session == t->last_session && e->ticks < t->last_ticks)))
+        t->out->out_of_order++;
+    t->started = 1;
+    t->last_session = e->session;
+    t->last_ticks = e->ticks;
+    if (!lb_test_check_shaped(e, t->chunk_size, &thread, &seq) || thread >= t->threads ||
+        seq >= t->per_thread) {
+        t->out->foreign++;
+        return;
+    }
+    size_t at = (size_t)thread * t->per_thread + seq;
+    if (t->seen[at]) t->out->duplicates++;
+    t->seen[at] = 1;
+    if (t->dropped && t->dropped[at]) t->out->dropped_found++;
+}
+
+static int tally_visit(void *context, const lb_entry *entry) {
+    tally(context, entry);
+    return 0;
+}
+
+/* Both checks: `streaming` reads with lb_reader_stream (entries borrowed one at a time), else with
+ * lb_reader_scan (entries held, read by index). */
+static int check_shaped(const char *path, uint32_t chunk_size, uint32_t threads, uint64_t per_thread,
+                        const uint8_t *dropped, int streaming, lb_test_check *out) {
     memset(out, 0, sizeof *out);
     lb_reader *r;
     int rc = lb_reader_open(path, &r);
     if (rc) return rc;
-    out->scan_result = lb_reader_scan(r);
-    uint8_t *seen = calloc((size_t)threads * per_thread, 1);
-    if (!seen) {
+    shaped_tally t = {out, calloc((size_t)threads * per_thread, 1), chunk_size, threads, per_thread,
+                      dropped, 0, 0, 0};
+    if (!t.seen) {
         lb_reader_close(r);
         return -ENOMEM;
     }
-    size_t count = lb_reader_entry_count(r);
-    out->entries = (long)count;
-    for (size_t i = 0; i < count; i++) {
-        lb_entry e;
-        uint32_t thread;
-        uint64_t seq;
-        if (lb_reader_entry(r, i, &e) != 0 || !lb_test_check_shaped(&e, chunk_size, &thread, &seq) ||
-            thread >= threads || seq >= per_thread) {
-            out->foreign++;
-            continue;
+    if (streaming) {
+        out->scan_result = lb_reader_stream(r, NULL, tally_visit, &t);
+    } else {
+        out->scan_result = lb_reader_scan(r);
+        size_t count = lb_reader_entry_count(r);
+        for (size_t i = 0; i < count; i++) {
+            lb_entry e;
+            if (lb_reader_entry(r, i, &e) != 0) out->foreign++;
+            else tally(&t, &e);
         }
-        size_t at = (size_t)thread * per_thread + seq;
-        if (seen[at]) out->duplicates++;
-        seen[at] = 1;
-        if (dropped && dropped[at]) out->dropped_found++;
     }
     for (size_t at = 0; at < (size_t)threads * per_thread; at++)
-        if (!seen[at] && !(dropped && dropped[at])) out->missing++;
+        if (!t.seen[at] && !(dropped && dropped[at])) out->missing++;
     out->issues = (long)lb_reader_issue_count(r);
     for (size_t i = 0; i < lb_reader_issue_count(r); i++) {
         lb_issue issue;
         if (lb_reader_issue(r, i, &issue) == 0 && issue.kind != LB_ISSUE_TORN) out->failures++;
     }
-    free(seen);
+    free(t.seen);
     lb_reader_close(r);
     return 0;
+}
+
+int lb_test_check_shaped_bundle(const char *path, uint32_t chunk_size, uint32_t threads,
+                                uint64_t per_thread, const uint8_t *dropped, lb_test_check *out) {
+    return check_shaped(path, chunk_size, threads, per_thread, dropped, 0, out);
+}
+
+int lb_test_check_shaped_stream(const char *path, uint32_t chunk_size, uint32_t threads,
+                                uint64_t per_thread, const uint8_t *dropped, lb_test_check *out) {
+    return check_shaped(path, chunk_size, threads, per_thread, dropped, 1, out);
 }

@@ -9,13 +9,24 @@ import XCTest
 /// (short and long strings, metadata, chunk-sized and fragmented records) from many threads,
 /// through small rings, lossless and overwrite, with and without the archiver.
 final class IntegrityTests: XCTestCase {
-    /// Reads `path` with the C reader and checks every entry against the shaped records.
-    func checkShaped(_ path: String, chunkSize: Int, threads: Int, perThread: Int, dropped: [UInt8]? = nil) throws
-        -> lb_test_check
+    /// Reads `path` with the C reader twice, holding the entries (lb_reader_scan) and streaming
+    /// them through the window (lb_reader_stream), and checks every entry against the shaped
+    /// records: both reads must find the same, each in time order.
+    func checkShaped(_ path: String, chunkSize: Int, threads: Int, perThread: Int, dropped: [UInt8]? = nil,
+                     file: StaticString = #filePath, line: UInt = #line) throws -> lb_test_check
     {
         var check = lb_test_check()
-        let rc = lb_test_check_shaped_bundle(path, UInt32(chunkSize), UInt32(threads), UInt64(perThread), dropped, &check)
+        var rc = lb_test_check_shaped_bundle(path, UInt32(chunkSize), UInt32(threads), UInt64(perThread), dropped, &check)
         if rc != 0 { throw LogbookError(operation: "lb_test_check_shaped_bundle", path: path, errno: -rc) }
+        var streamed = lb_test_check()
+        rc = lb_test_check_shaped_stream(path, UInt32(chunkSize), UInt32(threads), UInt64(perThread), dropped, &streamed)
+        if rc != 0 { throw LogbookError(operation: "lb_test_check_shaped_stream", path: path, errno: -rc) }
+        func counts(_ c: lb_test_check) -> [Int] {
+            [c.entries, c.foreign, c.duplicates, c.dropped_found, c.missing, c.issues, c.failures, c.scan_result]
+        }
+        XCTAssertEqual(counts(streamed), counts(check), "streaming and holding reads differ", file: file, line: line)
+        XCTAssertEqual(check.out_of_order, 0, "held entries out of time order", file: file, line: line)
+        XCTAssertEqual(streamed.out_of_order, 0, "streamed entries out of time order", file: file, line: line)
         return check
     }
 
@@ -165,5 +176,22 @@ final class IntegrityTests: XCTestCase {
             let missing = reported.subtracting(found)
             XCTAssertEqual(missing.count, 0, "\(name): \(missing.count) committed records missing")
         }
+        // The streaming read of the same files finds the same records, in time order.
+        let streamer = try LogReader(path: path)
+        var streamed = Set<UInt64>()
+        var streamedForeign = 0, outOfOrder = 0
+        var last = Int64.min
+        try streamer.stream { record in
+            if record.wallNanoseconds < last { outOfOrder += 1 }
+            last = record.wallNanoseconds
+            guard let (thread, sequence) = ShapedRecord.identify(record.entry, chunkSize: 4096) else {
+                streamedForeign += 1
+                return
+            }
+            streamed.insert(UInt64(thread) << 48 | sequence)
+        }
+        XCTAssertEqual(streamedForeign, 0, "\(name): streamed records altered or mixed")
+        XCTAssertEqual(outOfOrder, 0, "\(name): streamed records out of time order")
+        XCTAssertTrue(streamed == found, "\(name): streaming read \(streamed.count) records, holding read \(found.count)")
     }
 }

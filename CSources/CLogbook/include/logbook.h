@@ -659,6 +659,41 @@ typedef struct lb_entry {
 size_t lb_reader_entry_count(const lb_reader *reader);
 int lb_reader_entry(const lb_reader *reader, size_t index, lb_entry *out);
 
+/* ---- Streaming: entries handed out one at a time, memory bounded by a window ---- */
+
+struct lb_site_info;
+
+/* What lb_reader_stream hands out. Records that fail it are skipped before their arguments are
+ * checked or copied; they still count as read (lb_reader_verify's records_found), so verify is
+ * exact only after unfiltered reads. Zero-initialised: every record passes. */
+typedef struct lb_read_filter {
+    uint8_t min_level;          /* lb_level: records below it are skipped; 0 for no bound */
+    uint8_t max_level;          /* records above it are skipped; 0 for no bound */
+    int64_t since_ns;           /* records before this wall time are skipped; 0 for no bound */
+    int64_t until_ns;           /* records at or after this wall time are skipped; 0 for none */
+    /* Asked once per (session, call site, logger) that records name, with the site (NULL when no
+     * meta entry defines it) and the logger's name (NULL when unknown): nonzero keeps their
+     * records. NULL keeps every record. */
+    int (*accept)(void *context, const struct lb_site_info *site, const char *logger_name);
+    void *accept_context;
+} lb_read_filter;
+
+/* Receives one entry; its `args` stay valid until it returns. Nonzero stops the stream. */
+typedef int (*lb_entry_visitor)(void *context, const lb_entry *entry);
+
+/* Reads what is new since the last scan or stream, like lb_reader_scan, but hands each entry to
+ * `visit` in time order instead of holding it: memory is bounded by the chunks that overlap in time
+ * (about one per writing thread), not by the bundle. Returns the number of entries visited, or
+ * -errno when the bundle cannot be read at all. When `visit` stops the stream, the chunks not yet
+ * read are read by the next call; entries of chunks already read that were not visited are not
+ * visited again. Issues, lb_reader_overwritten and lb_reader_verify work as after lb_reader_scan. */
+long lb_reader_stream(lb_reader *reader, const lb_read_filter *filter, lb_entry_visitor visit,
+                      void *context);
+
+/* The most chunks the window held at once, since the reader was opened: what its memory is
+ * bounded by (each holds one chunk image and its entries). */
+size_t lb_reader_window_peak(const lb_reader *reader);
+
 typedef struct lb_site_info {
     uint32_t session;
     uint32_t id;

@@ -535,37 +535,7 @@ int lb_chunk_header_check(const lb_chunk_header *h, uint32_t slot, uint32_t chun
 
 uint32_t lb_chunk_walk(const uint8_t *chunk, uint32_t chunk_size, uint32_t start,
                        lb_walk_visitor visit, void *context, lb_walk_end *end) {
-    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)chunk;
-    const uint16_t tag = (uint16_t)h->sequence;
-    uint32_t off = start < LB_CHUNK_HEADER_SIZE ? LB_CHUNK_HEADER_SIZE : start;
-    *end = LB_WALK_END_CLEAN;
-    if (off & 7u) {
-        *end = LB_WALK_END_INVALID;
-        return off;
-    }
-    while ((uint64_t)off + 8 <= chunk_size) {
-        uint64_t word;
-        memcpy(&word, chunk + off, 8);
-        if (word == 0) return off;
-        uint32_t length = (uint32_t)word;
-        uint16_t record_tag = (uint16_t)(word >> 32);
-        uint8_t kind = (uint8_t)(word >> 48);
-        uint8_t check = (uint8_t)(word >> 56);
-        uint32_t minimum = (kind == LB_RECORD_FULL || kind == LB_RECORD_FIRST)
-                               ? LB_RECORD_FIXED_SIZE
-                               : 9u;
-        if (check != LB_RECORD_CHECK || record_tag != tag || kind < LB_RECORD_FULL ||
-            kind > LB_RECORD_LAST || length < minimum || length > chunk_size - off) {
-            *end = LB_WALK_END_INVALID;
-            return off;
-        }
-        lb_walk_record record = {off, length, kind, chunk + off};
-        if (visit && visit(context, &record) != 0) return off;
-        uint32_t next = off + ((length + 7u) & ~7u);
-        if (next <= off) break;
-        off = next;
-    }
-    return off > chunk_size ? chunk_size : off;
+    return lb_chunk_walk_inline(chunk, chunk_size, start, visit, context, end);
 }
 
 /* ---- meta entry encoding ---- */

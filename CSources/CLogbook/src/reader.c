@@ -102,6 +102,42 @@ typedef struct session_clock {
     int64_t first_wall, last_wall;
 } session_clock;
 
+/* ---- the read window ----
+ * A scan reads chunks in sequence order. The entries of each chunk it walks form a run, in tick
+ * order already (one thread wrote them), whose argument bytes stay in the run's own copy of the
+ * chunk image. Runs wait in a heap until no chunk still to be read can hold an earlier record:
+ * a writer takes a chunk's tick anchor when it claims the chunk, before it writes a record there,
+ * so the anchor bounds the chunk's records from below. The watermark is the least (session,
+ * anchor) of the chunks not read yet and the least (session, ticks) of the large records begun
+ * but not finished; entries below it are handed out in time order and their runs recycled. Memory
+ * is bounded by the chunks that overlap in time (about one per writing thread), not by the
+ * bundle. */
+typedef struct window_run {
+    lb_entry *entries;
+    size_t count, next, capacity;
+    uint64_t head_ticks;         /* key of entries[next], kept here for the heap's comparisons */
+    uint32_t head_session;
+    uint32_t found;              /* records walked into entries, those a filter skipped included */
+    uint64_t serial;             /* arrival order: equal ticks keep it */
+    uint8_t *image;              /* the chunk image the entries' arguments point into */
+    size_t image_capacity;       /* its bytes, less COPY_SLACK */
+    uint8_t **spill;             /* copies of the arguments of reassembled large records */
+    size_t spill_count, spill_capacity;
+} window_run;
+
+/* Time order: sessions one after another, within a session by clock ticks. */
+typedef struct order_key {
+    uint32_t session;
+    uint64_t ticks;
+} order_key;
+
+/* Whether records of (session, site, logger) pass the filter's accept callback: asked once. */
+typedef struct accept_memo {
+    uint32_t session, site;
+    uint16_t logger;
+    uint8_t used, accept;
+} accept_memo;
+
 struct lb_reader {
     char *path;
     int ring_mode;          /* reading a bundle (ring and meta), not only archive files */
@@ -154,9 +190,31 @@ struct lb_reader {
     char *archive_dir;                           /* NULL when reading one file */
     archive_file *archives;
     size_t archive_count, archive_capacity;
+    /* the read window (see window_run) */
+    window_run *run;                             /* the run the chunk being walked fills */
+    window_run **heap;                           /* runs with entries to hand out */
+    size_t heap_count, heap_capacity;
+    window_run **spare;                          /* runs to reuse */
+    size_t spare_count, spare_capacity;
+    uint64_t run_serial;
+    size_t window_peak;                          /* most runs held at once (lb_reader_window_peak) */
+    int run_counts;                              /* the walk that filled r->run counts */
+    order_key *floors;                           /* floors[i]: least key of refs[i..] */
+    size_t floor_capacity;
+    /* the pass under way: where entries go, and what they must pass */
+    lb_entry_visitor visit;
+    void *visit_context;
+    long visited;
+    int stopped;                                 /* the visitor asked to stop */
+    int filtering;
+    lb_read_filter filter;
+    accept_memo *memo;
+    size_t memo_count, memo_capacity;
+    accept_memo *memo_last;
 };
 
 static int grow(void **array, size_t *capacity, size_t need, size_t element);
+static void run_free(window_run *run);
 static const lb_session_info *find_session(const lb_reader *r, uint32_t session);
 
 static void note_anchor(lb_reader *r, const lb_chunk_header *h) {
@@ -501,6 +559,7 @@ static const int8_t arg_value_size[LB_ARG_ERROR + 1] = {
 };
 
 static inline int arg_is_container(uint8_t type) { return type >= LB_ARG_METADATA; }
+static int args_valid_structured(const uint8_t *a, uint32_t n);
 static inline int arg_is_key(uint8_t type) {
     return type == LB_ARG_STRING || type == LB_ARG_STATIC_STRING;
 }
@@ -510,6 +569,29 @@ static inline int arg_is_key(uint8_t type) {
  * ERROR of two strings; pairs start with a string key; containers nest at most LB_ARG_MAX_DEPTH
  * deep and their counts fit in the bytes left). Checked without decoding values. */
 static int args_valid(const uint8_t *a, uint32_t n) {
+    /* The common case first: message arguments of fixed size and strings, nothing nested. */
+    uint32_t at = 0;
+    while (at < n) {
+        uint8_t type = a[at];
+        if (type >= LB_ARG_I8 && type <= LB_ARG_F64) {
+            at += 1u + (uint32_t)arg_value_size[type];
+        } else if (type == LB_ARG_STRING || type == LB_ARG_STATIC_STRING) {
+            uint32_t length;
+            if (n - at < 5) return 0;
+            memcpy(&length, a + at + 1, 4);
+            if (length > n - at - 5) return 0;
+            at += 5u + length;
+        } else if (type == LB_ARG_BOOL && n - at >= 2 && a[at + 1] <= 1) {
+            at += 2;
+        } else {
+            break;  /* anything else (or a bad byte): the full check from the start */
+        }
+    }
+    if (at == n) return 1;
+    return args_valid_structured(a, n);
+}
+
+static int args_valid_structured(const uint8_t *a, uint32_t n) {
     enum { VALUES, PAIRS, ERROR_STRINGS };
     uint64_t left[LB_ARG_MAX_DEPTH + 1];  /* items still expected at each open level */
     uint8_t kind[LB_ARG_MAX_DEPTH + 1];
@@ -581,78 +663,119 @@ typedef struct time_map {
     uint32_t pid;
     uint64_t anchor_ticks;
     int64_t anchor_wall;
-    double ns_per_tick;
+    /* nanoseconds per tick = whole + fraction / 2^64: exact to 2^-64 ns per tick, so that days
+     * of ticks stay within a nanosecond, with one 128-bit multiply per record (no floating point) */
+    uint64_t whole;
+    uint64_t fraction;
 } time_map;
 
 static time_map make_time_map(const lb_reader *r, const lb_chunk_header *h, uint32_t session) {
     const lb_session_info *s = find_session(r, session);
     time_map m = {session, s ? s->pid : 0, s ? s->tick_anchor : h->tick_anchor,
-                  s ? (int64_t)s->wall_anchor_ns : (int64_t)h->wall_anchor_ns, 1.0};
-    if (s) m.ns_per_tick = 1e9 / (double)session_rate(r, session, s->ticks_per_second);
+                  s ? (int64_t)s->wall_anchor_ns : (int64_t)h->wall_anchor_ns, 1, 0};
+    if (s) {
+        uint64_t rate = session_rate(r, session, s->ticks_per_second);
+        if (rate == 0) rate = 1000000000u;  /* a damaged entry: read ticks as nanoseconds */
+        m.whole = 1000000000u / rate;
+        m.fraction = (uint64_t)(((unsigned __int128)(1000000000u % rate) << 64) / rate);
+    }
     return m;
 }
 
-/* Wall time of a tick count. Double keeps sub-nanosecond precision over days of ticks and needs no
- * 128-bit division per record; hostile ticks, anchors or rates saturate instead of overflowing
- * (a regression found by fuzzing under UBSan). */
+/* Wall time of a tick count. Hostile ticks, anchors or rates saturate instead of overflowing (a
+ * regression found by fuzzing under UBSan). */
 static inline int64_t ticks_to_wall(const time_map *map, uint64_t ticks) {
-    double delta = (double)(int64_t)(ticks - map->anchor_ticks) * map->ns_per_tick;
-    if (!(delta > -9.0e18)) delta = -9.0e18;  /* also catches NaN */
-    if (delta > 9.0e18) delta = 9.0e18;
+    __int128 delta = (int64_t)(ticks - map->anchor_ticks);
+    __int128 ns = delta * (__int128)map->whole + ((delta * (__int128)map->fraction) >> 64);
+    if (ns < -(__int128)9000000000000000000) ns = -(__int128)9000000000000000000;
+    if (ns > (__int128)9000000000000000000) ns = (__int128)9000000000000000000;
     int64_t wall;
-    if (__builtin_add_overflow(map->anchor_wall, (int64_t)delta, &wall))
-        wall = delta > 0 ? INT64_MAX : INT64_MIN;
+    if (__builtin_add_overflow(map->anchor_wall, (int64_t)ns, &wall))
+        wall = ns > 0 ? INT64_MAX : INT64_MIN;
     return wall;
 }
 
-/* Builds an entry from a logical record (bytes from the timestamp on). */
+static int accepted(lb_reader *r, uint32_t session, uint32_t site, uint16_t logger);
+static uint8_t *spill_copy(window_run *run, const uint8_t *bytes, size_t length);
+
+/* Builds an entry of the run being filled from a logical record (bytes from the timestamp on), or
+ * skips it when the pass's filter does. `in_image` says whether the bytes are in the run's image
+ * (a record in one piece) or in a reassembled large record (its arguments are copied). */
 static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t file_offset,
                  uint32_t offset,
                  const uint8_t *logical, size_t length, uint32_t thread_id, uint64_t sequence,
                  int fragmented) {
-    uint32_t args_length = length >= LB_RECORD_FIXED_SIZE - 8
-                               ? (uint32_t)(length - (LB_RECORD_FIXED_SIZE - 8))
-                               : 0;
-    const uint8_t *args = logical + (LB_RECORD_FIXED_SIZE - 8);
-    if (length < LB_RECORD_FIXED_SIZE - 8 || !args_valid(args, args_length)) {
+    window_run *run = r->run;
+    if (length < LB_RECORD_FIXED_SIZE - 8) {
         lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
                                     "record arguments do not decode");
         if (issue) issue->records = 1;
         return;
     }
-    if (LB_UNLIKELY(r->entry_count == r->entry_capacity) &&
-        large_grow((void **)&r->entries, &r->entry_capacity, r->entry_count + 1, sizeof(lb_entry)))
+    uint64_t ticks;
+    uint32_t site_id;
+    uint16_t logger_id;
+    memcpy(&ticks, logical, 8);
+    memcpy(&site_id, logical + 8, 4);
+    memcpy(&logger_id, logical + 12, 2);
+    uint8_t level = logical[14];
+    int64_t wall = ticks_to_wall(map, ticks);
+    uint32_t args_length = (uint32_t)(length - (LB_RECORD_FIXED_SIZE - 8));
+    const uint8_t *args = logical + (LB_RECORD_FIXED_SIZE - 8);
+    if (LB_UNLIKELY(map->session != r->known_site_session || site_id != r->known_site_id)) {
+        /* A live writer appends a site to meta before any record names it, but this scan read
+         * meta before the ring: a site registered in between is read now, not reported. */
+        if (!name_find(r->sites, map->session, site_id) && r->meta_fd >= 0 && r->meta_ok) read_meta(r);
+        if (!name_find(r->sites, map->session, site_id)) {
+            add_issue(r, LB_ISSUE_UNKNOWN_SITE, file, file_offset, length + 8,
+                      "record refers to a call site that no meta entry defines");
+        } else {
+            r->known_site_session = map->session;
+            r->known_site_id = site_id;
+        }
+    }
+    if (LB_UNLIKELY(r->filtering)) {
+        const lb_read_filter *f = &r->filter;
+        if ((f->min_level && level < f->min_level && level != 0) || (f->max_level && level > f->max_level) ||
+            (f->since_ns && wall < f->since_ns) || (f->until_ns && wall >= f->until_ns) ||
+            (f->accept && !accepted(r, map->session, site_id, logger_id))) {
+            run->found++;  /* read, not handed out */
+            return;
+        }
+    }
+    if (!args_valid(args, args_length)) {
+        lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
+                                    "record arguments do not decode");
+        if (issue) issue->records = 1;
         return;
-    /* Written in place: the array is the only copy. */
-    lb_entry *e = &r->entries[r->entry_count];
-    memcpy(&e->ticks, logical, 8);
-    memcpy(&e->site_id, logical + 8, 4);
-    memcpy(&e->logger_id, logical + 12, 2);
-    e->level = logical[14];
+    }
+    if (LB_UNLIKELY(run->count == run->capacity)) {
+        size_t cap = run->capacity ? run->capacity * 2 : 256;
+        lb_entry *grown = realloc(run->entries, cap * sizeof *grown);
+        if (!grown) return;
+        run->entries = grown;
+        run->capacity = cap;
+    }
+    if (fragmented) {
+        args = spill_copy(run, args, args_length);
+        if (!args) return;
+    }
+    lb_entry *e = &run->entries[run->count];
+    e->ticks = ticks;
+    e->site_id = site_id;
+    e->logger_id = logger_id;
+    e->level = level;
     e->fragmented = (uint8_t)fragmented;
     e->chunk_sequence = sequence;
     e->chunk_offset = offset;
     e->thread_id = thread_id;
     e->session = map->session;
     e->pid = map->pid;
-    e->wall_ns = ticks_to_wall(map, e->ticks);
-    e->args = arena_copy(r, args, args_length);
+    e->wall_ns = wall;
+    e->args = args;
     e->args_length = args_length;
-    if (!e->args && args_length) return;
-    if (LB_UNLIKELY(e->session != r->known_site_session || e->site_id != r->known_site_id)) {
-        /* A live writer appends a site to meta before any record names it, but this scan read
-         * meta before the ring: a site registered in between is read now, not reported. */
-        if (!name_find(r->sites, e->session, e->site_id) && r->meta_fd >= 0 && r->meta_ok) read_meta(r);
-        if (!name_find(r->sites, e->session, e->site_id)) {
-            add_issue(r, LB_ISSUE_UNKNOWN_SITE, file, file_offset, length + 8,
-                      "record refers to a call site that no meta entry defines");
-        } else {
-            r->known_site_session = e->session;
-            r->known_site_id = e->site_id;
-        }
-    }
-    r->entry_count++;
-    r->emitted++;
+    run->count++;
+    run->found++;
 }
 
 typedef struct walk_context {
@@ -980,6 +1103,13 @@ void lb_reader_close(lb_reader *r) {
     free(r->owned);
     free(r->claims);
     free(r->path);
+    run_free(r->run);
+    for (size_t i = 0; i < r->heap_count; i++) run_free(r->heap[i]);
+    free(r->heap);
+    for (size_t i = 0; i < r->spare_count; i++) run_free(r->spare[i]);
+    free(r->spare);
+    free(r->floors);
+    free(r->memo);
     free(r);
 }
 
@@ -1082,6 +1212,8 @@ typedef struct chunk_ref {
     uint32_t length;   /* archive: bytes of the image */
     uint32_t records;  /* the chunk's record_count: sizes the entry array */
     uint32_t body_crc; /* archive: the frame's CRC-32C of the image */
+    uint32_t session;  /* of its header: with the anchor, the least key its records can have */
+    uint64_t anchor;   /* its tick anchor, taken at claim before any record was written */
 } chunk_ref;
 
 typedef struct ref_list {
@@ -1092,6 +1224,26 @@ typedef struct ref_list {
 static void push_ref(ref_list *list, chunk_ref ref) {
     if (grow((void **)&list->refs, &list->capacity, list->count + 1, sizeof ref) == 0)
         list->refs[list->count++] = ref;
+}
+
+/* The least ticks a record of a chunk can have, from its header and the 16 bytes after it (its
+ * first record's header and timestamp): the tick anchor taken at claim, or the first record's
+ * timestamp when that is earlier (a writer reads the clock, then finds that the record does not fit
+ * and claims a new chunk for it). Only ordering depends on it. */
+typedef struct chunk_start {
+    lb_chunk_header h;
+    uint8_t first[16];
+} chunk_start;
+
+static uint64_t chunk_floor(const chunk_start *start) {
+    uint64_t word, ticks;
+    memcpy(&word, start->first, 8);
+    memcpy(&ticks, start->first + 8, 8);
+    uint8_t kind = (uint8_t)(word >> 48);
+    if ((uint8_t)(word >> 56) == LB_RECORD_CHECK && (kind == LB_RECORD_FULL || kind == LB_RECORD_FIRST) &&
+        ticks < start->h.tick_anchor)
+        return ticks;
+    return start->h.tick_anchor;
 }
 
 /* Oldest first, so that the fragments of a large record arrive in order; archived copies (in file
@@ -1287,8 +1439,10 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         if (head.kind == LB_ARCHIVE_FRAME_META) {
             archive_meta_frame(r, f, &head);
         } else if (head.kind == LB_ARCHIVE_FRAME_CHUNK) {
-            lb_chunk_header h;
-            if (lb_pread_full(f->fd, &h, sizeof h, body) != (ssize_t)sizeof h) return;
+            chunk_start start = {0};
+            size_t want = head.length >= sizeof start ? sizeof start : sizeof start.h;
+            if (lb_pread_full(f->fd, &start, want, body) != (ssize_t)want) return;
+            const lb_chunk_header h = start.h;
             if (lb_chunk_header_check(&h, (uint32_t)(h.sequence % f->chunk_count), f->chunk_count) != 0) {
                 add_issue(r, LB_ISSUE_CORRUPT, label, body, head.length,
                           "archived chunk header is not valid");
@@ -1304,7 +1458,8 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
                 }
                 if (!seen || (!seen->broken && seen->offset < head.length))
                     push_ref(refs, (chunk_ref){h.sequence, (int32_t)index, 0, body, head.length,
-                                               atomic_load(&h.record_count), head.body_crc});
+                                               atomic_load(&h.record_count), head.body_crc,
+                                               h.session, chunk_floor(&start)});
             }
         } else if (head.kind == LB_ARCHIVE_FRAME_END) {
             lb_archive_end end;
@@ -1322,24 +1477,24 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
     }
 }
 
-/* Walks a chunk copied into r->chunk (image_length bytes) from where earlier scans stopped. Once
+/* Walks a chunk copied into the image of r->run (image_length bytes) from where earlier scans stopped. Once
  * the chunk is complete (sealed in the ring, or an archived image) its walk must reach its
  * `committed` end and find its `record_count` records: what it does not find is reported with
  * the number of records lost. */
 static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size, const char *file,
                        uint64_t file_offset, int complete, size_t *entry_mark, size_t *issue_mark,
                        size_t *pending_mark, uint32_t *stop, int *corrupt, uint32_t *records) {
-    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
+    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->run->image;
     seen_chunk *seen = seen_find(r, h->sequence);
     uint32_t start = seen ? seen->offset : LB_CHUNK_HEADER_SIZE;
     uint32_t before = seen ? seen->records : 0;
-    *entry_mark = r->entry_count;
+    *entry_mark = r->run->found;
     *issue_mark = r->issue_count;
     *pending_mark = r->pending_count;
     walk_context w = {r, h, make_time_map(r, h, h->session), file, file_offset, chunk_size, 0,
                       NULL, 0, 0};
     lb_walk_end end;
-    *stop = lb_chunk_walk(r->chunk, image_length, start, walk_visit, &w, &end);
+    *stop = lb_chunk_walk_inline(r->run->image, image_length, start, walk_visit, &w, &end);
     if (end == LB_WALK_END_INVALID && !w.corrupt) {
         w.corrupt_issue = add_issue(r, LB_ISSUE_CORRUPT, file, file_offset + *stop,
                                     image_length - *stop, "record header is not valid for its chunk");
@@ -1384,7 +1539,7 @@ static void note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32
                       uint32_t records, int corrupt, int archived, int active) {
     seen_chunk *seen = seen_add(r, sequence);
     if (!seen) return;
-    uint32_t shown = (uint32_t)(r->entry_count - entry_mark);
+    uint32_t shown = r->run->found - (uint32_t)entry_mark;
     r->unshown += (records - seen->records) - shown;
     seen->offset = stop;
     seen->records = records;
@@ -1401,11 +1556,12 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
     *walked = 0;
     seen_chunk *seen = seen_find(r, ref->sequence);
     if (seen && (seen->broken || seen->offset >= ref->length)) return;  /* the ring had it */
-    if (f->fd < 0 || lb_pread_full(f->fd, r->chunk, ref->length, ref->offset) != (ssize_t)ref->length)
+    uint8_t *image = r->run->image;
+    if (f->fd < 0 || lb_pread_full(f->fd, image, ref->length, ref->offset) != (ssize_t)ref->length)
         return;
-    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
+    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)image;
     if (h->sequence != ref->sequence) return;
-    if (lb_crc32c(0, r->chunk, ref->length) != ref->body_crc) {
+    if (lb_crc32c(0, image, ref->length) != ref->body_crc) {
         if (intact_copy_follows) {
             add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length, 0,
                        "chunk %llu fails its checksum; its records are read from another copy",
@@ -1423,6 +1579,7 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
                &issues, &pending, &stop, &corrupt, &records);
     drop_consumed_pending(r);
     note_walk(r, ref->sequence, entries, stop, records, corrupt, 1, 0);
+    r->run_counts = 1;
     *walked = 1;
 }
 
@@ -1463,9 +1620,10 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
         }
     }
     for (uint32_t slot = 0; slot < present; slot++) {
-        lb_chunk_header h;
+        chunk_start start;
         uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * size;
-        if (lb_pread_full(r->ring_fd, &h, sizeof h, at) != (ssize_t)sizeof h) continue;
+        if (lb_pread_full(r->ring_fd, &start, sizeof start, at) != (ssize_t)sizeof start) continue;
+        const lb_chunk_header h = start.h;
         int check = lb_chunk_header_check(&h, slot, count);
         slot_progress *p = &r->progress[slot];
         if (check == -1) {
@@ -1504,7 +1662,8 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
             seen->claim_noted = 1;
         }
         if (seen && (seen->broken || atomic_load(&h.committed) <= seen->offset)) continue;
-        push_ref(refs, (chunk_ref){h.sequence, -1, slot, 0, 0, atomic_load(&h.record_count), 0});
+        push_ref(refs, (chunk_ref){h.sequence, -1, slot, 0, 0, atomic_load(&h.record_count), 0,
+                                   h.session, chunk_floor(&start)});
     }
     return 0;
 }
@@ -1516,9 +1675,9 @@ static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)ref->slot * size;
     seen_chunk *seen = seen_find(r, ref->sequence);
     if (seen && seen->broken) return 0;
-    ssize_t n = lb_pread_full(r->ring_fd, r->chunk, size, at);
+    ssize_t n = lb_pread_full(r->ring_fd, r->run->image, size, at);
     if (n != (ssize_t)size) return 0;
-    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->chunk;
+    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->run->image;
     int check = lb_chunk_header_check(h, ref->slot, count);
     if ((check != 0 && !(check == 2 && claiming_chunk_complete(h, ref->slot, count))) ||
         h->sequence != ref->sequence)
@@ -1541,7 +1700,7 @@ static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     if (lb_pread_full(r->ring_fd, &again, sizeof again, at) != (ssize_t)sizeof again ||
         again.sequence != ref->sequence ||
         (atomic_load(&again.state) == LB_CHUNK_CLAIMING && state != LB_CHUNK_CLAIMING)) {
-        r->entry_count = entry_mark;
+        (void)entry_mark;  /* the run is discarded: r->run_counts stays 0 */
         r->issue_count = issue_mark;
         while (r->pending_count > pending_mark) drop_pending(r, &r->pending[r->pending_count - 1]);
         for (size_t i = 0; i < saved_count && i < r->pending_count; i++) {
@@ -1555,6 +1714,7 @@ static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     free(saved);
     drop_consumed_pending(r);
     note_walk(r, ref->sequence, entry_mark, stop, records, corrupt, 0, !complete);
+    r->run_counts = 1;
     return 0;
 }
 
@@ -1579,7 +1739,7 @@ static int heap_before(const lb_entry *entries, const run_cursor *x, const run_c
     return entry_before(&entries[x->next], x->next, &entries[y->next], y->next);
 }
 
-static void heap_down(const lb_entry *entries, run_cursor *heap, size_t count, size_t at) {
+static void cursor_heap_down(const lb_entry *entries, run_cursor *heap, size_t count, size_t at) {
     for (;;) {
         size_t smallest = at, left = 2 * at + 1, right = left + 1;
         if (left < count && heap_before(entries, &heap[left], &heap[smallest])) smallest = left;
@@ -1610,11 +1770,11 @@ static int order_entries(const lb_entry *entries, uint32_t *order, size_t first,
             start = i;
         }
     }
-    for (size_t i = heap_count; i-- > 0;) heap_down(entries, heap, heap_count, i);
+    for (size_t i = heap_count; i-- > 0;) cursor_heap_down(entries, heap, heap_count, i);
     for (size_t out = first; heap_count > 0; out++) {
         order[out] = (uint32_t)heap[0].next++;
         if (heap[0].next == heap[0].end) heap[0] = heap[--heap_count];
-        heap_down(entries, heap, heap_count, 0);
+        cursor_heap_down(entries, heap, heap_count, 0);
     }
     free(heap);
     return 0;
@@ -1645,8 +1805,216 @@ static void adopt_archive_geometry(lb_reader *r) {
     }
 }
 
-long lb_reader_scan(lb_reader *r) {
-    if (!r) return -EINVAL;
+/* ---- the read window (see window_run) ---- */
+static int key_before(uint32_t session_a, uint64_t ticks_a, uint32_t session_b, uint64_t ticks_b) {
+    return session_a != session_b ? session_a < session_b : ticks_a < ticks_b;
+}
+
+static uint8_t *spill_copy(window_run *run, const uint8_t *bytes, size_t length) {
+    if (grow((void **)&run->spill, &run->spill_capacity, run->spill_count + 1, sizeof *run->spill))
+        return NULL;
+    uint8_t *copy = malloc(length + COPY_SLACK);
+    if (!copy) return NULL;
+    memcpy(copy, bytes, length);
+    run->spill[run->spill_count++] = copy;
+    return copy;
+}
+
+static void run_clear(window_run *run) {
+    for (size_t i = 0; i < run->spill_count; i++) free(run->spill[i]);
+    run->spill_count = 0;
+    run->count = run->next = 0;
+    run->found = 0;
+}
+
+static void run_free(window_run *run) {
+    if (!run) return;
+    run_clear(run);
+    free(run->spill);
+    free(run->entries);
+    free(run->image);
+    free(run);
+}
+
+/* A run to fill, its image as large as the largest chunk met so far. */
+static window_run *run_acquire(lb_reader *r) {
+    window_run *run = r->spare_count ? r->spare[--r->spare_count] : calloc(1, sizeof *run);
+    if (!run) return NULL;
+    if (run->image_capacity < r->chunk_capacity) {
+        uint8_t *image = realloc(run->image, r->chunk_capacity + COPY_SLACK);
+        if (!image) {
+            run_free(run);
+            return NULL;
+        }
+        run->image = image;
+        run->image_capacity = r->chunk_capacity;
+    }
+    run->serial = ++r->run_serial;
+    return run;
+}
+
+/* Up to 16 runs are kept for reuse: a window rarely holds more (one per thread writing at once). */
+static void run_release(lb_reader *r, window_run *run) {
+    run_clear(run);
+    if (r->spare_count < 16 &&
+        grow((void **)&r->spare, &r->spare_capacity, r->spare_count + 1, sizeof *r->spare) == 0)
+        r->spare[r->spare_count++] = run;
+    else
+        run_free(run);
+}
+
+static inline int run_before(const window_run *x, const window_run *y) {
+    if (x->head_session != y->head_session) return x->head_session < y->head_session;
+    if (x->head_ticks != y->head_ticks) return x->head_ticks < y->head_ticks;
+    return x->serial < y->serial;
+}
+
+static inline void run_head(window_run *run) {
+    run->head_ticks = run->entries[run->next].ticks;
+    run->head_session = run->entries[run->next].session;
+}
+
+static void heap_down(window_run **heap, size_t count, size_t at) {
+    for (;;) {
+        size_t least = at, left = 2 * at + 1, right = left + 1;
+        if (left < count && run_before(heap[left], heap[least])) least = left;
+        if (right < count && run_before(heap[right], heap[least])) least = right;
+        if (least == at) return;
+        window_run *swap = heap[at];
+        heap[at] = heap[least];
+        heap[least] = swap;
+        at = least;
+    }
+}
+
+static int heap_push(lb_reader *r, window_run *run) {
+    if (grow((void **)&r->heap, &r->heap_capacity, r->heap_count + 1, sizeof *r->heap)) return -ENOMEM;
+    run_head(run);
+    size_t at = r->heap_count++;
+    if (r->heap_count > r->window_peak) r->window_peak = r->heap_count;
+    r->heap[at] = run;
+    while (at > 0) {
+        size_t parent = (at - 1) / 2;
+        if (!run_before(r->heap[at], r->heap[parent])) break;
+        window_run *swap = r->heap[at];
+        r->heap[at] = r->heap[parent];
+        r->heap[parent] = swap;
+        at = parent;
+    }
+    return 0;
+}
+
+/* The walk of r->run is over: when it counts, its entries join the window. */
+static void finish_run(lb_reader *r) {
+    window_run *run = r->run;
+    r->run = NULL;
+    if (!run) return;
+    if (r->run_counts) r->emitted += run->found;
+    if (r->run_counts && run->count && heap_push(r, run) == 0) return;
+    run_release(r, run);
+}
+
+/* Hands out, in time order, the entries held before `floor` (all of them when it is NULL). */
+static void drain(lb_reader *r, const order_key *floor) {
+    const lb_entry_visitor visit = r->visit;
+    void *const context = r->visit_context;
+    while (r->heap_count && !r->stopped) {
+        window_run *top = r->heap[0];
+        if (floor && !key_before(top->head_session, top->head_ticks, floor->session, floor->ticks))
+            return;
+        r->visited++;
+        if (visit(context, &top->entries[top->next])) r->stopped = 1;
+        if (++top->next == top->count) {
+            r->heap[0] = r->heap[--r->heap_count];
+            run_release(r, top);
+        } else {
+            run_head(top);
+        }
+        if (r->heap_count > 1) heap_down(r->heap, r->heap_count, 0);
+    }
+}
+
+/* floors[i] = the least (session, anchor) of refs[i..]; floors[count] is past every key. */
+static int compute_floors(lb_reader *r, const ref_list *refs) {
+    if (grow((void **)&r->floors, &r->floor_capacity, refs->count + 1, sizeof *r->floors))
+        return -ENOMEM;
+    order_key least = {UINT32_MAX, UINT64_MAX};
+    r->floors[refs->count] = least;
+    for (size_t i = refs->count; i-- > 0;) {
+        const chunk_ref *ref = &refs->refs[i];
+        if (key_before(ref->session, ref->anchor, least.session, least.ticks))
+            least = (order_key){ref->session, ref->anchor};
+        r->floors[i] = least;
+    }
+    return 0;
+}
+
+/* The watermark after refs[0..next) were read: the floor of the rest and of the large records
+ * begun but not finished (their entries take the first fragment's ticks). */
+static order_key watermark(const lb_reader *r, size_t next) {
+    order_key w = r->floors[next];
+    for (size_t i = 0; i < r->pending_count; i++) {
+        const pending_record *p = &r->pending[i];
+        uint64_t ticks;
+        if (p->consumed || p->length < 8) continue;
+        memcpy(&ticks, p->bytes, 8);
+        if (key_before(p->session, ticks, w.session, w.ticks)) w = (order_key){p->session, ticks};
+    }
+    return w;
+}
+
+static int accepted(lb_reader *r, uint32_t session, uint32_t site, uint16_t logger) {
+    accept_memo *m = r->memo_last;
+    if (m && m->session == session && m->site == site && m->logger == logger) return m->accept;
+    if ((r->memo_count + 1) * 2 > r->memo_capacity) {
+        size_t capacity = r->memo_capacity ? r->memo_capacity * 2 : 64;
+        accept_memo *table = calloc(capacity, sizeof *table);
+        if (!table) return 1;
+        for (size_t i = 0; i < r->memo_capacity; i++) {
+            if (!r->memo[i].used) continue;
+            const accept_memo *old = &r->memo[i];
+            size_t at = (old->session * 2654435761u ^ old->site * 40503u ^ old->logger) & (capacity - 1);
+            while (table[at].used) at = (at + 1) & (capacity - 1);
+            table[at] = *old;
+        }
+        free(r->memo);
+        r->memo = table;
+        r->memo_capacity = capacity;
+    }
+    size_t mask = r->memo_capacity - 1;
+    size_t at = (session * 2654435761u ^ site * 40503u ^ logger) & mask;
+    while (r->memo[at].used &&
+           !(r->memo[at].session == session && r->memo[at].site == site && r->memo[at].logger == logger))
+        at = (at + 1) & mask;
+    m = &r->memo[at];
+    if (!m->used) {
+        const name_entry *s = name_find(r->sites, session, site);
+        const name_entry *l = name_find(r->loggers, session, logger);
+        *m = (accept_memo){session, site, logger, 1, 0};
+        m->accept = r->filter.accept(r->filter.accept_context, s ? &s->site : NULL,
+                                     l ? l->name : NULL) != 0;
+        r->memo_count++;
+    }
+    r->memo_last = m;
+    return m->accept;
+}
+
+/* lb_reader_scan's visitor: the entry and its arguments are kept. */
+static int hold_entry(void *context, const lb_entry *entry) {
+    lb_reader *r = context;
+    if (LB_UNLIKELY(r->entry_count == r->entry_capacity) &&
+        large_grow((void **)&r->entries, &r->entry_capacity, r->entry_count + 1, sizeof(lb_entry)))
+        return 0;
+    lb_entry *e = &r->entries[r->entry_count];
+    *e = *entry;
+    e->args = arena_copy(r, entry->args, entry->args_length);
+    if (!e->args && entry->args_length) return 0;
+    r->entry_count++;
+    return 0;
+}
+
+/* One pass over what is new: chunks in sequence order, through the window to r->visit. */
+static long read_pass(lb_reader *r) {
     if (r->ring_mode) {
         if (!r->open_reported) {
             r->open_reported = 1;
@@ -1713,24 +2081,38 @@ long lb_reader_scan(lb_reader *r) {
     }
     if (refs.count) qsort(refs.refs, refs.count, sizeof *refs.refs, compare_refs);
 
-    /* Reserve the entries the chunks say they hold (a damaged count only costs a later grow). */
-    size_t most = r->entry_count + 16;
-    for (size_t i = 0; i < refs.count; i++) {
-        uint32_t cap = (refs.refs[i].source < 0 ? r->header.chunk_size : refs.refs[i].length) /
-                       LB_RECORD_FIXED_SIZE;
-        most += refs.refs[i].records < cap ? refs.refs[i].records : cap;
+    if (r->visit == hold_entry) {
+        /* Reserve the entries the chunks say they hold (a damaged count only costs a grow). */
+        size_t most = r->entry_count + 16;
+        for (size_t i = 0; i < refs.count; i++) {
+            uint32_t cap = (refs.refs[i].source < 0 ? r->header.chunk_size : refs.refs[i].length) /
+                           LB_RECORD_FIXED_SIZE;
+            most += refs.refs[i].records < cap ? refs.refs[i].records : cap;
+        }
+        if (most > r->entry_capacity &&
+            large_grow((void **)&r->entries, &r->entry_capacity, most, sizeof(lb_entry))) {
+            free(refs.refs);
+            return -ENOMEM;
+        }
     }
-    if (most > r->entry_capacity &&
-        large_grow((void **)&r->entries, &r->entry_capacity, most, sizeof(lb_entry))) {
+    if (compute_floors(r, &refs)) {
         free(refs.refs);
         return -ENOMEM;
     }
-    size_t first_new = r->entry_count;
+    long failure = 0;
     uint64_t read_from_archive = 0;  /* the sequence whose archived copy was read last */
-    for (size_t i = 0; i < refs.count; i++) {
+    for (size_t i = 0; i < refs.count && !r->stopped; i++) {
         const chunk_ref *ref = &refs.refs[i];
         if (ref->source < 0) {
-            if (read_ring_chunk(r, ref)) {
+            r->run = run_acquire(r);
+            if (!r->run) {
+                failure = -ENOMEM;
+                break;
+            }
+            r->run_counts = 0;
+            int left = read_ring_chunk(r, ref);
+            finish_run(r);
+            if (left) {
                 /* It left the ring while this scan ran, so it was archived meanwhile: list the
                  * archive files again and read it (and whatever else they now hold) in order. */
                 size_t listed = refs.count;
@@ -1738,7 +2120,13 @@ long lb_reader_scan(lb_reader *r) {
                 for (size_t k = 0; k < r->archive_count; k++) collect_archive(r, k, &refs);
                 if (refs.count > listed)
                     qsort(refs.refs + i + 1, refs.count - i - 1, sizeof *refs.refs, compare_refs);
+                if (compute_floors(r, &refs)) {
+                    failure = -ENOMEM;
+                    break;
+                }
             }
+            order_key w = watermark(r, i + 1);
+            drain(r, &w);
             continue;
         }
         if (read_from_archive == ref->sequence) {
@@ -1755,8 +2143,17 @@ long lb_reader_scan(lb_reader *r) {
         }
         int follows = i + 1 < refs.count && refs.refs[i + 1].sequence == ref->sequence;
         int walked;
+        r->run = run_acquire(r);
+        if (!r->run) {
+            failure = -ENOMEM;
+            break;
+        }
+        r->run_counts = 0;
         read_archived_chunk(r, ref, follows, &walked);
+        finish_run(r);
         if (walked) read_from_archive = ref->sequence;
+        order_key w = watermark(r, i + 1);
+        drain(r, &w);
     }
     free(refs.refs);
     for (size_t i = 0; i < r->archive_count; i++) {
@@ -1776,10 +2173,49 @@ long lb_reader_scan(lb_reader *r) {
             drop_pending(r, p);
         }
     }
+    drain(r, NULL);
+    /* Stopped by the visitor: what the window still holds is not handed out. */
+    while (r->heap_count) run_release(r, r->heap[--r->heap_count]);
+    return failure ? failure : r->visited;
+}
+
+static long stream(lb_reader *r, const lb_read_filter *filter, lb_entry_visitor visit, void *context) {
+    r->visit = visit;
+    r->visit_context = context;
+    r->visited = 0;
+    r->stopped = 0;
+    static const lb_read_filter none;
+    r->filter = filter ? *filter : none;
+    r->filtering = r->filter.min_level || r->filter.max_level || r->filter.since_ns ||
+                   r->filter.until_ns || r->filter.accept;
+    free(r->memo);  /* a new filter asks again */
+    r->memo = NULL;
+    r->memo_count = r->memo_capacity = 0;
+    r->memo_last = NULL;
+    long rc = read_pass(r);
+    r->visit = NULL;
+    r->filtering = 0;
+    return rc;
+}
+
+long lb_reader_stream(lb_reader *r, const lb_read_filter *filter, lb_entry_visitor visit,
+                      void *context) {
+    if (!r || !visit) return -EINVAL;
+    return stream(r, filter, visit, context);
+}
+
+size_t lb_reader_window_peak(const lb_reader *r) { return r ? r->window_peak : 0; }
+
+long lb_reader_scan(lb_reader *r) {
+    if (!r) return -EINVAL;
+    size_t first_new = r->entry_count;
+    long rc = stream(r, NULL, hold_entry, r);
+    if (rc < 0) return rc;
     size_t added = r->entry_count - first_new;
     if (r->entry_count > UINT32_MAX) return -EOVERFLOW;
     if (large_grow((void **)&r->order, &r->order_capacity, r->entry_count, sizeof *r->order))
         return -ENOMEM;
+    /* The window hands entries out in order; a chunk whose anchor is damaged may not be. */
     if (order_entries(r->entries, r->order, first_new, r->entry_count)) return -ENOMEM;
     return (long)added;
 }

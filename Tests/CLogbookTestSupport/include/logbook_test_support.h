@@ -50,10 +50,14 @@ typedef struct lb_test_check {
     long dropped_found;  /* records whose commit failed, found anyway */
     long missing;        /* records committed (not dropped) that were not read */
     long issues, failures;
-    long scan_result;    /* lb_reader_scan's result */
+    long scan_result;    /* lb_reader_scan's (or lb_reader_stream's) result */
+    long out_of_order;   /* entries before the one read just before them (session, ticks) */
 } lb_test_check;
 
 int lb_test_check_shaped_bundle(const char *path, uint32_t chunk_size, uint32_t threads,
+                                uint64_t per_thread, const uint8_t *dropped, lb_test_check *out);
+/* The same check, reading with lb_reader_stream. */
+int lb_test_check_shaped_stream(const char *path, uint32_t chunk_size, uint32_t threads,
                                 uint64_t per_thread, const uint8_t *dropped, lb_test_check *out);
 
 /* ---- forked children ---- */
