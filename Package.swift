@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "LogbookUpload", targets: ["LogbookUpload"]),
         .library(name: "LogbookExport", targets: ["LogbookExport"]),
         .library(name: "LogbookCache", targets: ["LogbookCache"]),
+        .library(name: "LogbookStatistics", targets: ["LogbookStatistics"]),
         .library(name: "CLogbookCache", targets: ["CLogbookCache"]),
         .executable(name: "logbook", targets: ["LogbookCLI"]),
         .executable(name: "logbook-demo", targets: ["LogbookDemo"]),
@@ -49,9 +50,11 @@ let package = Package(
         // Export to log pipelines (OTLP/HTTP, syslog), delivered through LogbookUpload's RetryPolicy.
         .target(name: "CLogbookGzip", path: "CSources/CLogbookGzip", linkerSettings: [.linkedLibrary("z")]),
         .target(name: "LogbookExport", dependencies: ["Logbook", "CLogbook", "LogbookUpload", "CLogbookGzip"]),
+        // Statistics over typed arguments (percentiles per call site) and the HTML report.
+        .target(name: "LogbookStatistics", dependencies: ["Logbook"]),
         .executableTarget(
             name: "LogbookCLI",
-            dependencies: ["Logbook", "LogbookUpload", "LogbookExport", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Logbook", "LogbookUpload", "LogbookExport", "LogbookStatistics", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         .executableTarget(name: "LogbookDemo", dependencies: ["Logbook"]),
         .target(name: "CLogbookTestSupport", dependencies: ["CLogbook", "CLogbookArchive"], path: "Tests/CLogbookTestSupport"),
@@ -59,7 +62,7 @@ let package = Package(
             name: "LogbookTests",
             dependencies: [
                 "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookLogging", "LogbookTesting", "LogbookUpload", "LogbookCache", "LogbookExport",
-                .product(name: "Logging", package: "swift-log"),
+                "LogbookStatistics", .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ]

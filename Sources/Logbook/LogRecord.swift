@@ -56,15 +56,18 @@ public struct LogRecord {
     /// Calls `body` with each numeric argument of the message (integers of every width and
     /// floating-point values; not booleans, strings, redacted values or metadata), with its
     /// position among all the message's arguments. Allocates nothing.
-    @inlinable
-    public func forEachNumber(_ body: (_ position: Int, _ type: LogArgumentType, _ value: Number) throws -> Void) rethrows {
+    /// - Returns: whether metadata or an error follows the message's arguments.
+    @inlinable @discardableResult
+    public func forEachNumber(_ body: (_ position: Int, _ type: LogArgumentType, _ value: Number) throws -> Void) rethrows
+        -> Bool
+    {
         let args = raw.pointee.args
         let length = raw.pointee.args_length
         var offset: UInt32 = 0
         var arg = lb_arg()
         var position = 0
         while lb_arg_next(args, length, &offset, &arg) == 1 {
-            guard arg.type < UInt8(LB_ARG_METADATA.rawValue) else { return }  // the record's tail
+            guard arg.type < UInt8(LB_ARG_METADATA.rawValue) else { return true }  // the record's tail
             if let type = LogArgumentType(rawValue: arg.type) {
                 switch type {
                 case .int8, .int16, .int32, .int64, .int: try body(position, type, .signed(arg.value.i))
@@ -75,7 +78,34 @@ public struct LogRecord {
             }
             position += 1
         }
+        return false
     }
+
+    /// Whether an error is attached (`log.error("…", error: e)`). Walks the arguments.
+    public var hasError: Bool {
+        var offset: UInt32 = 0
+        var arg = lb_arg()
+        var open = 0  // items still to come in the containers being walked
+        while lb_arg_next(raw.pointee.args, raw.pointee.args_length, &offset, &arg) == 1 {
+            let topLevel = open == 0
+            if !topLevel { open -= 1 }
+            switch Int32(arg.type) {
+            case Int32(LB_ARG_ERROR.rawValue):
+                if topLevel { return true }
+                open += Int(arg.value.u)
+            case Int32(LB_ARG_METADATA.rawValue), Int32(LB_ARG_MAP.rawValue): open += 2 * Int(arg.value.u)
+            case Int32(LB_ARG_LIST.rawValue): open += Int(arg.value.u)
+            default: break
+            }
+        }
+        return false
+    }
+
+    /// The call site within the reader (its session and number): records of one call site of one
+    /// process have the same key. `UInt64.max` never occurs.
+    public var siteKey: UInt64 { UInt64(raw.pointee.session) << 32 | UInt64(raw.pointee.site_id) }
+    /// The logger within the reader (its session and number).
+    public var loggerKey: UInt64 { UInt64(raw.pointee.session) << 32 | UInt64(raw.pointee.logger_id) }
 }
 
 extension LogReader {

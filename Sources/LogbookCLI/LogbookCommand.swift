@@ -10,8 +10,8 @@ import Musl
 struct LogbookCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "logbook",
-        abstract: "Read Logbook bundles: show entries as text or JSON, follow a live writer, verify, inspect, upload.",
-        subcommands: [Show.self, Verify.self, Info.self, Upload.self, Export.self],
+        abstract: "Read Logbook bundles: show entries as text or JSON, follow a live writer, statistics and an HTML report, verify, inspect, upload, export.",
+        subcommands: [Show.self, Stats.self, Report.self, Verify.self, Info.self, Upload.self, Export.self],
         defaultSubcommand: Show.self)
 }
 
@@ -86,18 +86,9 @@ func parseTime(_ text: String, option: String) throws -> Int64 {
     throw ValidationError("\(option) takes an RFC 3339 time (2026-11-21T08:00:00Z) or a duration before now (90s, 15m, 2h, 1d), not '\(escapingControlCharacters(text))'")
 }
 
-struct Show: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print the entries of a bundle in time order.")
-
-    @Argument(help: bundleArgumentHelp)
-    var bundle: String
-
-    @Flag(help: "One JSON object per line.")
-    var json = false
-
-    @Flag(name: [.short, .long], help: "Keep printing new entries of a running writer until interrupted.")
-    var follow = false
-
+/// The records a command reads: loggers, level and time, decided by the C reader before a record
+/// is decoded (a record of an unknown level passes a minimum as if it were critical).
+struct RecordSelection: ParsableArguments {
     @Option(help: "Only these loggers (a name, or a prefix before a dot: 'net' matches 'net.http'). Repeatable.")
     var logger: [String] = []
 
@@ -110,6 +101,34 @@ struct Show: ParsableCommand {
     @Option(help: "Only entries before this time (RFC 3339, or a duration before now).")
     var until: String?
 
+    func filter() throws -> LogReader.Filter {
+        var minimum: LogLevel?
+        if let level {
+            guard let parsed = LogLevel(name: level) else {
+                throw ValidationError("--level takes trace, debug, info, notice, warning, error or critical, not '\(escapingControlCharacters(level))'")
+            }
+            minimum = parsed
+        }
+        return LogReader.Filter(
+            minimumLevel: minimum, sinceNanoseconds: try since.map { try parseTime($0, option: "--since") },
+            untilNanoseconds: try until.map { try parseTime($0, option: "--until") }, loggers: logger)
+    }
+}
+
+struct Show: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Print the entries of a bundle in time order.")
+
+    @Argument(help: bundleArgumentHelp)
+    var bundle: String
+
+    @Flag(help: "One JSON object per line.")
+    var json = false
+
+    @Flag(name: [.short, .long], help: "Keep printing new entries of a running writer until interrupted.")
+    var follow = false
+
+    @OptionGroup var selection: RecordSelection
+
     @Option(help: "Only entries whose message matches this regular expression.")
     var grep: String?
 
@@ -120,17 +139,7 @@ struct Show: ParsableCommand {
     var interval: Double = 0.2
 
     func run() throws {
-        let minimum: LogLevel?
-        if let level {
-            guard let parsed = LogLevel(name: level) else {
-                throw ValidationError("--level takes trace, debug, info, notice, warning, error or critical, not '\(escapingControlCharacters(level))'")
-            }
-            minimum = parsed
-        } else {
-            minimum = nil
-        }
-        let sinceNanoseconds = try since.map { try parseTime($0, option: "--since") }
-        let untilNanoseconds = try until.map { try parseTime($0, option: "--until") }
+        let filter = try selection.filter()
         let pattern: Regex<AnyRegexOutput>?
         do { pattern = try grep.map { try Regex($0) } } catch {
             throw ValidationError("--grep: not a valid regular expression: \(escapingControlCharacters("\(error)"))")
@@ -139,11 +148,6 @@ struct Show: ParsableCommand {
         do { reader = try LogReader(path: bundle) } catch { fail("\(error)") }
 
         var output = Output()
-        // Level, time and logger are decided by the C reader, before a record is decoded; a
-        // record of an unknown level passes a minimum as if it were critical.
-        let filter = LogReader.Filter(
-            minimumLevel: minimum, sinceNanoseconds: sinceNanoseconds, untilNanoseconds: untilNanoseconds,
-            loggers: logger)
         let format: LineRenderer.Format = json ? .json : .text(includeSource: source)
         let emit: (LogRecord) -> Void
         if let pattern {
