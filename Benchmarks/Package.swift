@@ -69,6 +69,15 @@ let package = Package(
                 .product(name: "LogbookExport", package: logbookPackage),
             ]
         ),
+        // The read side (issue 15, read.sh): streaming, rendering and statistics, records/s.
+        .executableTarget(
+            name: "ReadBench",
+            dependencies: [
+                .product(name: "Logbook", package: logbookPackage),
+                .product(name: "CLogbook", package: logbookPackage),
+                .product(name: "LogbookStatistics", package: logbookPackage),
+            ]
+        ),
         .testTarget(
             name: "PureSwiftLogbookTests",
             dependencies: ["PureSwiftLogbook", .product(name: "Logbook", package: logbookPackage)]

@@ -75,6 +75,7 @@ final class SiteStyle {
         renderer.appendLiteral(" thread ")
         textSource = Self.copy(renderer.bytes)
         renderer.removeAll()
+        renderer.appendLiteral(#"],"metadata":{}"#)
         if let source = site.source {
             renderer.appendLiteral(#","source":"#)
             renderer.appendJSONString(source)
@@ -123,10 +124,15 @@ final class RecordScratch {
     private var lastReader: ObjectIdentifier?
     /// The date and time of day of the last second written ("2026-11-24T08:00:00.").
     private var second = Int64.min
-    private var secondPrefix = [UInt8](repeating: 0, count: 20)
+    private let secondPrefix = UnsafeMutablePointer<UInt8>.allocate(capacity: 20)
 
     init() { line = .allocate(capacity: capacity) }
-    deinit { line.deallocate() }
+    deinit {
+        line.deallocate()
+        lastDoubleText.deallocate()
+        secondPrefix.deallocate()
+        threadEnd.deallocate()
+    }
 
     private func forget(unless reader: LogReader) {
         // Site and logger numbers belong to a reader's bundle.
@@ -207,9 +213,7 @@ final class RecordScratch {
         if json {
             out.put(#"{"time":""#)
             timestamp(wall, &out)
-            out.put(#"","level":""#)
-            out.put(LogLevel(rawValue: raw.pointee.level)!.staticName)
-            out.put(#"","logger":"#)
+            out.put(Self.jsonLevel(raw.pointee.level))
             out.put(logger.json)
             out.put(#","message":""#)
             guard message(raw, site.json, site.jsonEnds, site.placeholders, json: true, &out) else { return nil }
@@ -219,18 +223,24 @@ final class RecordScratch {
             while lb_arg_next(raw.pointee.args, raw.pointee.args_length, &offset, &arg) == 1 {
                 if !first { out.put(44) }
                 first = false
-                out.put(#"{"type":""#)
-                out.put(LogArgumentType(rawValue: arg.type)!.staticName)
-                out.put(#"","value":"#)
+                guard let type = LogArgumentType(rawValue: arg.type) else { return nil }
+                out.put(type.jsonArgumentPrefix)
                 guard value(arg, json: true, &out) else { return nil }
                 out.put(125)
             }
-            out.put(#"],"metadata":{}"#)
             out.put(site.jsonTail)
-            out.putInteger(Int64(raw.pointee.thread_id))
-            out.put(#","pid":"#)
-            out.putInteger(Int64(raw.pointee.pid))
-            out.put(125)
+            if raw.pointee.thread_id != lastThread || raw.pointee.pid != lastPID {
+                // `N,"pid":M}`: the same for every record of a thread.
+                var end = LineCursor(threadEnd)
+                end.putInteger(Int64(raw.pointee.thread_id))
+                end.put(#","pid":"#)
+                end.putInteger(Int64(raw.pointee.pid))
+                end.put(125)
+                threadEndCount = end.pointer - threadEnd
+                lastThread = raw.pointee.thread_id
+                lastPID = raw.pointee.pid
+            }
+            out.put(threadEnd, threadEndCount)
         } else {
             timestamp(wall, &out)
             out.put(32)
@@ -290,8 +300,7 @@ final class RecordScratch {
         case Int32(LB_ARG_F64.rawValue):
             let number = arg.value.f
             if json && !inMessage && !number.isFinite { out.put(34) }
-            var text = number.description
-            text.withUTF8 { out.put($0.baseAddress!, $0.count) }
+            putDouble(number, &out)
             if json && !inMessage && !number.isFinite { out.put(34) }
         case Int32(LB_ARG_STRING.rawValue), Int32(LB_ARG_STATIC_STRING.rawValue):
             let count = Int(arg.length)
@@ -312,6 +321,48 @@ final class RecordScratch {
         return true
     }
 
+    /// The end of the last JSON line: `N,"pid":M}` of its thread.
+    private var lastThread = UInt32.max, lastPID = UInt32.max
+    private let threadEnd = UnsafeMutablePointer<UInt8>.allocate(capacity: 64)
+    private var threadEndCount = 0
+
+    /// `","level":"info","logger":` and the like.
+    private static func jsonLevel(_ level: UInt8) -> StaticString {
+        switch level {
+        case 1: #"","level":"trace","logger":"#
+        case 2: #"","level":"debug","logger":"#
+        case 3: #"","level":"info","logger":"#
+        case 4: #"","level":"notice","logger":"#
+        case 5: #"","level":"warning","logger":"#
+        case 6: #"","level":"error","logger":"#
+        default: #"","level":"critical","logger":"#
+        }
+    }
+
+    /// The last double written and its text: a JSON line writes each one twice (in the message
+    /// and in `args`), and shortest round-trip formatting is the dearest part of a line.
+    private var lastDouble: UInt64 = 0x7FF8_DEAD_BEEF_0001  // a NaN payload Swift never makes
+    private let lastDoubleText = UnsafeMutablePointer<UInt8>.allocate(capacity: 40)
+    private var lastDoubleCount = 0
+
+    private func putDouble(_ number: Double, _ out: inout LineCursor) {
+        if number.bitPattern != lastDouble {
+            var cached = LineCursor(lastDoubleText)
+            if cached.putShortDecimal(number) {
+                lastDoubleCount = cached.pointer - lastDoubleText
+            } else {
+                var text = number.description
+                lastDoubleCount = text.withUTF8 { utf8 in
+                    let count = min(utf8.count, 40)
+                    lastDoubleText.update(from: utf8.baseAddress!, count: count)
+                    return count
+                }
+            }
+            lastDouble = number.bitPattern
+        }
+        out.put(lastDoubleText, lastDoubleCount)
+    }
+
     /// RFC 3339 with nanoseconds, as ``formatRFC3339(nanoseconds:)`` writes it, with the date and
     /// time of day made once per second.
     private func timestamp(_ nanoseconds: Int64, _ out: inout LineCursor) {
@@ -322,16 +373,16 @@ final class RecordScratch {
             seconds -= 1
         }
         if seconds != second {
-            let text = formatRFC3339(nanoseconds: seconds * 1_000_000_000)
+            var text = formatRFC3339(nanoseconds: seconds * 1_000_000_000)
             guard text.utf8.count == 30 else {  // a year past 9999: as formatRFC3339 says it
                 var full = formatRFC3339(nanoseconds: nanoseconds)
                 full.withUTF8 { out.put($0.baseAddress!, $0.count) }
                 return
             }
             second = seconds
-            secondPrefix = Array(text.utf8.prefix(20))
+            text.withUTF8 { secondPrefix.update(from: $0.baseAddress!, count: 20) }
         }
-        out.put(secondPrefix)
+        out.put(secondPrefix, 20)
         var value = UInt64(fraction)
         let end = out.pointer + 9
         for position in stride(from: 8, through: 0, by: -1) {
@@ -371,19 +422,85 @@ struct LineCursor {
         bytes.withUnsafeBufferPointer { put($0.baseAddress!, $0.count) }
     }
 
+    /// "00" "01" … "99": two digits per division.
+    private static let digitPairs: StaticString =
+        "00010203040506070809101112131415161718192021222324252627282930313233343536373839404142434445464748495051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899"
+
     mutating func putUnsigned(_ value: UInt64) {
-        var digits = 1
-        var rest = value
-        while rest >= 10 {
-            rest /= 10
-            digits += 1
+        if value < 10 {
+            put(UInt8(truncatingIfNeeded: 48 + value))
+            return
         }
-        var value = value
-        for position in stride(from: digits - 1, through: 0, by: -1) {
-            pointer[position] = UInt8(truncatingIfNeeded: 48 + value % 10)
-            value /= 10
+        // Written backwards into 20 bytes of scratch, then copied.
+        var scratch: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        let pairs = Self.digitPairs.utf8Start
+        let count: Int = withUnsafeMutableBytes(of: &scratch) { buffer in
+            var position = 24
+            var value = value
+            while value >= 100 {
+                let pair = Int(value % 100) * 2
+                value /= 100
+                position -= 2
+                buffer[position] = pairs[pair]
+                buffer[position + 1] = pairs[pair + 1]
+            }
+            if value >= 10 {
+                let pair = Int(value) * 2
+                position -= 2
+                buffer[position] = pairs[pair]
+                buffer[position + 1] = pairs[pair + 1]
+            } else {
+                position -= 1
+                buffer[position] = UInt8(truncatingIfNeeded: 48 + value)
+            }
+            pointer.update(from: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self) + position, count: 24 - position)
+            return 24 - position
         }
-        pointer += digits
+        pointer += count
+    }
+
+    /// `value` as `Double.description` writes it, when it is a decimal with at most 7 digits after
+    /// the point between 1e-4 and 1e15 (most logged measurements: 12.25, 0.1, 1500.0): the
+    /// integer m and the smallest k with m / 10^k == value (a correctly rounded division of exact
+    /// numbers, so what parsing "m·10^-k" gives), written with k decimals ("12.0" for k = 0). Only
+    /// when 10^-k is wider than two of value's ulps, so that no other k-decimal number rounds to
+    /// it and k digits are the shortest that round-trip, which is what description prints.
+    /// False otherwise: the caller uses description.
+    mutating func putShortDecimal(_ value: Double) -> Bool {
+        let magnitude = value.magnitude
+        guard magnitude >= 1e-4, magnitude < 1e15 else { return false }
+        let ulp2 = magnitude.ulp * 2
+        var k = 0
+        var scale = 1.0
+        while k <= 7 {
+            let scaled = magnitude * scale
+            let m = scaled.rounded()
+            if m / scale == magnitude {
+                guard 1 / scale > ulp2, m < 9_007_199_254_740_992 else { return false }
+                if value < 0 { put(45) }
+                let integer = UInt64(m)
+                if k == 0 {
+                    putUnsigned(integer)
+                    put(46)
+                    put(48)
+                    return true
+                }
+                var divisor: UInt64 = 1
+                for _ in 0..<k { divisor *= 10 }
+                putUnsigned(integer / divisor)
+                put(46)
+                var fraction = integer % divisor
+                for position in stride(from: k - 1, through: 0, by: -1) {
+                    pointer[position] = UInt8(truncatingIfNeeded: 48 + fraction % 10)
+                    fraction /= 10
+                }
+                pointer += k
+                return true
+            }
+            k += 1
+            scale *= 10
+        }
+        return false
     }
 
     mutating func putInteger(_ value: Int64) {
@@ -396,39 +513,26 @@ struct LineCursor {
     }
 }
 
-extension LogLevel {
-    var staticName: StaticString {
-        switch self {
-        case .trace: "trace"
-        case .debug: "debug"
-        case .info: "info"
-        case .notice: "notice"
-        case .warning: "warning"
-        case .error: "error"
-        case .critical: "critical"
-        }
-    }
-}
-
 extension LogArgumentType {
-    var staticName: StaticString {
+    /// `{"type":"int","value":` of a JSON line's `args`.
+    var jsonArgumentPrefix: StaticString {
         switch self {
-        case .bool: "bool"
-        case .int8: "int8"
-        case .int16: "int16"
-        case .int32: "int32"
-        case .int64: "int64"
-        case .int: "int"
-        case .uint8: "uint8"
-        case .uint16: "uint16"
-        case .uint32: "uint32"
-        case .uint64: "uint64"
-        case .uint: "uint"
-        case .float: "float"
-        case .double: "double"
-        case .string: "string"
-        case .staticString: "static_string"
-        case .bytes: "bytes"
+        case .bool: #"{"type":"bool","value":"#
+        case .int8: #"{"type":"int8","value":"#
+        case .int16: #"{"type":"int16","value":"#
+        case .int32: #"{"type":"int32","value":"#
+        case .int64: #"{"type":"int64","value":"#
+        case .int: #"{"type":"int","value":"#
+        case .uint8: #"{"type":"uint8","value":"#
+        case .uint16: #"{"type":"uint16","value":"#
+        case .uint32: #"{"type":"uint32","value":"#
+        case .uint64: #"{"type":"uint64","value":"#
+        case .uint: #"{"type":"uint","value":"#
+        case .float: #"{"type":"float","value":"#
+        case .double: #"{"type":"double","value":"#
+        case .string: #"{"type":"string","value":"#
+        case .staticString: #"{"type":"static_string","value":"#
+        case .bytes: #"{"type":"bytes","value":"#
         }
     }
 }

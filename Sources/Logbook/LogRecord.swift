@@ -187,13 +187,15 @@ extension LogReader {
             c.accept_context = opaque
             let result = withExtendedLifetime(context) {
                 lb_reader_stream(raw, &c, { context, entry in
-                    let context = Unmanaged<StreamContext>.fromOpaque(context!).takeUnretainedValue()
-                    do {
-                        try context.body(LogRecord(entry!, context.reader))
-                        return 0
-                    } catch {
-                        context.failure = error
-                        return 1
+                    // The context outlives the stream: no reference counting per entry.
+                    Unmanaged<StreamContext>.fromOpaque(context!)._withUnsafeGuaranteedRef { context in
+                        do {
+                            try context.body(LogRecord(entry!, context.reader))
+                            return 0
+                        } catch {
+                            context.failure = error
+                            return 1
+                        }
                     }
                 }, opaque)
             }
