@@ -340,18 +340,10 @@ public final class LogReader {
         lastSite = nil
     }
 
-    /// Scans for new entries and calls `body` for each, in time order, without collecting them.
+    /// Scans for new entries and calls `body` for each, in time order, without collecting them:
+    /// ``stream(where:_:)`` with each entry decoded (memory bounded by the read window).
     public func scan(_ body: (LogEntry) throws -> Void) throws {
-        lb_reader_discard_entries(raw)
-        hasScanned = true
-        let result = lb_reader_scan(raw)
-        if result < 0 { try check(Int32(result), "lb_reader_scan", path: path) }
-        var failure: Error?
-        forEachHeld { entry in
-            guard failure == nil else { return }
-            do { try body(entry) } catch { failure = error }
-        }
-        if let failure { throw failure }
+        try stream { try body($0.entry) }
     }
 
     // MARK: - Held entries (package: the exporter's window; issue 15 makes a public streaming API)

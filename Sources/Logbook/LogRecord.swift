@@ -150,10 +150,13 @@ extension LogReader {
 
     /// Reads what is new since the last read (as ``readNew()``) and calls `body` with each entry,
     /// in time order, borrowed: nothing is collected, and memory stays bounded by the chunks that
-    /// overlap in time (about one per writing thread), whatever the size of the bundle. Records
-    /// the filter skips are never decoded; they count as read for ``verify()``, which is exact
-    /// only after unfiltered reads. An error thrown by `body` ends the read and is rethrown: the
-    /// entries of chunks already read that it did not see are not handed out again.
+    /// overlap in time (about one per thread writing at once, more when writing threads were
+    /// preempted; never growing with the bundle). Time order is exact once the writer has stopped;
+    /// while one writes, a record committed late may come after a later one. Records the filter
+    /// skips are never decoded; they count as read for ``verify()``, which is exact only after
+    /// unfiltered reads. An error thrown by `body` stops the entries and is rethrown once the
+    /// reader has read to the end of what was new (without decoding it): what `body` did not see
+    /// counts as read, and the next read starts after it.
     ///
     /// ```swift
     /// var slow = 0

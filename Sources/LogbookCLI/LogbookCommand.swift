@@ -81,7 +81,14 @@ func parseTime(_ text: String, option: String) throws -> Int64 {
         var now = timespec()
         clock_gettime(CLOCK_REALTIME, &now)
         let nowNanoseconds = Int64(now.tv_sec) * 1_000_000_000 + Int64(now.tv_nsec)
-        return nowNanoseconds - amount * scale * 1_000_000_000
+        // Durations past 1677 (Int64 nanoseconds) are refused, not trapped on.
+        let (seconds, overflow) = amount.multipliedReportingOverflow(by: scale)
+        let (nanoseconds, overflow2) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        let (time, overflow3) = nowNanoseconds.subtractingReportingOverflow(nanoseconds)
+        guard !overflow, !overflow2, !overflow3 else {
+            throw ValidationError("\(option): '\(escapingControlCharacters(text))' reaches before 1677, the earliest time Logbook can name")
+        }
+        return time
     }
     throw ValidationError("\(option) takes an RFC 3339 time (2026-11-21T08:00:00Z) or a duration before now (90s, 15m, 2h, 1d), not '\(escapingControlCharacters(text))'")
 }
@@ -215,7 +222,8 @@ struct Verify: ParsableCommand {
         do { reader = try LogReader(path: bundle) } catch { fail("\(error)") }
         var count = 0
         var unreadable: LogbookError?
-        do { try reader.scan { _ in count += 1 } } catch let error as LogbookError { unreadable = error }
+        // Streamed: every record is checked (no filter), memory bounded by the read window.
+        do { try reader.stream { _ in count += 1 } } catch let error as LogbookError { unreadable = error }
         let summary = unreadable == nil ? try? reader.verify() : nil
         let issues = reader.issues
         for issue in issues { say("\(issue)") }

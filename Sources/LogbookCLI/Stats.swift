@@ -101,8 +101,16 @@ func readStatistics(_ bundle: String, grouping: LogStatistics.Grouping, selectio
 }
 
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`: a reader of the
-/// report never sees half of it. A symlink at `path` is replaced, not followed.
+/// report never sees half of it. A symlink at `path` is replaced, not followed; anything else that
+/// is not a regular file (a device such as /dev/null, a FIFO, a socket, a directory) is refused.
 func writeFileAtomically(_ path: String, _ bytes: [UInt8]) throws {
+    var existing = stat()
+    if lstat(path, &existing) == 0 {
+        let type = existing.st_mode & S_IFMT
+        guard type == S_IFREG || type == S_IFLNK else {
+            throw LogbookError(operation: "refusing to replace a file that is not a regular file", path: path, errno: EEXIST)
+        }
+    }
     let temporary = path + ".tmp-\(getpid())"
     let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
     guard fd >= 0 else { throw LogbookError(operation: "open", path: temporary, errno: errno) }

@@ -25,9 +25,6 @@ extension LogStatistics {
         try reader.stream(where: options.filter) { record in tally.count(record) }
         self = tally.statistics(maximumBuckets: options.maximumBuckets)
         issues = reader.issues.filter { $0.kind != .torn || $0.records > 0 }.map(\.description)
-        if reader.overwrittenRecords > 0 {
-            issues.append("\(reader.overwrittenRecords) records were overwritten before they could be read")
-        }
     }
 }
 

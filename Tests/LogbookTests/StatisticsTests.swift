@@ -183,6 +183,20 @@ final class StatisticsTests: XCTestCase {
         XCTAssertTrue(text.output.contains("by logger (2, the most records first):"), text.output)
         let bad = try runProgram(logbook, ["stats", "--by", "thread", path])
         XCTAssertNotEqual(bad.status, 0)
+        // Durations reaching before 1677 are refused with a message (they trapped).
+        for arguments in [["stats", "--since", "9300000000s", path], ["show", "--until", "300000d", path]] {
+            let overflow = try runProgram(logbook, arguments)
+            XCTAssertEqual(overflow.status, 64, overflow.output)
+            XCTAssertTrue(overflow.output.contains("1677"), overflow.output)
+        }
+        // The report never replaces what is not a regular file (a FIFO here; /dev/null as root).
+        let fifo = directory + "/fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        let refused = try runProgram(logbook, ["report", path, "-o", fifo])
+        XCTAssertNotEqual(refused.status, 0)
+        var fifoStat = stat()
+        XCTAssertEqual(lstat(fifo, &fifoStat), 0)
+        XCTAssertEqual(fifoStat.st_mode & S_IFMT, S_IFIFO, "the FIFO is still there")
 
         let html = directory + "/report.html"
         let report = try runProgram(logbook, ["report", path, "-o", html, "--title", "Stats <test>"])

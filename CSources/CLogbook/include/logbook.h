@@ -683,10 +683,14 @@ typedef int (*lb_entry_visitor)(void *context, const lb_entry *entry);
 
 /* Reads what is new since the last scan or stream, like lb_reader_scan, but hands each entry to
  * `visit` in time order instead of holding it: memory is bounded by the chunks that overlap in time
- * (about one per writing thread), not by the bundle. Returns the number of entries visited, or
- * -errno when the bundle cannot be read at all. When `visit` stops the stream, the chunks not yet
- * read are read by the next call; entries of chunks already read that were not visited are not
- * visited again. Issues, lb_reader_overwritten and lb_reader_verify work as after lb_reader_scan. */
+ * (about one per thread writing at once; more when writing threads were preempted, never growing
+ * with the bundle; lb_reader_window_peak says how many). Time order is exact once the writer has
+ * stopped; while one writes, a record committed late after taking its timestamp may come after a
+ * later one. Returns the number of entries visited, or -errno when the bundle cannot be read at
+ * all. When `visit` returns nonzero, no more entries are handed out by this call, but it still
+ * reads to the end of what is new (without decoding), so that the reader stays whole: the records
+ * not handed out count as read (verify does not report them) and the next call starts after them.
+ * Issues, lb_reader_overwritten and lb_reader_verify work as after lb_reader_scan. */
 long lb_reader_stream(lb_reader *reader, const lb_read_filter *filter, lb_entry_visitor visit,
                       void *context);
 

@@ -105,13 +105,14 @@ typedef struct session_clock {
 /* ---- the read window ----
  * A scan reads chunks in sequence order. The entries of each chunk it walks form a run, in tick
  * order already (one thread wrote them), whose argument bytes stay in the run's own copy of the
- * chunk image. Runs wait in a heap until no chunk still to be read can hold an earlier record:
- * a writer takes a chunk's tick anchor when it claims the chunk, before it writes a record there,
- * so the anchor bounds the chunk's records from below. The watermark is the least (session,
- * anchor) of the chunks not read yet and the least (session, ticks) of the large records begun
- * but not finished; entries below it are handed out in time order and their runs recycled. Memory
- * is bounded by the chunks that overlap in time (about one per writing thread), not by the
- * bundle. */
+ * chunk image. Runs wait in a heap until no chunk still to be read can hold an earlier record.
+ * A writer takes a chunk's tick anchor when it claims the chunk, so every record it writes there
+ * later is newer; only the record that made it claim the chunk may be older (its timestamp was
+ * taken first), and chunk_floor takes the lesser of the two. The watermark is the least (session,
+ * floor) of the chunks not read yet and the least (session, ticks) of the large records begun but
+ * not finished; entries below it are handed out in time order and their runs recycled. Memory is
+ * bounded by the chunks that overlap in time (about one per thread writing at once, more when
+ * writers were preempted), not by the bundle. */
 typedef struct window_run {
     lb_entry *entries;
     size_t count, next, capacity;
@@ -733,6 +734,10 @@ static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t f
             r->known_site_session = map->session;
             r->known_site_id = site_id;
         }
+    }
+    if (LB_UNLIKELY(r->stopped)) {
+        run->found++;  /* read, not handed out: the visitor stopped the stream */
+        return;
     }
     if (LB_UNLIKELY(r->filtering)) {
         const lb_read_filter *f = &r->filter;
@@ -1918,12 +1923,14 @@ static void finish_run(lb_reader *r) {
 static void drain(lb_reader *r, const order_key *floor) {
     const lb_entry_visitor visit = r->visit;
     void *const context = r->visit_context;
-    while (r->heap_count && !r->stopped) {
+    while (r->heap_count) {
         window_run *top = r->heap[0];
         if (floor && !key_before(top->head_session, top->head_ticks, floor->session, floor->ticks))
             return;
-        r->visited++;
-        if (visit(context, &top->entries[top->next])) r->stopped = 1;
+        if (LB_LIKELY(!r->stopped)) {
+            r->visited++;
+            if (visit(context, &top->entries[top->next])) r->stopped = 1;
+        }
         if (++top->next == top->count) {
             r->heap[0] = r->heap[--r->heap_count];
             run_release(r, top);
@@ -2101,7 +2108,7 @@ static long read_pass(lb_reader *r) {
     }
     long failure = 0;
     uint64_t read_from_archive = 0;  /* the sequence whose archived copy was read last */
-    for (size_t i = 0; i < refs.count && !r->stopped; i++) {
+    for (size_t i = 0; i < refs.count; i++) {
         const chunk_ref *ref = &refs.refs[i];
         if (ref->source < 0) {
             r->run = run_acquire(r);
@@ -2174,8 +2181,6 @@ static long read_pass(lb_reader *r) {
         }
     }
     drain(r, NULL);
-    /* Stopped by the visitor: what the window still holds is not handed out. */
-    while (r->heap_count) run_release(r, r->heap[--r->heap_count]);
     return failure ? failure : r->visited;
 }
 
