@@ -2,7 +2,7 @@
 # Runs every benchmark suite in one go (release build) and writes ../docs/BENCHMARKS.md: each
 # scenario's time per message, peers' ratios to Logbook from the same run, the machine, and the
 # targets, and checks the committed thresholds (thresholds.json): exit 1 on a regression.
-# Takes ~12 minutes:   Benchmarks/run.sh
+# Takes ~15 minutes:   Benchmarks/run.sh
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -42,6 +42,12 @@ python3 report.py "$out/results.md" thresholds.json > ../docs/BENCHMARKS.md || s
   echo "From \`Benchmarks/export.sh\` (200,000 records, 5 rounds interleaved; end to end to a python receiver on 127.0.0.1 that discards)."
   echo
   ./export.sh 200000 5 2>/dev/null
+  echo
+  echo "## Reading, statistics and the tools people use otherwise"
+  echo
+  echo "From \`Benchmarks/read.sh 5\` (issue 15's targets below the tables)."
+  echo
+  ./read.sh 5
 } >> ../docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md"
 exit $status

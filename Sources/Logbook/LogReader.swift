@@ -38,10 +38,6 @@ public struct LogEntry: Sendable {
         let column: UInt32
         /// The template split at its placeholders.
         let segments: TemplateSegments?
-        /// The literals of `segments` escaped for a text line and for a JSON string, made once per
-        /// site for ``LineRenderer/append(_:as:)-(LogRecord,_)``.
-        let textLiterals: [[UInt8]]?
-        let jsonLiterals: [[UInt8]]?
 
         init(file: String?, function: String?, template: String?, source: String?, line: UInt32, column: UInt32) {
             self.file = file
@@ -51,8 +47,6 @@ public struct LogEntry: Sendable {
             self.line = line
             self.column = column
             segments = template.map(TemplateSegments.init)
-            textLiterals = segments.map { $0.literals.map { Array(Escaping.terminal.escapeIfNeeded($0).utf8) } }
-            jsonLiterals = segments.map { $0.literals.map { Array(Escaping.json.escapeIfNeeded($0).utf8) } }
         }
 
         func with(file: String?? = nil, function: String?? = nil, template: String?? = nil, source: String?? = nil,

@@ -2,7 +2,9 @@
 // `logbook show` text and JSON rendering from streamed records, and LogStatistics, over the same
 // bundle (1,000,000 "request {} took {} ms ok={}" records from two threads, 64 KiB chunks, as the
 // Reader benchmark), in interleaved rounds; medians with their spread, in records/s.
-// Usage: ReadBench BUNDLE ROUNDS [--write RECORDS]   (writes BUNDLE first with --write)
+// Usage: ReadBench BUNDLE ROUNDS [--write RECORDS | --write-archived RECORDS] [--c-only]
+//   --write: a 256 MiB ring holding every record; --write-archived: a 16 MiB lossless ring whose
+//   chunks roll into 64 MiB archive files (every record ends up in them but the last chunks).
 import CLogbook
 import Foundation
 import Logbook
@@ -19,6 +21,17 @@ if let at = arguments.firstIndex(of: "--write"), let records = Int(arguments[at 
     }
     try bundle.close()
 }
+if let at = arguments.firstIndex(of: "--write-archived"), let records = Int(arguments[at + 1]) {
+    let bundle = try LogBundle(
+        path: path, capacity: 16 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless, losslessWaitMilliseconds: 60_000,
+        archive: ArchiveOptions(maxFileSize: 64 << 20, maxFiles: nil, quota: nil))
+    let log = try bundle.logger("bench")
+    DispatchQueue.concurrentPerform(iterations: 2) { half in
+        for i in stride(from: half, to: records, by: 2) { log.info("request \(i) took \(Double(i) * 0.25) ms ok=\(i & 1 == 1)") }
+    }
+    try bundle.close()
+}
+let onlyC = arguments.contains("--c-only")
 
 func seconds(_ body: () throws -> Int) rethrows -> (Double, Int) {
     let start = DispatchTime.now().uptimeNanoseconds
@@ -56,6 +69,7 @@ for round in 1...rounds {
         return n
     }
     note("C reader: lb_reader_scan, holding every entry (records/s)", Double(count) / time)
+    if onlyC { continue }
     (time, count) = try seconds {
         var visited = 0, latest: Int64 = 0
         try LogReader(path: path).stream { record in
