@@ -43,8 +43,10 @@ echo
 echo "| command, whole process (records/s) | median | spread over $rounds rounds |"
 echo "|---|---:|---:|"
 for row in 0 1 2 3 4; do
-  awk -v row="$row" -v n="$records" -v name="${rows[$row]}" '$1 == row { r[++c] = n / ($2 / 1e9) }
-    END { asort(r); printf "| %s | %.2f M | %.2f M–%.2f M |\n", name, r[int((c + 1) / 2)] / 1e6, r[1] / 1e6, r[c] / 1e6 }' "$work/times"
+  awk -v row="$row" -v n="$records" '$1 == row { printf "%.6f\n", n / ($2 / 1e9) / 1e6 }' "$work/times" | sort -n > "$work/rates"
+  count=$(wc -l < "$work/rates")
+  printf "| %s | %.2f M | %.2f M–%.2f M |\n" "${rows[$row]}" "$(sed -n "$(( (count + 1) / 2 ))p" "$work/rates")" \
+    "$(head -n 1 "$work/rates")" "$(tail -n 1 "$work/rates")"
 done
 
 echo
@@ -61,8 +63,10 @@ if [ "${2:-}" = "--big" ]; then
   rm -rf "$work/one.logbook" "$work/archived.logbook"
   "$bench" "$work/big.logbook" 1 --write-archived 22400000 --c-only > /dev/null 2>&1
   du -sh --apparent-size "$work/big.logbook/archive" | awk '{print "archive files: " $1}'
+  echo
   for command in "show" "show --json" "stats" "verify"; do
-    /usr/bin/time -f "logbook $command: %M KB peak RSS, %e s" "$logbook" $command "$work/big.logbook" > /dev/null
+    /usr/bin/time -o "$work/rss" -f "- \`logbook $command\`: %M KB peak RSS, %e s" "$logbook" $command "$work/big.logbook" > /dev/null || true
+    cat "$work/rss"
   done
 fi
 
