@@ -1,3 +1,4 @@
+import Logbook
 import Foundation
 
 /// Renders ``LogStatistics`` as the single HTML page of `logbook report`.
@@ -368,16 +369,9 @@ extension LogReport {
             if nanos < 0 { seconds -= 1; nanos += 1_000_000_000 }
             var (days, secondOfDay) = seconds.quotientAndRemainder(dividingBy: 86_400)
             if secondOfDay < 0 { days -= 1; secondOfDay += 86_400 }
-            // Days since 1970-01-01 to a proleptic Gregorian date (H. Hinnant's civil_from_days).
-            let z = days + 719_468
-            let era = (z >= 0 ? z : z - 146_096) / 146_097
-            let dayOfEra = z - era * 146_097
-            let yearOfEra = (dayOfEra - dayOfEra / 1_460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-            let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-            let shiftedMonth = (5 * dayOfYear + 2) / 153
-            day = Int(dayOfYear - (153 * shiftedMonth + 2) / 5 + 1)
-            month = Int(shiftedMonth < 10 ? shiftedMonth + 3 : shiftedMonth - 9)
-            year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+            // Days since 1970-01-01 to a proleptic Gregorian date: the one calendar of Logbook.
+            let date = CivilDate.date(days: days)
+            (year, month, day) = (date.year, Int(date.month), Int(date.day))
             hour = Int(secondOfDay / 3_600)
             minute = Int(secondOfDay % 3_600 / 60)
             second = Int(secondOfDay % 60)
