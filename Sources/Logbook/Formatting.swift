@@ -107,7 +107,7 @@ public func parseRFC3339(_ text: String) -> Int64? {
     if bytes[index] == 90 || bytes[index] == 122 {
         index += 1
     } else if bytes[index] == 43 || bytes[index] == 45, let oh = number(index + 1, 2), bytes.count > index + 3,
-        bytes[index + 3] == 58, let om = number(index + 4, 2)
+        bytes[index + 3] == 58, let om = number(index + 4, 2), oh < 24, om < 60  // RFC 3339: time-numoffset
     {
         offset = (oh * 60 + om) * 60 * (bytes[index] == 43 ? 1 : -1)
         index += 6

@@ -11,6 +11,8 @@ final class FormattingTests: XCTestCase {
         XCTAssertEqual(formatRFC3339(nanoseconds: 0), "1970-01-01T00:00:00.000000000Z")
         XCTAssertEqual(formatRFC3339(nanoseconds: 951_782_400_000_000_000), "2000-02-29T00:00:00.000000000Z")
         XCTAssertEqual(parseRFC3339("2026-11-21T10:00:00+02:00"), parseRFC3339("2026-11-21T08:00:00Z"))
+        XCTAssertNil(parseRFC3339("2026-11-24T09:00:00+99:00"), "an offset's hours are below 24")
+        XCTAssertNil(parseRFC3339("2026-11-24T09:00:00+01:60"), "an offset's minutes are below 60")
         XCTAssertEqual(parseRFC3339("2026-11-21T08:00:00.5Z"), parseRFC3339("2026-11-21T08:00:00Z")! + 500_000_000)
         for bad in ["", "2026-11-21", "2026-13-01T00:00:00Z", "2026-11-21T08:00:00", "2026-11-21T08:00:00.Z",
                     "2026-11-21T08:00:00Zjunk", "9999-01-01T00:00:00Z", "１９７０-01-01T00:00:00Z"] {

@@ -775,7 +775,9 @@ typedef struct lb_verify_summary {
     uint64_t records_found;      /* entries read, by every scan of this reader */
     uint64_t records_expected;   /* what the ring header's counters say the bundle holds: records
                                     written, less those overwritten and those in archive files
-                                    retention deleted (0 when not accounted) */
+                                    retention deleted (0 when not accounted); for a reader that
+                                    followed a live overwrite ring, plus the records it read
+                                    before the ring overwrote them */
     uint64_t records_unreadable; /* records the issues account for (damaged, cut short) */
     uint64_t records_lost;       /* expected, neither found nor accounted for by an issue */
     uint64_t records_overwritten;/* by the overwrite policy, before they were archived */

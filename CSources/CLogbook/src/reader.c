@@ -1458,6 +1458,14 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
                 seen_chunk *seen = seen_add(r, h.sequence);
                 if (seen) {
                     seen->archived = 1;
+                    seen->active = 0;  /* archived, so sealed: its records are in the header's count */
+                    if (seen->gone) {
+                        /* It left the ring before this scan listed its archived copy: it was not
+                         * overwritten unread after all (see chunk_left_ring). */
+                        seen->gone = 0;
+                        r->gone_read -= seen->shown;
+                        r->unshown += seen->records - seen->shown;
+                    }
                     if (!seen->claim_noted) note_claim(r, h.claim);
                     seen->claim_noted = 1;
                 }
@@ -1592,6 +1600,7 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
  * it had read of it are not among those the overwrite policy destroyed unread. */
 static void chunk_left_ring(lb_reader *r, uint64_t sequence) {
     seen_chunk *seen = seen_find(r, sequence);
+    if (seen) seen->active = 0;  /* sealed before its slot was reused: counted in the header */
     if (!seen || seen->archived || seen->gone) return;
     seen->gone = 1;
     r->gone_read += seen->shown;
@@ -1662,6 +1671,9 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
         p->sequence = h.sequence;
         note_anchor(r, &h);
         seen_chunk *seen = seen_add(r, h.sequence);
+        /* Walked while active, sealed since: its records are now in the header's count, and
+         * counting them as active's too made verify expect more records than were written. */
+        if (seen && atomic_load(&h.state) >= LB_CHUNK_SEALED) seen->active = 0;
         if (seen && !seen->claim_noted) {
             note_claim(r, h.claim);
             seen->claim_noted = 1;
@@ -2409,6 +2421,9 @@ int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
     uint64_t written = atomic_load(&h.records) + active;
     uint64_t gone = out->records_overwritten + out->records_retired;
     out->records_expected = written > gone ? written - gone : 0;
+    /* A reader that followed a live overwrite ring read some records before the ring overwrote
+     * them: they are among the overwritten and among the found. */
+    if (h.wrap_policy != LB_WRAP_LOSSLESS) out->records_expected += r->gone_read;
     out->records_unreadable = explained;
     out->accounted = 1;
     if (gone > written) {
