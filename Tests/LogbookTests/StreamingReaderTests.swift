@@ -190,3 +190,46 @@ final class ShortDecimalTests: XCTestCase {
         XCTAssertGreaterThan(handled, checked / 3, "the fast path takes the common decimals")
     }
 }
+
+/// A large record whose continuation is lost (its chunk damaged, or a crash) must not hold the read
+/// window back: the window would then keep every later record until the end of the read.
+final class OrphanedFragmentTests: XCTestCase {
+    func testALostContinuationDoesNotHoldTheWindow() throws {
+        let path = makeTemporaryDirectory(self) + "/orphan.logbook"
+        let chunkSize = 4096
+        let bundle = try LogBundle(path: path, capacity: 8 << 20, chunkSize: chunkSize)
+        let log = try bundle.logger("orphan")
+        log.info("large \(String(repeating: "L", count: 3 * chunkSize))")  // FIRST, MIDDLE…, LAST
+        for i in 0..<60_000 { log.info("small \(i)") }
+        try bundle.close()
+
+        // Damage the header of the chunk that continues the large record (it starts with a
+        // MIDDLE fragment): the record's end never comes.
+        let fd = open(path + "/ring", O_RDWR)
+        defer { close(fd) }
+        var damaged = false
+        for slot in 0..<((8 << 20) / chunkSize) where !damaged {
+            let at = off_t(LB_RING_HEADER_SIZE) + off_t(slot * chunkSize)
+            var word: UInt64 = 0
+            guard pread(fd, &word, 8, at + off_t(LB_CHUNK_HEADER_SIZE)) == 8 else { break }
+            if UInt8(truncatingIfNeeded: word >> 48) == UInt8(LB_RECORD_MIDDLE.rawValue) {
+                var garbage = [UInt8](repeating: 0xA5, count: 16)
+                XCTAssertEqual(pwrite(fd, &garbage, 16, at), 16)
+                damaged = true
+            }
+        }
+        XCTAssertTrue(damaged, "a chunk starting with a middle fragment was found")
+
+        let reader = try LogReader(path: path)
+        var count = 0, last = Int64.min, outOfOrder = 0
+        try reader.stream { record in
+            count += 1
+            if record.wallNanoseconds < last { outOfOrder += 1 }
+            last = record.wallNanoseconds
+        }
+        XCTAssertEqual(count, 60_000, "every small record")
+        XCTAssertEqual(outOfOrder, 0)
+        XCTAssertLessThanOrEqual(lb_reader_window_peak(reader.raw), 4, "the orphaned fragment held the window back")
+        XCTAssertTrue(reader.issues.contains { $0.kind == .corrupt }, "the damaged chunk is reported")
+    }
+}

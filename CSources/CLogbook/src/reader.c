@@ -92,6 +92,9 @@ typedef struct pending_record {
     int consumed;            /* emitted or given up by the walk under way: dropped once that walk
                                 counts (a ring chunk reused while it was copied does not, and
                                 its walk is undone: see read_ring_chunk) */
+    int orphaned;            /* a later chunk of its thread did not continue it: its end will
+                                never come (a crash, a damaged chunk), so it no longer holds the
+                                read window back (see watermark) */
 } pending_record;
 
 /* Per session: the span of chunk anchors seen, to refine the tick rate. A 20 ms calibration at
@@ -832,6 +835,17 @@ static void drop_pending(lb_reader *r, pending_record *p) {
     *p = r->pending[--r->pending_count];
 }
 
+/* After a walk of chunk `h` that counts: a large record of the same thread whose last fragment is
+ * in an earlier chunk was not continued here, where its next fragment had to be (a thread's next
+ * chunk starts with it), so it never will be. */
+static void orphan_pending(lb_reader *r, const lb_chunk_header *h) {
+    for (size_t i = 0; i < r->pending_count; i++) {
+        pending_record *p = &r->pending[i];
+        if (p->session == h->session && p->thread_id == h->thread_id && p->last_sequence < h->sequence)
+            p->orphaned = 1;
+    }
+}
+
 /* After a walk that counts: the records it emitted or gave up leave the pending list. */
 static void drop_consumed_pending(lb_reader *r) {
     for (size_t i = r->pending_count; i-- > 0;)
@@ -868,7 +882,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         if (r->pending_count >= PENDING_MAX) return 0;
         pending_record p = {h->sequence, h->sequence, rec->offset, file_offset, w->file,
                             h->thread_id, h->session, malloc(body_length + COPY_SLACK),
-                            body_length, 0};
+                            body_length, 0, 0};
         if (!p.bytes) return 0;
         memcpy(p.bytes, body, body_length);
         r->pending = realloc(r->pending, (r->pending_count + 1) * sizeof *r->pending);
@@ -1591,6 +1605,7 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
     walk_chunk(r, ref->length, f->chunk_size, archive_label(r, f), ref->offset, 1, &entries,
                &issues, &pending, &stop, &corrupt, &records);
     drop_consumed_pending(r);
+    orphan_pending(r, h);
     note_walk(r, ref->sequence, entries, stop, records, corrupt, 1, 0);
     r->run_counts = 1;
     *walked = 1;
@@ -1730,6 +1745,7 @@ static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     }
     free(saved);
     drop_consumed_pending(r);
+    orphan_pending(r, h);
     note_walk(r, ref->sequence, entry_mark, stop, records, corrupt, 0, !complete);
     r->run_counts = 1;
     return 0;
@@ -1975,7 +1991,7 @@ static order_key watermark(const lb_reader *r, size_t next) {
     for (size_t i = 0; i < r->pending_count; i++) {
         const pending_record *p = &r->pending[i];
         uint64_t ticks;
-        if (p->consumed || p->length < 8) continue;
+        if (p->consumed || p->orphaned || p->length < 8) continue;
         memcpy(&ticks, p->bytes, 8);
         if (key_before(p->session, ticks, w.session, w.ticks)) w = (order_key){p->session, ticks};
     }
