@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint64_t mix(uint64_t z) {
     z += 0x9E3779B97F4A7C15ull;
@@ -259,4 +260,16 @@ int lb_test_check_shaped_bundle(const char *path, uint32_t chunk_size, uint32_t 
 int lb_test_check_shaped_stream(const char *path, uint32_t chunk_size, uint32_t threads,
                                 uint64_t per_thread, const uint8_t *dropped, lb_test_check *out) {
     return check_shaped(path, chunk_size, threads, per_thread, dropped, 1, out);
+}
+
+/* A record whose argument takes `stall_ms` to evaluate: the record's timestamp is taken before. */
+static const char *stall_then_text(uint32_t stall_ms, char *scratch, uint32_t length) {
+    usleep(stall_ms * 1000u);
+    memset(scratch, 's', length);
+    scratch[length] = 0;
+    return scratch;
+}
+
+void lb_test_log_slow_record(lb_logger *logger, uint32_t stall_ms, uint32_t length, char *scratch) {
+    LB_INFO(logger, "slow record {}", stall_then_text(stall_ms, scratch, length));
 }

@@ -683,10 +683,12 @@ typedef int (*lb_entry_visitor)(void *context, const lb_entry *entry);
 
 /* Reads what is new since the last scan or stream, like lb_reader_scan, but hands each entry to
  * `visit` in time order instead of holding it: memory is bounded by the chunks that overlap in time
- * (about one per thread writing at once; more when writing threads were preempted, never growing
- * with the bundle; lb_reader_window_peak says how many). Time order is exact once the writer has
- * stopped; while one writes, a record committed late after taking its timestamp may come after a
- * later one. Returns the number of entries visited, or -errno when the bundle cannot be read at
+ * (about one per thread writing at once; more when writing threads were preempted; never more than
+ * 64 MiB of chunks, whatever the bundle; lb_reader_window_peak says how many). Time order is exact
+ * once the writer has stopped, but for a record whose timestamp is older than 64 MiB of records
+ * written after it (a record whose arguments took long to evaluate while other threads wrote):
+ * it comes when it is read. While a writer runs, a record committed late after taking its
+ * timestamp may come after a later one. Returns the number of entries visited, or -errno when the bundle cannot be read at
  * all. When `visit` returns nonzero, no more entries are handed out by this call, but it still
  * reads to the end of what is new (without decoding), so that the reader stays whole: the records
  * not handed out count as read (verify does not report them) and the next call starts after them.

@@ -835,13 +835,15 @@ static void drop_pending(lb_reader *r, pending_record *p) {
     *p = r->pending[--r->pending_count];
 }
 
-/* After a walk of chunk `h` that counts: a large record of the same thread whose last fragment is
- * in an earlier chunk was not continued here, where its next fragment had to be (a thread's next
- * chunk starts with it), so it never will be. */
+/* After a walk of chunk `h` that counts: a large record whose last fragment is in an earlier chunk
+ * will never be finished when this chunk is its thread's (a thread's next chunk starts with the
+ * record's next fragment, and this one did not) or another session's (its writer is gone). */
 static void orphan_pending(lb_reader *r, const lb_chunk_header *h) {
     for (size_t i = 0; i < r->pending_count; i++) {
         pending_record *p = &r->pending[i];
-        if (p->session == h->session && p->thread_id == h->thread_id && p->last_sequence < h->sequence)
+        /* A later session means its writer is gone: one process writes a bundle at a time. */
+        if (p->last_sequence < h->sequence &&
+            (p->session != h->session || p->thread_id == h->thread_id))
             p->orphaned = 1;
     }
 }
@@ -1948,12 +1950,22 @@ static void finish_run(lb_reader *r) {
 }
 
 /* Hands out, in time order, the entries held before `floor` (all of them when it is NULL). */
+/* The most chunk images the window holds (WINDOW_MAX_BYTES of them, at least 64 chunks): past it,
+ * the least entries go out although a record older than them may still come. That takes a record
+ * whose timestamp is far older than the chunks it was committed into (a writer that took seconds
+ * between lb_record_begin and commit while other threads filled thousands of chunks): keeping it
+ * in order would hold all of them. */
+#define WINDOW_MAX_BYTES (64u << 20)
+
 static void drain(lb_reader *r, const order_key *floor) {
     const lb_entry_visitor visit = r->visit;
     void *const context = r->visit_context;
+    size_t most = WINDOW_MAX_BYTES / (r->chunk_capacity ? r->chunk_capacity : 1);
+    if (most < 64) most = 64;
     while (r->heap_count) {
         window_run *top = r->heap[0];
-        if (floor && !key_before(top->head_session, top->head_ticks, floor->session, floor->ticks))
+        if (floor && !key_before(top->head_session, top->head_ticks, floor->session, floor->ticks) &&
+            r->heap_count <= most)
             return;
         if (LB_LIKELY(!r->stopped)) {
             r->visited++;

@@ -60,6 +60,11 @@ int lb_test_check_shaped_bundle(const char *path, uint32_t chunk_size, uint32_t 
 int lb_test_check_shaped_stream(const char *path, uint32_t chunk_size, uint32_t threads,
                                 uint64_t per_thread, const uint8_t *dropped, lb_test_check *out);
 
+/* Logs "slow record {}" with a string of `length` bytes (`scratch` holds length + 1) that takes
+ * `stall_ms` to evaluate, after the record's timestamp was taken: a record far older than the chunks
+ * it is committed into. */
+void lb_test_log_slow_record(lb_logger *logger, uint32_t stall_ms, uint32_t length, char *scratch);
+
 /* ---- forked children ---- */
 
 /* Forks a child that opens `bundle_path` and logs shaped records from `threads` threads forever.
