@@ -20,6 +20,30 @@ final class DiskFullTests: XCTestCase {
         addTeardownBlock { _ = try? runProgram("/bin/umount", [point]) }
     }
 
+    /// `logbook report` onto a full disk: it fails with a message, the report already at the path
+    /// stays whole, and no temporary file is left behind.
+    func testAReportOnAFullDiskFailsAndKeepsThePreviousOne() throws {
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let bundle = try makeBundle(makeTemporaryDirectory(self), records: 2_000)
+        let report = mountPoint + "/report.html"
+        try Data("previous report".utf8).write(to: URL(fileURLWithPath: report))
+        // Fill the disk but for 8 KiB: the page (tens of KiB) cannot fit.
+        var room = statvfs()
+        statvfs(mountPoint, &room)
+        let filler = open(mountPoint + "/filler", O_WRONLY | O_CREAT, 0o600)
+        let block = [UInt8](repeating: 0, count: 4096)
+        var left = Int(room.f_bavail) * Int(room.f_frsize) - 8192
+        while left > 0, write(filler, block, min(left, block.count)) > 0 { left -= block.count }
+        close(filler)
+
+        let result = try runProgram(logbook, ["report", bundle, "-o", report])
+        XCTAssertNotEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains("No space left"), result.output)
+        XCTAssertEqual(try String(contentsOfFile: report, encoding: .utf8), "previous report")
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: mountPoint).filter { $0.contains(".tmp-") }
+        XCTAssertEqual(leftovers, [], "no temporary file is left")
+    }
+
     func testCreatingABundleLargerThanTheDiskFailsCleanly() throws {
         let path = mountPoint + "/big.logbook"
         XCTAssertThrowsError(try LogBundle(path: path, capacity: 4 << 20, chunkSize: 16 << 10)) { error in
