@@ -22,9 +22,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
+        // The core links libzstd (Debian: libzstd-dev): the reader reads compressed archive files.
         .target(
             name: "CLogbook",
-            path: "CSources/CLogbook"
+            path: "CSources/CLogbook",
+            linkerSettings: [.linkedLibrary("zstd")]
         ),
         // The archiver: links liburing (Debian: liburing-dev), falls back to pwritev at run time.
         .target(

@@ -18,7 +18,7 @@ for side in old new; do
   src=.; [ "$side" = old ] && src="$work/old"
   cc -O2 -pthread -I"$src/CSources/CLogbook/include" -I"$src/CSources/CLogbookArchive/include" \
     Benchmarks/Archive/ab_bench.c "$src"/CSources/CLogbook/src/*.c "$src"/CSources/CLogbookArchive/src/*.c \
-    -luring -o "$work/ab_$side"
+    -luring -lzstd -o "$work/ab_$side"
 done
 for _ in $(seq "$pairs"); do
   for side in old new; do

@@ -12,7 +12,7 @@ out="$(mktemp -d)"
 trap 'rm -rf "$out" "$dir/bench.logbook" "$dir/dd.bin"' EXIT
 cc -O2 -pthread -ICSources/CLogbook/include -ICSources/CLogbookArchive/include \
   Benchmarks/Archive/archive_bench.c CSources/CLogbook/src/*.c CSources/CLogbookArchive/src/*.c \
-  -luring -o "$out/archive_bench"
+  -luring -lzstd -o "$out/archive_bench"
 echo "| scenario | result | vs off |"
 echo "|---|---:|---:|"
 sync

@@ -5,5 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-cc -O2 -pthread -ICSources/CLogbook/include Benchmarks/Crc/crc_bench.c CSources/CLogbook/src/*.c -o "$out/crc_bench"
+cc -O2 -pthread -ICSources/CLogbook/include Benchmarks/Crc/crc_bench.c CSources/CLogbook/src/*.c -lzstd -o "$out/crc_bench"
 "$out/crc_bench"

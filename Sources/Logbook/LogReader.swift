@@ -521,7 +521,7 @@ public final class LogReader {
         try check(lb_reader_archive_info(raw, &info), "lb_reader_archive_info", path: path)
         return ArchiveDirectoryInfo(
             files: info.files, writingFiles: info.writing_files, unsyncedFiles: info.unsynced_files,
-            bytes: info.bytes,
+            compressedFiles: info.compressed_files, bytes: info.bytes,
             numbers: info.newest_number == 0 ? nil : info.oldest_number...info.newest_number)
     }
 }
@@ -534,6 +534,9 @@ public struct ArchiveDirectoryInfo: Sendable {
     public var writingFiles: UInt64
     /// Complete files whose fsync failed: they may miss data.
     public var unsyncedFiles: UInt64
+    /// Of the complete files, those compressed (`.lba.zst`).
+    public var compressedFiles: UInt64
+    /// Bytes on disk.
     public var bytes: UInt64
     /// The file numbers, oldest to newest.
     public var numbers: ClosedRange<UInt64>?

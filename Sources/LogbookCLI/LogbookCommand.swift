@@ -323,7 +323,9 @@ struct Info: ParsableCommand {
     }
 
     func printArchiveFiles(_ files: ArchiveDirectoryInfo) {
-        var text = "\(files.files) complete, \(files.writingFiles) being written"
+        var text = "\(files.files) complete"
+        if files.compressedFiles > 0 { text += " (\(files.compressedFiles) compressed)" }
+        text += ", \(files.writingFiles) being written"
         if files.unsyncedFiles > 0 { text += ", \(files.unsyncedFiles) whose fsync failed" }
         text += "; \(files.bytes) bytes"
         if let numbers = files.numbers { text += " (numbers \(numbers.lowerBound)...\(numbers.upperBound))" }

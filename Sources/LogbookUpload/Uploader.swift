@@ -629,7 +629,10 @@ extension Uploader {
         defer { close(fd) }
         var header = lb_archive_file_header()
         let size = MemoryLayout<lb_archive_file_header>.size
-        let n = withUnsafeMutableBytes(of: &header) { pread(fd, $0.baseAddress, size, 0) }
+        // A compressed file (.lba.zst) keeps the header in a zstd skippable frame at its start.
+        var start: UInt32 = 0
+        let compressed = pread(fd, &start, 4, 0) == 4 && UInt32(littleEndian: start) == LB_ZST_SKIPPABLE_MAGIC
+        let n = withUnsafeMutableBytes(of: &header) { pread(fd, $0.baseAddress, size, compressed ? 8 : 0) }
         let magicMatches = withUnsafeBytes(of: header.magic) { Array($0) == Array(LB_ARCHIVE_MAGIC.utf8) }
         let crc = withUnsafeBytes(of: &header) { lb_crc32c(0, $0.baseAddress, MemoryLayout<lb_archive_file_header>.offset(of: \.header_crc)!) }
         guard n == size, magicMatches, crc == header.header_crc else {
@@ -674,7 +677,9 @@ extension Uploader {
         }
         var submitted: [SpooledItem] = []
         var seen: [String: Set<String>] = [:]  // ring prefix -> ids present
-        for name in files.filter(Self.isCompleteArchiveName).sorted() {
+        // A .lba beside its .lba.zst (compressed a moment ago) is the same item: the .zst goes.
+        let complete = Set(files.filter(Self.isCompleteArchiveName))
+        for name in complete.filter({ !complete.contains($0 + ".zst") }).sorted() {
             let file = directory + "/" + name
             let id = try Self.archiveIdentifier(ofFile: file)
             let prefix = String(id[..<id.lastIndex(of: "-")!]) + "-"
@@ -688,10 +693,12 @@ extension Uploader {
         return submitted
     }
 
-    /// A complete archive file's name (not `.writing`, not `.unsynced`), by the core's one rule.
+    /// A complete archive file's name, compressed or not (not `.writing`, not `.unsynced`), by
+    /// the core's one rule.
     static func isCompleteArchiveName(_ name: String) -> Bool {
         var number: UInt64 = 0
-        return lb_archive_name_parse(name, &number) == LB_ARCHIVE_NAME_COMPLETE
+        let kind = lb_archive_name_parse(name, &number)
+        return kind == LB_ARCHIVE_NAME_COMPLETE || kind == LB_ARCHIVE_NAME_COMPRESSED
     }
 }
 

@@ -3,7 +3,7 @@
  * root (files owned by another user) says "skipped" and why when not run as root.
  *
  *   cc -pthread -I CSources/CLogbook/include -I CSources/CLogbookArchive/include \
- *      Tests/CTests/safety_test.c CSources/CLogbook/src/?*.c CSources/CLogbookArchive/src/?*.c -luring
+ *      Tests/CTests/safety_test.c CSources/CLogbook/src/?*.c CSources/CLogbookArchive/src/?*.c -luring -lzstd
  */
 #define _GNU_SOURCE
 #include "logbook.h"
@@ -177,7 +177,7 @@ static void test_retention_never_deletes_another_bundles_files(void) {
     LB_INFO(log, "the first bundle's record {}", 1);
     CHECK(lb_archive_roll(b) == 0);
     CHECK(lb_bundle_close(b) == 0);
-    snprintf(file, sizeof file, "%s/archive-0000000001.lba", shared);
+    snprintf(file, sizeof file, "%s/archive-0000000001.lba.zst", shared);
     CHECK(exists(file));
 
     CHECK(lb_bundle_open_archived(second, &o, &a, &b) == 0);

@@ -27,10 +27,11 @@ final class ArchiveTests: XCTestCase {
 
     /// Files roll before they would pass maxFileSize; each complete file is announced once, in
     /// order, decodes on its own, and the bundle reads every record once (archive + ring).
-    func rollBySize(forcePwrite: Bool) throws {
+    func rollBySize(forcePwrite: Bool, compressed: Bool) throws {
         let path = makeTemporaryDirectory(self) + "/size.logbook"
         let rolled = Locked<[ArchivedFile]>([])
-        let options = ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil, forcePwrite: forcePwrite,
+        let options = ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil,
+                                     compressionLevel: compressed ? 1 : nil, forcePwrite: forcePwrite,
                                      onFileRolled: { file in rolled.withLock { $0.append(file) } })
         let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
                                    losslessWaitMilliseconds: 30_000, archive: options)
@@ -50,9 +51,11 @@ final class ArchiveTests: XCTestCase {
         XCTAssertEqual(stats.lastError, 0)
         var total = 0
         for file in files {
-            XCTAssertTrue(file.path.hasSuffix(".lba"), file.path)
-            XCTAssertLessThanOrEqual(try size(file.path), 64 << 10)
+            XCTAssertTrue(file.path.hasSuffix(compressed ? ".lba.zst" : ".lba"), file.path)
+            XCTAssertEqual(file.isCompressed, compressed)
+            XCTAssertLessThanOrEqual(file.uncompressedBytes, 64 << 10)
             XCTAssertEqual(UInt64(try size(file.path)), file.bytes)
+            if compressed { XCTAssertLessThan(file.bytes * 3, file.uncompressedBytes, "compressed at least 3x") }
             // A single file decodes on its own: its meta entries travel with it.
             let reader = try LogReader(path: file.path)
             let entries = try reader.readAll()
@@ -68,8 +71,8 @@ final class ArchiveTests: XCTestCase {
         XCTAssertEqual(fromDirectory.count, count)
     }
 
-    func testRollsBySizeWithIoUring() throws { try rollBySize(forcePwrite: false) }
-    func testRollsBySizeWithPwriteFallback() throws { try rollBySize(forcePwrite: true) }
+    func testRollsBySizeWithIoUring() throws { try rollBySize(forcePwrite: false, compressed: true) }
+    func testRollsBySizeWithPwriteFallback() throws { try rollBySize(forcePwrite: true, compressed: false) }
 
     /// Age rolling follows the injected clock.
     func testRollsByAge() throws {
@@ -87,6 +90,9 @@ final class ArchiveTests: XCTestCase {
         // The pass that completes the first sync sees the age; the second sync waits for it.
         try bundle.syncArchive()
         try bundle.syncArchive()
+        // Announced once compressed, on the compression thread.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while rolled.withLock({ $0 }).isEmpty && ContinuousClock.now < deadline { usleep(2000) }
         XCTAssertEqual(rolled.withLock { $0 }, [1])
         log.info("second hour")
         try bundle.syncArchive()
@@ -96,7 +102,7 @@ final class ArchiveTests: XCTestCase {
         XCTAssertEqual(rolled.withLock { $0 }, [1], "the new file counts its age from its own start")
         try bundle.close()
         XCTAssertEqual(rolled.withLock { $0 }, [1, 2], "a clean close completes the file being written")
-        XCTAssertEqual(try archiveNames(path + "/archive"), ["archive-0000000001.lba", "archive-0000000002.lba"])
+        XCTAssertEqual(try archiveNames(path + "/archive"), ["archive-0000000001.lba.zst", "archive-0000000002.lba.zst"])
         XCTAssertEqual(try readBundle(path).entries.map(\.message), ["first hour", "second hour"])
     }
 
@@ -115,16 +121,18 @@ final class ArchiveTests: XCTestCase {
         XCTAssertEqual(bundle.archiveStats?.filesDeleted, 3)
         try bundle.close()
         XCTAssertEqual(try archiveNames(path + "/archive"),
-                       ["archive-0000000004.lba", "archive-0000000005.lba", "archive-0000000006.lba"])
+                       ["archive-0000000004.lba.zst", "archive-0000000005.lba.zst", "archive-0000000006.lba.zst"])
         let rounds = Set(try readBundle(path + "/archive").entries.map { $0.message.split(separator: " ")[1] })
         XCTAssertEqual(rounds, ["3", "4", "5"])
 
-        // Quota: files of ~64 KiB under a 200 KiB quota, the current one counted.
+        // Quota: files of ~64 KiB under a 200 KiB quota, the current one counted (uncompressed
+        // files: see testQuotaCountsCompressedBytes).
         let quotaPath = makeTemporaryDirectory(self) + "/quota.logbook"
         let quota = 200 << 10
         let quotaBundle = try LogBundle(path: quotaPath, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
                                         losslessWaitMilliseconds: 30_000,
-                                        archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: quota))
+                                        archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: quota,
+                                                                compressionLevel: nil))
         let quotaLog = try quotaBundle.logger("quota")
         for i in 0..<40_000 {
             quotaLog.info("quota record \(i)")
@@ -193,7 +201,7 @@ final class ArchiveTests: XCTestCase {
             XCTAssertEqual(rolled.withLock { $0.count }, session + 1, "close announces the file it completed")
         }
         XCTAssertEqual(try archiveNames(path + "/archive"),
-                       ["archive-0000000001.lba", "archive-0000000002.lba", "archive-0000000003.lba"])
+                       ["archive-0000000001.lba.zst", "archive-0000000002.lba.zst", "archive-0000000003.lba.zst"])
         XCTAssertEqual(rolled.withLock { $0.map(\.records) }, [3000, 3000, 3000])
         let reader = try LogReader(path: path + "/archive")
         let entries = try reader.readAll()
@@ -256,7 +264,7 @@ final class ArchiveTests: XCTestCase {
         try bundle.logger("custom").info("kept elsewhere")
         try bundle.rollArchive()
         try bundle.close()
-        XCTAssertEqual(try archiveNames(root + "/elsewhere"), ["archive-0000000001.lba"])
+        XCTAssertEqual(try archiveNames(root + "/elsewhere"), ["archive-0000000001.lba.zst"])
         XCTAssertEqual(try FileManager.default.destinationOfSymbolicLink(atPath: root + "/app.logbook/archive"),
                        URL(fileURLWithPath: root + "/elsewhere").resolvingSymlinksInPath().path)
         XCTAssertEqual(try readBundle(root + "/elsewhere").entries.map(\.message), ["kept elsewhere"])
@@ -397,7 +405,7 @@ final class ArchiveTests: XCTestCase {
         let bundle = try LogBundle(path: path, archive: ArchiveOptions(maxFiles: nil, quota: nil))
         try bundle.close()
         XCTAssertEqual(try archiveNames(path + "/archive"),
-                       ["archive-0000000001.lba", "archive-0000000002.lba", "archive-0000000003.lba"])
+                       ["archive-0000000001.lba.zst", "archive-0000000002.lba.zst", "archive-0000000003.lba.zst"])
         let reader = try LogReader(path: path)
         XCTAssertEqual(try reader.readAll().map(\.message), ["round 0", "round 1", "round 2"])
         _ = try reader.verify()

@@ -149,7 +149,7 @@ final class CLITests: XCTestCase {
         log.info("in the second file \(2)")
         try bundle.close()
 
-        let file = try runProgram(logbook, ["show", path + "/archive/archive-0000000001.lba"])
+        let file = try runProgram(logbook, ["show", path + "/archive/archive-0000000001.lba.zst"])
         XCTAssertEqual(file.status, 0, file.output)
         XCTAssertTrue(file.output.hasSuffix(" info     arch: in the first file 1\n"), file.output)
         let directory = try runProgram(logbook, ["show", "--json", path + "/archive"])
@@ -160,7 +160,7 @@ final class CLITests: XCTestCase {
         let info = try runProgram(logbook, ["info", path])
         XCTAssertEqual(info.status, 0, info.output)
         XCTAssertTrue(info.output.contains("archive lag:     0 chunks (0 bytes)"), info.output)
-        XCTAssertTrue(info.output.contains("archive files:   2 complete, 0 being written"), info.output)
+        XCTAssertTrue(info.output.contains("archive files:   2 complete (2 compressed), 0 being written"), info.output)
         let archiveInfo = try runProgram(logbook, ["info", path + "/archive"])
         XCTAssertTrue(archiveInfo.output.contains("entries:         2"), archiveInfo.output)
         let verify = try runProgram(logbook, ["verify", path + "/archive"])

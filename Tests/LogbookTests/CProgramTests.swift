@@ -41,7 +41,7 @@ final class CProgramTests: XCTestCase {
             flags += ["-I", repositoryRoot + "/CSources/CLogbookArchive/include"]
             files += try sources("CLogbookArchive") + ["-luring"]
         }
-        let result = try runProgram(compiler, flags + sanitizers + extraFlags + [repositoryRoot + "/" + source] + files + ["-o", output])
+        let result = try runProgram(compiler, flags + sanitizers + extraFlags + [repositoryRoot + "/" + source] + files + ["-lzstd", "-o", output])
         XCTAssertEqual(result.status, 0, "compiling \(source) failed:\n\(result.output)")
     }
 

@@ -133,7 +133,7 @@ final class ExportCommandTests: XCTestCase {
         let log = try bundle.logger("app")
         for i in 0..<3000 { log.info("record \(i) \(String(repeating: "y", count: 100))") }
         try bundle.close()
-        let files = try FileManager.default.contentsOfDirectory(atPath: dir + "/app.logbook/archive").filter { $0.hasSuffix(".lba") }.sorted()
+        let files = try FileManager.default.contentsOfDirectory(atPath: dir + "/app.logbook/archive").filter { $0.hasSuffix(".lba.zst") }.sorted()
         XCTAssertGreaterThan(files.count, 3)
         try FileManager.default.removeItem(atPath: dir + "/app.logbook/archive/" + files[1])
         let run = try runProgram(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",

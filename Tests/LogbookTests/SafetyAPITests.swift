@@ -59,7 +59,7 @@ final class SafetyAPITests: XCTestCase {
         let log = try bundle.logger("archived")
         for i in 0..<2000 { log.info("record \(i)") }
         try bundle.close()
-        let archived = path + "/archive/archive-0000000001.lba"
+        let archived = path + "/archive/archive-0000000001.lba.zst"
 
         let renamed = root + "/uploaded-by-the-uploader.bin"
         try FileManager.default.copyItem(atPath: archived, toPath: renamed)

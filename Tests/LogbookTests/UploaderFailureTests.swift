@@ -450,7 +450,7 @@ final class UploaderFailureTests: XCTestCase {
         let server = try UploadServer(directory: dir)
         let bundlePath = dir + "/app.logbook"
         try writeBundle(bundlePath, rollingFiles: 2)
-        let first = bundlePath + "/archive/archive-0000000001.lba"
+        let first = bundlePath + "/archive/archive-0000000001.lba.zst"
         let uploader = try Uploader(.init(spool: dir + "/spool", makeRequest: request(server.url("/ok"))))
         let item = try XCTUnwrap(try uploader.submitUnlessDelivered(file: first))
         XCTAssertTrue(item.id.hasPrefix("lba-") && item.id.hasSuffix("-1"), item.id)
@@ -620,7 +620,7 @@ final class UploaderFailureTests: XCTestCase {
         }
         let rolled = uploader.pending.count
         XCTAssertGreaterThanOrEqual(rolled, 6)
-        let kept = try FileManager.default.contentsOfDirectory(atPath: bundlePath + "/archive").filter { $0.hasSuffix(".lba") }
+        let kept = try FileManager.default.contentsOfDirectory(atPath: bundlePath + "/archive").filter { $0.hasSuffix(".lba.zst") }
         XCTAssertLessThan(kept.count, rolled, "retention deleted files before they were uploaded")
         uploader.isAllowed = true
         uploader.start()
@@ -669,7 +669,7 @@ final class UploaderFailureTests: XCTestCase {
             XCTAssertEqual(seen.count, 3)
             XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: spool + "/delivered").sorted(), items.map(\.id).sorted())
         }
-        try FileManager.default.removeItem(atPath: bundlePath + "/archive/archive-0000000001.lba")
+        try FileManager.default.removeItem(atPath: bundlePath + "/archive/archive-0000000001.lba.zst")
         let relaunched = try Uploader(.init(spool: spool, makeRequest: request(server.url("/ok"))))
         XCTAssertEqual(try relaunched.submitArchives(in: bundlePath), [])
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: spool + "/delivered").count, 2, "the gone file's mark pruned")

@@ -19,7 +19,7 @@ final class VerifyTests: XCTestCase {
         let path = makeTemporaryDirectory(self) + "/verify.logbook"
         let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
                                    losslessWaitMilliseconds: 30_000,
-                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil))
+                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil, compressionLevel: nil))
         let log = try bundle.logger("verify")
         for i in 0..<records { log.info("request \(i) took \(Double(i % 100) / 10) ms path \(String(repeating: "p", count: i % 17))") }
         if close { try bundle.close() }
@@ -56,7 +56,7 @@ final class VerifyTests: XCTestCase {
         let path = makeTemporaryDirectory(self) + "/retention.logbook"
         let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
                                    losslessWaitMilliseconds: 30_000,
-                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 3, quota: 160 << 10))
+                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 3, quota: 160 << 10, compressionLevel: nil))
         let log = try bundle.logger("retention")
         for i in 0..<30_000 { log.info("record \(i) \(String(repeating: "r", count: i % 40))") }
         try bundle.close()
@@ -155,7 +155,7 @@ final class VerifyTests: XCTestCase {
     func testFlippedBitInAnArchivedRecordFailsItsChecksum() throws {
         let path = makeTemporaryDirectory(self) + "/flip.logbook"
         let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
-                                   losslessWaitMilliseconds: 30_000, archive: ArchiveOptions(maxFiles: nil, quota: nil))
+                                   losslessWaitMilliseconds: 30_000, archive: ArchiveOptions(maxFiles: nil, quota: nil, compressionLevel: nil))
         let log = try bundle.logger("flip")
         for i in 0..<5000 { log.info("request \(2_000_000 + i)") }
         try bundle.close()
@@ -204,7 +204,7 @@ final class VerifyTests: XCTestCase {
         let path = makeTemporaryDirectory(self) + "/writing.logbook"
         let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
                                    losslessWaitMilliseconds: 30_000,
-                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil))
+                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil, compressionLevel: nil))
         let log = try bundle.logger("w")
         for i in 0..<20_000 { log.info("record \(i)") }
         try bundle.syncArchive()
@@ -224,7 +224,7 @@ final class VerifyTests: XCTestCase {
     func testArchiveFileOfAnotherBundleIsReportedNotMixedIn() throws {
         let path = try makeArchivedBundle(records: 2000)
         let other = makeTemporaryDirectory(self) + "/other.logbook"
-        let bundle = try LogBundle(path: other, archive: ArchiveOptions())
+        let bundle = try LogBundle(path: other, archive: ArchiveOptions(compressionLevel: nil))
         try bundle.logger("other").info("from the other bundle \(1)")
         try bundle.close()
         let stranger = "archive-0000000900.lba"

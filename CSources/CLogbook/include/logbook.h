@@ -843,8 +843,9 @@ typedef struct lb_archive_info {
     uint64_t files;             /* complete archive files */
     uint64_t writing_files;     /* being written (or left by a crash, until the next open) */
     uint64_t unsynced_files;    /* complete, but their fsync failed: they may miss data */
-    uint64_t bytes;             /* of all of them */
+    uint64_t bytes;             /* of all of them, on disk */
     uint64_t oldest_number, newest_number;
+    uint64_t compressed_files;  /* of the complete files, those compressed (.lba.zst) */
 } lb_archive_info;
 
 /* Lists the archive files the reader reads (a bundle's archive directory, an archive directory or

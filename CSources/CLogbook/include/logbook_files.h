@@ -67,6 +67,9 @@ typedef enum lb_archive_name_kind {
     LB_ARCHIVE_NAME_COMPLETE = 1,  /* archive-NNNNNNNNNN.lba */
     LB_ARCHIVE_NAME_WRITING = 2,   /* archive-NNNNNNNNNN.lba.writing */
     LB_ARCHIVE_NAME_UNSYNCED = 3,  /* archive-NNNNNNNNNN.lba.unsynced: complete, fsync failed */
+    LB_ARCHIVE_NAME_COMPRESSED = 4,  /* archive-NNNNNNNNNN.lba.zst: complete, compressed */
+    LB_ARCHIVE_NAME_COMPRESSING = 5, /* archive-NNNNNNNNNN.lba.zst.writing: never read; deleted
+                                        by the next archiver */
 } lb_archive_name_kind;
 
 /* What `name` says of a file, and its number. */

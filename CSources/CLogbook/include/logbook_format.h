@@ -137,6 +137,48 @@
  *   A chunk sequence appears at most once among the files of a directory, but may also still be
  *   in the ring: readers take each sequence once. A crash can leave an incomplete last frame (or a
  *   zeroed tail) in the .writing file; the next archiver cuts it off. It never cuts anything else.
+ *
+ * compressed archive files (.lba.zst, written by the archiver's compression thread)
+ * ------------------------
+ *
+ *     archive-0000000007.lba.zst           a complete file, compressed: the same bytes as the
+ *                                          .lba it replaced, in zstd frames
+ *     archive-0000000007.lba.zst.writing   being compressed (deleted by the next archiver)
+ *
+ *   A complete .lba is compressed into .lba.zst.writing, which is fsynced and checked (every
+ *   frame decompressed and its CRC compared) before it is renamed .lba.zst; the directory is
+ *   fsynced, and only then is the .lba deleted. Both names may be present for a moment (or after a
+ *   crash, until the next archiver deletes the .lba): they hold the same bytes.
+ *
+ *   The file is a valid zstd stream: `zstd -d` turns it back into the .lba, byte for byte. Logbook's
+ *   own parts are zstd skippable frames (u32 LB_ZST_SKIPPABLE_MAGIC, u32 length, bytes), which
+ *   zstd ignores:
+ *
+ *   +-----------------+------------+-- ... --+------------+-----------+----------------------+
+ *   | skippable:      | zstd frame | zstd    | zstd frame | skippable:| skippable: seek table |
+ *   | archive header  | 0          | frames  | N-1        | listing   | (N x 16) + footer (64)|
+ *   | (8 + 64 bytes)  |            |         |            |           |                       |
+ *   +-----------------+------------+-- ... --+------------+-----------+----------------------+
+ *
+ *   - The first skippable frame holds the .lba's lb_archive_file_header, verbatim: a file is
+ *     recognised as compressed by its first 4 bytes, and identified without decompressing.
+ *   - Data frames: frame k is the zstd compression (with zstd's content size and checksum) of
+ *     bytes [u_k, u_k + length_k) of the .lba, u_0 = 0. Every boundary is an archive frame
+ *     boundary, and a data frame holds whole archive frames adding up to about
+ *     LB_ZST_FRAME_TARGET bytes (a larger archive frame is a data frame alone), so that a reader
+ *     decompresses one data frame to read a chunk. No data frame is longer than LB_ZST_FRAME_MAX.
+ *   - The listing: one zstd frame whose content is a sequence of pieces { u64 offset, u32 length,
+ *     u32 0, bytes, zeros to a multiple of 8 } copied from the .lba: its header, and per archive
+ *     frame its head and its body (a CHUNK frame: the first 80 bytes of its body only). A reader
+ *     lists a file's frames from it without decompressing the data frames.
+ *   - The seek table: per data frame an lb_zst_seek_entry, in order; then lb_zst_footer, the
+ *     file's last 64 bytes.
+ *
+ *   A reader checks the footer, the table and each decompressed data frame's CRC-32C. A data frame
+ *   that fails is damage: the chunks in it are reported lost, the others read. A damaged footer or
+ *   table is reported, and the data frames are then found by walking zstd's own frame headers
+ *   (their checksums guarding the content); a damaged listing is read around (the data frames
+ *   serve every read).
  */
 #ifndef LOGBOOK_FORMAT_H
 #define LOGBOOK_FORMAT_H
@@ -362,6 +404,38 @@ typedef struct lb_archive_file_header {
     uint8_t reserved[12];
 } lb_archive_file_header;
 
+/* Compressed archive files (.lba.zst). */
+#define LB_ZST_SKIPPABLE_MAGIC 0x184D2A5Bu   /* a zstd skippable frame (0x184D2A50 + 11) */
+#define LB_ZST_FOOTER_MAGIC "LBZSTEND"
+#define LB_ZST_FRAME_TARGET (1u << 20)       /* uncompressed bytes per data frame, about */
+#define LB_ZST_FRAME_MAX (64u << 20)         /* no data frame decompresses to more */
+#define LB_ZST_HEADER_FRAME_SIZE (8u + LB_ARCHIVE_HEADER_SIZE)
+
+/* One data frame in the seek table. Its file offset is the footer's frames_offset plus the
+ * compressed lengths of the frames before it; its offset in the .lba the sum of their
+ * uncompressed lengths. */
+typedef struct lb_zst_seek_entry {
+    uint32_t compressed_length;    /* the zstd frame's bytes in the file */
+    uint32_t uncompressed_length;  /* bytes of the .lba it holds */
+    uint32_t crc;                  /* CRC-32C of those uncompressed bytes */
+    uint32_t reserved;             /* 0 */
+} lb_zst_seek_entry;
+
+/* The last 64 bytes of a .lba.zst. */
+typedef struct lb_zst_footer {
+    uint64_t uncompressed_size;    /* the .lba's size: the data frames' uncompressed lengths summed */
+    uint64_t frames_offset;        /* file offset of data frame 0 (LB_ZST_HEADER_FRAME_SIZE) */
+    uint64_t listing_offset;       /* file offset of the listing's skippable frame */
+    uint32_t listing_length;       /* its bytes after the 8-byte skippable head (a zstd frame) */
+    uint32_t listing_crc;          /* CRC-32C of those bytes */
+    uint64_t table_offset;         /* file offset of the first seek entry */
+    uint32_t frame_count;          /* data frames (seek entries) */
+    uint32_t table_crc;            /* CRC-32C of the seek entries */
+    char magic[8];                 /* LB_ZST_FOOTER_MAGIC */
+    uint32_t compression_level;    /* the zstd level it was written with */
+    uint32_t footer_crc;           /* CRC-32C of the 60 bytes before this field */
+} lb_zst_footer;
+
 typedef struct lb_meta_file_header {
     char magic[8];                 /* LB_META_MAGIC */
     uint32_t format_version;
@@ -381,6 +455,8 @@ _Static_assert(__builtin_offsetof(lb_ring_header, records_overwritten) == 216, "
 _Static_assert(__builtin_offsetof(lb_ring_header, archive_retired_records) == 320, "archiver line");
 _Static_assert(sizeof(lb_archive_frame_head) == LB_ARCHIVE_FRAME_HEAD_SIZE, "frame head");
 _Static_assert(sizeof(lb_archive_end) == 64, "END frame body");
+_Static_assert(sizeof(lb_zst_seek_entry) == 16, "seek entry");
+_Static_assert(sizeof(lb_zst_footer) == 64, "compressed archive footer");
 
 #define LB_RECORD_HEADER(length, tag, kind) \
     ((uint64_t)(uint32_t)(length) | ((uint64_t)(uint16_t)(tag) << 32) | \

@@ -679,13 +679,15 @@ lb_archive_name_kind lb_archive_name_parse(const char *name, uint64_t *number) {
     if (strcmp(p, ".lba") == 0) return LB_ARCHIVE_NAME_COMPLETE;
     if (strcmp(p, ".lba.writing") == 0) return LB_ARCHIVE_NAME_WRITING;
     if (strcmp(p, ".lba.unsynced") == 0) return LB_ARCHIVE_NAME_UNSYNCED;
+    if (strcmp(p, ".lba.zst") == 0) return LB_ARCHIVE_NAME_COMPRESSED;
+    if (strcmp(p, ".lba.zst.writing") == 0) return LB_ARCHIVE_NAME_COMPRESSING;
     return LB_ARCHIVE_NAME_NONE;
 }
 
 void lb_archive_name_format(char out[LB_ARCHIVE_NAME_MAX], uint64_t number, lb_archive_name_kind kind) {
-    static const char *const suffixes[] = {"", "", ".writing", ".unsynced"};
+    static const char *const suffixes[] = {"", "", ".writing", ".unsynced", ".zst", ".zst.writing"};
     snprintf(out, LB_ARCHIVE_NAME_MAX, "archive-%010llu.lba%s",
-             (unsigned long long)(number % 10000000000ull), suffixes[kind <= 3 ? kind : 0]);
+             (unsigned long long)(number % 10000000000ull), suffixes[kind <= 5 ? kind : 0]);
 }
 
 void lb_archive_frame_head_make(lb_archive_frame_head *head, uint32_t length, uint16_t kind,
@@ -725,23 +727,32 @@ static int frame_head_valid(const lb_archive_frame_head *h, uint32_t chunk_size)
     return 1;
 }
 
-lb_frame_status lb_archive_frame_read(int fd, uint64_t offset, uint64_t file_size,
+lb_frame_status lb_archive_frame_read(lb_archive_source *source, uint64_t offset,
                                       uint32_t chunk_size, lb_archive_frame_head *out) {
+    uint64_t file_size = source->size;
     if (offset + LB_ARCHIVE_FRAME_HEAD_SIZE > file_size) return LB_FRAME_END;
-    if (lb_pread_full(fd, out, sizeof *out, offset) != (ssize_t)sizeof *out) return LB_FRAME_END;
+    if (lb_archive_source_read(source, out, sizeof *out, offset) != (ssize_t)sizeof *out)
+        return LB_FRAME_END;
     if (!frame_head_valid(out, chunk_size)) return LB_FRAME_INVALID;
     if (offset + lb_archive_frame_span(out->length) > file_size) return LB_FRAME_END;
     return LB_FRAME_OK;
 }
 
-uint64_t lb_archive_frame_resync(int fd, uint64_t from, uint64_t file_size, uint32_t chunk_size) {
+uint64_t lb_archive_frame_resync(lb_archive_source *source, uint64_t from, uint32_t chunk_size) {
     enum { BLOCK = 64 * 1024 };
+    uint64_t file_size = source->size;
     uint8_t *block = malloc(BLOCK + LB_ARCHIVE_FRAME_HEAD_SIZE);
     if (!block) return file_size;
     uint64_t at = (from + 8u) & ~(uint64_t)7u;
     while (at + LB_ARCHIVE_FRAME_HEAD_SIZE <= file_size) {
-        ssize_t n = lb_pread_full(fd, block, BLOCK + LB_ARCHIVE_FRAME_HEAD_SIZE, at);
-        if (n < (ssize_t)LB_ARCHIVE_FRAME_HEAD_SIZE) break;
+        ssize_t n = lb_archive_source_read(source, block, BLOCK + LB_ARCHIVE_FRAME_HEAD_SIZE, at);
+        if (n < (ssize_t)LB_ARCHIVE_FRAME_HEAD_SIZE) {
+            /* A compressed file's damaged data frame: go on after it. */
+            uint64_t next = lb_archive_source_damaged_until(source, at + (n > 0 ? (uint64_t)n : 0));
+            if (!next) break;
+            at = next;
+            continue;
+        }
         for (size_t i = 0; i + LB_ARCHIVE_FRAME_HEAD_SIZE <= (size_t)n && i < BLOCK; i += 8) {
             lb_archive_frame_head h;
             memcpy(&h, block + i, sizeof h);
@@ -751,7 +762,9 @@ uint64_t lb_archive_frame_resync(int fd, uint64_t from, uint64_t file_size, uint
                 return at + i;
             }
         }
-        at += BLOCK;
+        /* Past what was scanned: a short read stopped at a damaged data frame or the end. */
+        uint64_t scanned = (((uint64_t)n - LB_ARCHIVE_FRAME_HEAD_SIZE) & ~(uint64_t)7u) + 8u;
+        at += scanned < BLOCK ? scanned : BLOCK;
     }
     free(block);
     return file_size;

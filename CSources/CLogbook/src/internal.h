@@ -143,6 +143,48 @@ const char *lb_archive_header_problem(const lb_archive_file_header *header, uint
 void lb_archive_frame_head_make(lb_archive_frame_head *head, uint32_t length, uint16_t kind,
                                 uint32_t body_crc);
 
+/* An archive file to read, plain (.lba, .lba.writing) or compressed (.lba.zst): reads take offsets
+ * in the uncompressed file, so the frame walk is the same for both. A compressed file's reads are
+ * served from its listing (frame heads and chunk starts) when they fall inside it, else from the
+ * data frame that holds them, decompressed (and checked) once and kept until another is needed;
+ * the next data frame is decompressed ahead on a second thread while a file is read in order. */
+typedef struct lb_zst_reader lb_zst_reader;
+typedef void (*lb_archive_damage_report)(void *context, uint64_t offset, uint64_t length,
+                                         const char *what);
+typedef struct lb_archive_source {
+    int fd;                  /* not owned */
+    uint64_t size;           /* of the uncompressed file */
+    lb_zst_reader *zst;      /* NULL: plain */
+    lb_archive_damage_report report;  /* damage a compressed file's parts show, once each */
+    void *report_context;
+} lb_archive_source;
+
+static inline void lb_archive_source_plain(lb_archive_source *s, int fd, uint64_t size) {
+    s->fd = fd;
+    s->size = size;
+    s->zst = NULL;
+    s->report = NULL;
+    s->report_context = NULL;
+}
+/* Whether the `length` bytes at the start of a file (at least 4) are a compressed archive's. */
+int lb_archive_bytes_compressed(const uint8_t *start, size_t length);
+/* Opens the file open as `fd` (file_size bytes on disk): compressed when it starts with the
+ * skippable frame, plain otherwise. `report` (may be NULL) hears about damage as it is found: a
+ * footer or seek table that fails (frames then found by walking), a damaged listing, a data frame
+ * that fails to decompress or its CRC. 0, -ENOMEM, or -EPROTO with *problem for a compressed file
+ * whose data frames cannot be found at all. */
+int lb_archive_source_open(lb_archive_source *s, int fd, uint64_t file_size,
+                           lb_archive_damage_report report, void *report_context,
+                           const char **problem);
+/* Reads like pread at an uncompressed offset: the bytes read, short at the end of the file or at
+ * a damaged data frame. */
+ssize_t lb_archive_source_read(lb_archive_source *s, void *buffer, size_t length, uint64_t offset);
+/* For a compressed file: when `offset` lies in a data frame that cannot be read, the offset where
+ * the next data frame starts (an archive frame boundary); otherwise 0. */
+uint64_t lb_archive_source_damaged_until(lb_archive_source *s, uint64_t offset);
+/* Frees a compressed file's state (joins its thread); the descriptor is the caller's. */
+void lb_archive_source_close(lb_archive_source *s);
+
 typedef enum lb_frame_status {
     LB_FRAME_OK = 0,
     LB_FRAME_END = 1,      /* no more bytes, or only part of a frame (being written, or torn) */
@@ -152,15 +194,15 @@ typedef enum lb_frame_status {
 /* Reads the frame head at `offset` of a file of `file_size` bytes. On LB_FRAME_OK the body is at
  * offset + 16 and the next frame at offset + lb_archive_frame_span(length). The body's CRC is the
  * caller's to check (it reads the body anyway). */
-lb_frame_status lb_archive_frame_read(int fd, uint64_t offset, uint64_t file_size,
+lb_frame_status lb_archive_frame_read(lb_archive_source *source, uint64_t offset,
                                       uint32_t chunk_size, lb_archive_frame_head *out);
 static inline uint64_t lb_archive_frame_span(uint32_t length) {
     return LB_ARCHIVE_FRAME_HEAD_SIZE + (((uint64_t)length + 7u) & ~(uint64_t)7u);
 }
 /* After damage at `from`: the offset of the next valid frame head (8-aligned, whole frame inside
- * the file), or file_size when there is none. A head has its own CRC-32C, so a false match needs
+ * the file), or the file's size when there is none. A head has its own CRC-32C, so a false match needs
  * 32 bits of luck. */
-uint64_t lb_archive_frame_resync(int fd, uint64_t from, uint64_t file_size, uint32_t chunk_size);
+uint64_t lb_archive_frame_resync(lb_archive_source *source, uint64_t from, uint32_t chunk_size);
 /* 1 when every byte of [from, to) is zero (or past the end of the file), 0 otherwise. */
 int lb_file_range_is_zero(int fd, uint64_t from, uint64_t to);
 

@@ -66,6 +66,8 @@ typedef struct archive_file {
     char *name;          /* its current path (a .writing file is renamed when complete) */
     char *label;         /* its first base name, for issues; kept until close */
     int fd;
+    lb_archive_source src;  /* reads at uncompressed offsets (a .lba.zst is decompressed) */
+    struct source_damage *damage;  /* the context of src's damage reports */
     int kind;            /* lb_archive_name_kind */
     int header_ok, done;
     int in_directory;    /* found by listing a directory (a symlink there is never followed) */
@@ -219,6 +221,7 @@ struct lb_reader {
 
 static int grow(void **array, size_t *capacity, size_t need, size_t element);
 static void run_free(window_run *run);
+static void close_archive_file(archive_file *f);
 static const lb_session_info *find_session(const lb_reader *r, uint32_t session);
 
 static void note_anchor(lb_reader *r, const lb_chunk_header *h) {
@@ -984,9 +987,13 @@ static int starts_with_archive_magic(const char *path) {
     do fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
     while (fd < 0 && errno == EINTR);
     if (fd < 0) return 0;
-    char magic[8];
-    int found = lb_pread_full(fd, magic, sizeof magic, 0) == (ssize_t)sizeof magic &&
-                memcmp(magic, LB_ARCHIVE_MAGIC, sizeof magic) == 0;
+    /* A plain file starts with the archive magic; a compressed one with a skippable frame
+     * holding the archive header. */
+    uint8_t start[16];
+    ssize_t n = lb_pread_full(fd, start, sizeof start, 0);
+    int found = n >= 8 && memcmp(start, LB_ARCHIVE_MAGIC, 8) == 0;
+    if (n == (ssize_t)sizeof start && lb_archive_bytes_compressed(start, 4))
+        found = memcmp(start + 8, LB_ARCHIVE_MAGIC, 8) == 0;
     close(fd);
     return found;
 }
@@ -1114,7 +1121,8 @@ void lb_reader_close(lb_reader *r) {
     free(r->chunk);
     free(r->seen);
     for (size_t i = 0; i < r->archive_count; i++) {
-        if (r->archives[i].fd >= 0) close(r->archives[i].fd);
+        close_archive_file(&r->archives[i]);
+        free(r->archives[i].damage);
         free(r->archives[i].name);
         free(r->archives[i].label);
     }
@@ -1289,11 +1297,13 @@ static void list_archive_directory(lb_reader *r) {
     while ((e = readdir(d))) {
         uint64_t number;
         int kind = (int)lb_archive_name_parse(e->d_name, &number);
-        if (!kind) continue;
+        if (!kind || kind == LB_ARCHIVE_NAME_COMPRESSING) continue;  /* not complete yet */
         archive_file *f = NULL;
         for (size_t i = 0; i < r->archive_count; i++)
             if (r->archives[i].number == number) f = &r->archives[i];
-        if (f && f->kind == kind) continue;
+        /* Both the .lba and its .lba.zst (for a moment, or after a crash): the same bytes; the
+         * .lba is the one about to go. */
+        if (f && (f->kind == kind || f->kind == LB_ARCHIVE_NAME_COMPRESSED)) continue;
         char *name = lb_path_join(r->archive_dir, e->d_name);
         if (!name) continue;
         if (f) {  /* renamed: complete now */
@@ -1332,7 +1342,7 @@ static void archive_meta_frame(lb_reader *r, archive_file *f, const lb_archive_f
     uint32_t length = head->length;
     uint8_t *body = malloc(length ? length : 1);
     if (!body) return;
-    if (lb_pread_full(f->fd, body, length, f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE) != (ssize_t)length ||
+    if (lb_archive_source_read(&f->src, body, length, f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE) != (ssize_t)length ||
         lb_crc32c(0, body, length) != head->body_crc ||
         lb_meta_parse_entries(body, length, meta_visit, r) != 0)
         add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), f->offset, length,
@@ -1363,6 +1373,43 @@ static void check_end_frame(lb_reader *r, archive_file *f, uint64_t size) {
     }
 }
 
+/* What a compressed file's source found damaged (its seek table, listing or a data frame), as an
+ * issue of the file. */
+typedef struct source_damage {
+    lb_reader *r;
+    const char *label;
+} source_damage;
+
+static void source_damaged(void *context, uint64_t offset, uint64_t length, const char *what) {
+    source_damage *d = context;
+    add_issue(d->r, LB_ISSUE_CORRUPT, d->label, offset, length, what);
+}
+
+static void close_archive_file(archive_file *f) {
+    lb_archive_source_close(&f->src);
+    if (f->fd >= 0) close(f->fd);
+    f->fd = -1;
+}
+
+/* Opens archive file `f` (never through a symlink inside a directory, never blocking on a FIFO).
+ * A file deleted since the listing was compressed meanwhile (or completed): the directory is
+ * listed again and its new name opened. 0, or errno. */
+static int open_archive_file(lb_reader *r, uint64_t number) {
+    for (int attempt = 0;; attempt++) {
+        archive_file *f = NULL;
+        for (size_t i = 0; i < r->archive_count && !f; i++)
+            if (r->archives[i].number == number) f = &r->archives[i];
+        if (!f) return ENOENT;
+        int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (f->in_directory ? O_NOFOLLOW : 0);
+        f->fd = open(f->name, flags);
+        if (f->fd >= 0) return 0;
+        int err = errno;
+        f->fd = -1;
+        if (err != ENOENT || !f->in_directory || attempt == 2) return err;
+        list_archive_directory(r);
+    }
+}
+
 /* Reads the new frames of archive file `index`: meta entries at once, chunks as refs. Damage
  * (a frame head that fails its check) is reported and stepped over: the next valid head is
  * searched for, so one damaged frame hides only itself. */
@@ -1370,14 +1417,12 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
     archive_file *f = &r->archives[index];
     if (f->done) return;
     if (f->fd < 0) {
-        /* Inside a directory, a symlink is never followed; no file is opened in a way that can
-         * block (a FIFO). */
-        int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (f->in_directory ? O_NOFOLLOW : 0);
-        f->fd = open(f->name, flags);
-        if (f->fd < 0) {
-            int err = errno;
-            f->fd = -1;
-            if (err == ENOENT) return;  /* renamed or deleted since the listing: next scan */
+        uint64_t number = f->number;
+        int err = open_archive_file(r, number);
+        f = &r->archives[index];
+        if (f->number != number) return;  /* relisted: the files moved; the next pass reads it */
+        if (err) {
+            if (err == ENOENT) return;  /* deleted since the listing: next scan */
             add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0, 0,
                        "archive file cannot be opened: %s", strerror(err));
             f->done = 1;
@@ -1392,10 +1437,27 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         f->done = 1;
         return;
     }
-    uint64_t size = (uint64_t)st.st_size;
+    if (!f->header_ok && !f->src.zst) {
+        if (!f->damage) {
+            f->damage = malloc(sizeof *f->damage);
+            if (!f->damage) return;
+            *f->damage = (source_damage){r, archive_label(r, f)};
+        }
+        const char *problem = NULL;
+        int rc = lb_archive_source_open(&f->src, f->fd, (uint64_t)st.st_size, source_damaged,
+                                        f->damage, &problem);
+        if (rc == -ENOMEM) return;
+        if (rc) {
+            add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, (uint64_t)st.st_size, problem);
+            f->done = 1;
+            return;
+        }
+    }
+    if (!f->src.zst) f->src.size = (uint64_t)st.st_size;  /* a .writing file grows */
+    uint64_t size = f->src.size;
     if (!f->header_ok) {
         lb_archive_file_header h;
-        ssize_t n = lb_pread_full(f->fd, &h, sizeof h, 0);
+        ssize_t n = lb_archive_source_read(&f->src, &h, sizeof h, 0);
         const char *problem = n == (ssize_t)sizeof h ? lb_archive_header_problem(&h, size)
                                                      : "archive file is shorter than its header";
         if (problem) {
@@ -1432,7 +1494,18 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
     const char *label = archive_label(r, f);
     for (;;) {
         lb_archive_frame_head head;
-        lb_frame_status status = lb_archive_frame_read(f->fd, f->offset, size, f->chunk_size, &head);
+        lb_frame_status status = lb_archive_frame_read(&f->src, f->offset, f->chunk_size, &head);
+        uint64_t damaged_until = status != LB_FRAME_OK && f->offset < size
+                                     ? lb_archive_source_damaged_until(&f->src, f->offset)
+                                     : 0;
+        if (damaged_until) {
+            /* A compressed file's data frame that cannot be read (reported by the source): the
+             * frames in it are lost; the END frame's account says how many records. */
+            f->damaged = 1;
+            f->end_found = 0;
+            f->offset = damaged_until;
+            continue;
+        }
         if (status == LB_FRAME_END) {
             if (f->kind == LB_ARCHIVE_NAME_WRITING) return;  /* more may come */
             if (f->offset < size)
@@ -1443,7 +1516,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
             return;
         }
         if (status == LB_FRAME_INVALID) {
-            uint64_t next = lb_archive_frame_resync(f->fd, f->offset, size, f->chunk_size);
+            uint64_t next = lb_archive_frame_resync(&f->src, f->offset, f->chunk_size);
             add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, next - f->offset,
                       "archive frame head is not valid; skipped to the next valid frame");
             f->damaged = 1;
@@ -1462,7 +1535,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         } else if (head.kind == LB_ARCHIVE_FRAME_CHUNK) {
             chunk_start start = {0};
             size_t want = head.length >= sizeof start ? sizeof start : sizeof start.h;
-            if (lb_pread_full(f->fd, &start, want, body) != (ssize_t)want) return;
+            if (lb_archive_source_read(&f->src, &start, want, body) != (ssize_t)want) return;
             const lb_chunk_header h = start.h;
             if (lb_chunk_header_check(&h, (uint32_t)(h.sequence % f->chunk_count), f->chunk_count) != 0) {
                 add_issue(r, LB_ISSUE_CORRUPT, label, body, head.length,
@@ -1492,7 +1565,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
             }
         } else if (head.kind == LB_ARCHIVE_FRAME_END) {
             lb_archive_end end;
-            if (lb_pread_full(f->fd, &end, sizeof end, body) == (ssize_t)sizeof end &&
+            if (lb_archive_source_read(&f->src, &end, sizeof end, body) == (ssize_t)sizeof end &&
                 lb_crc32c(0, &end, sizeof end) == head.body_crc) {
                 f->end = end;
                 f->end_found = 1;
@@ -1586,8 +1659,15 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
     seen_chunk *seen = seen_find(r, ref->sequence);
     if (seen && (seen->broken || seen->offset >= ref->length)) return;  /* the ring had it */
     uint8_t *image = r->run->image;
-    if (f->fd < 0 || lb_pread_full(f->fd, image, ref->length, ref->offset) != (ssize_t)ref->length)
+    if (f->fd < 0 || lb_archive_source_read(&f->src, image, ref->length, ref->offset) != (ssize_t)ref->length) {
+        /* Listed but unreadable now: a compressed file's data frame that fails (the source
+         * reported which), or a file cut short since it was listed. */
+        if (!intact_copy_follows)
+            add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length,
+                       ref->records, "chunk %llu cannot be read: its %u records are lost",
+                       (unsigned long long)ref->sequence, ref->records);
         return;
+    }
     const lb_chunk_header *h = (const lb_chunk_header *)(const void *)image;
     if (h->sequence != ref->sequence) return;
     if (lb_crc32c(0, image, ref->length) != ref->body_crc) {
@@ -2181,7 +2261,7 @@ static long read_pass(lb_reader *r) {
              * was archived twice; a damaged one is damage. Its records are shown once. */
             archive_file *f = &r->archives[ref->source];
             int intact = f->fd >= 0 &&
-                         lb_pread_full(f->fd, r->chunk, ref->length, ref->offset) == (ssize_t)ref->length &&
+                         lb_archive_source_read(&f->src, r->chunk, ref->length, ref->offset) == (ssize_t)ref->length &&
                          lb_crc32c(0, r->chunk, ref->length) == ref->body_crc;
             add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length,
                       intact ? "chunk archived twice (its records are shown once)"
@@ -2205,10 +2285,7 @@ static long read_pass(lb_reader *r) {
     free(refs.refs);
     for (size_t i = 0; i < r->archive_count; i++) {
         archive_file *f = &r->archives[i];
-        if (f->done && f->fd >= 0) {
-            close(f->fd);
-            f->fd = -1;
-        }
+        if (f->done && f->fd >= 0) close_archive_file(f);
     }
 
     /* A large record whose beginning the walk found but whose writer is gone will never finish. */
@@ -2295,13 +2372,31 @@ static size_t list_numbers(lb_reader *r, uint64_t **out) {
     if (!d) return 0;
     size_t count = 0, capacity = 0;
     struct dirent *e;
+    uint64_t *compressed = NULL;  /* numbers of .lba.zst files: their .lba may still be there */
+    size_t compressed_count = 0, compressed_capacity = 0;
     while ((e = readdir(d))) {
         uint64_t number;
-        if (!lb_archive_name_parse(e->d_name, &number)) continue;
+        lb_archive_name_kind kind = lb_archive_name_parse(e->d_name, &number);
+        if (!kind || kind == LB_ARCHIVE_NAME_COMPRESSING) continue;
+        if (kind == LB_ARCHIVE_NAME_COMPRESSED) {
+            if (grow((void **)&compressed, &compressed_capacity, compressed_count + 1, sizeof *compressed))
+                break;
+            compressed[compressed_count++] = number;
+            continue;
+        }
         if (grow((void **)out, &capacity, count + 1, sizeof **out)) break;
         (*out)[count++] = number;
     }
     closedir(d);
+    if (count) qsort(*out, count, sizeof **out, compare_u64);
+    /* A compressed file counts once, with or without its .lba beside it (the same bytes). */
+    size_t plain = count;  /* sorted: the search stays within them */
+    for (size_t i = 0; i < compressed_count; i++) {
+        if (plain && bsearch(&compressed[i], *out, plain, sizeof **out, compare_u64)) continue;
+        if (grow((void **)out, &capacity, count + 1, sizeof **out)) break;
+        (*out)[count++] = compressed[i];
+    }
+    free(compressed);
     if (count) qsort(*out, count, sizeof **out, compare_u64);
     return count;
 }
@@ -2595,6 +2690,7 @@ int lb_reader_archive_info(lb_reader *r, lb_archive_info *out) {
         if (f->kind == LB_ARCHIVE_NAME_WRITING) out->writing_files++;
         else if (f->kind == LB_ARCHIVE_NAME_UNSYNCED) out->unsynced_files++;
         else out->files++;
+        if (f->kind == LB_ARCHIVE_NAME_COMPRESSED) out->compressed_files++;
         out->bytes += (uint64_t)st.st_size;
         if (!out->oldest_number || f->number < out->oldest_number) out->oldest_number = f->number;
         if (f->number > out->newest_number) out->newest_number = f->number;

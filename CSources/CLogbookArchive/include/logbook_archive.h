@@ -40,10 +40,15 @@ typedef struct lb_archive_file {
     uint64_t last_sequence;
     int64_t created_wall_ns;
     uint64_t records;             /* records in its chunks */
+    uint64_t uncompressed_bytes;  /* the same as bytes, unless compressed (path ends .lba.zst):
+                                     then bytes are on disk, these what it decompresses to */
 } lb_archive_file;
 
-/* Called on the archiver thread after a file is complete (fsynced and renamed). It must not
- * block for long: the archiver persists nothing while it runs. It may call anything except
+/* Called after a file is complete (fsynced and renamed) under its final name: on the archiver
+ * thread, or with compression on (the default), on the compression thread once the .lba.zst is in
+ * place and the .lba deleted (a file that cannot be compressed is announced as .lba). It must not
+ * block for long: the archiver persists nothing while it runs (with compression, nothing is
+ * compressed). It may call anything except
  * lb_bundle_close / lb_archive_roll / lb_archive_sync of the same bundle. It also runs on the
  * opening thread, inside lb_bundle_open_archived, when the chunks a crashed run left in the ring
  * fill files before the open returns: the callback then has no bundle handle yet, and must not
@@ -63,7 +68,8 @@ typedef struct lb_archive_options {
                                      directory shared by mistake) is left alone */
     uint32_t backend;             /* 0: io_uring when available; LB_ARCHIVE_BACKEND_PWRITE forces
                                      the fallback (so does LOGBOOK_ARCHIVE_BACKEND=pwrite) */
-    uint64_t quota;               /* bytes of all archive files together, the file being written
+    uint64_t quota;               /* bytes on disk of all archive files together (compressed
+                                     ones count their compressed bytes), the file being written
                                      included; oldest complete files deleted first; default 256 MiB;
                                      0: no limit. Must be at least max_file_size. */
     lb_archive_roll_callback on_roll;
@@ -71,6 +77,12 @@ typedef struct lb_archive_options {
     /* Wall clock for age rolling, in ns since the epoch (NULL: CLOCK_REALTIME). Tests inject one. */
     int64_t (*clock)(void *context);
     void *clock_context;
+    /* zstd level complete files are compressed with (archive-N.lba.zst, read like the .lba),
+     * by a second thread, off the logging path; default 1 (fastest; higher levels cost far more
+     * time for little on Logbook's records, see BENCHMARKS.md); 0: files stay uncompressed.
+     * Negative levels are zstd's faster ones. Complete .lba files of this bundle an earlier run
+     * left (or that a crash left before their compression) are compressed after the open. */
+    int32_t compression_level;
 } lb_archive_options;
 
 /* Defaults for binary chunks: 16 MiB files (256 chunks of 64 KiB, about 350,000 typical records;
@@ -94,7 +106,8 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
                             const lb_archive_options *archive, lb_bundle **out);
 
 /* Rolls the file being written now (when it holds any chunk): seals every thread's chunk, archives
- * everything sealed, completes the file and calls on_roll. -ENOTSUP without an archiver, -EBADF
+ * everything sealed, completes the file and calls on_roll (with compression: once it and any file
+ * before it are compressed). -ENOTSUP without an archiver, -EBADF
  * after lb_bundle_shutdown. */
 int lb_archive_roll(lb_bundle *bundle);
 
@@ -116,6 +129,11 @@ typedef struct lb_archive_stats {
     uint64_t directory_bytes;     /* complete files plus the file being written */
     uint64_t lag_chunks;          /* sealed chunks not yet archived */
     uint64_t lag_bytes;
+    uint64_t files_compressed;    /* since open */
+    uint64_t compression_failures;/* files left uncompressed (damaged, or an error: see last_error) */
+    uint64_t compression_pending; /* complete files waiting for compression now */
+    uint64_t bytes_before_compression; /* of the files compressed since open */
+    uint64_t bytes_after_compression;
 } lb_archive_stats;
 
 int lb_archive_stats_get(lb_bundle *bundle, lb_archive_stats *out);

@@ -26,6 +26,7 @@
 #define _GNU_SOURCE
 #include "../../CLogbook/src/internal.h"
 #include "logbook_archive.h"
+#include "compress.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -55,9 +56,14 @@ typedef struct file_summary {
 } file_summary;
 
 typedef struct complete_file {
-    uint64_t number, bytes;
+    uint64_t number, bytes;    /* bytes on disk: compressed ones once compressed */
     int unsynced;
     file_summary summary;
+    uint8_t compressed;        /* archive-N.lba.zst */
+    uint8_t pending;           /* waits for the compression thread; not announced yet */
+    uint8_t busy;              /* being compressed or announced: retention leaves it (and newer) */
+    int64_t created_wall_ns;   /* from its header: for on_roll */
+    uint64_t uncompressed_bytes;  /* of a file compressed by this run (for on_roll) */
 } complete_file;
 
 typedef struct current_file {
@@ -117,6 +123,17 @@ typedef struct archiver {
     int request_result;
     lb_archive_stats stats;
     int error_reported;
+    /* compression (level != 0): a second thread compresses complete files, oldest first. The file
+     * list (`files`) is shared with it: under files_lock, which is never taken inside `lock`'s
+     * hold. */
+    lb_compressor *compressor;
+    pthread_t compress_thread;
+    int compress_started;
+    pthread_mutex_t files_lock;
+    pthread_cond_t compress_wake;
+    int compress_stop;         /* under files_lock: compress what is pending, then end */
+    pthread_cond_t compress_done;  /* a file was compressed (or given up on) and announced */
+    _Atomic int retention_due; /* set by the compression thread: the archiver thread applies it */
 } archiver;
 
 /* ---- small helpers ---- */
@@ -339,15 +356,16 @@ static void summary_add(file_summary *s, uint64_t sequence, uint64_t claim, uint
 }
 
 /* The END frame of a complete file of `size` bytes: its last 80 bytes. */
-static int read_end_frame(int fd, uint64_t size, uint32_t chunk_size, file_summary *out) {
+static int read_end_frame(lb_archive_source *src, uint32_t chunk_size, file_summary *out) {
     memset(out, 0, sizeof *out);
+    uint64_t size = src->size;
     if (size < LB_ARCHIVE_HEADER_SIZE + LB_ARCHIVE_END_FRAME_SIZE) return -1;
     uint64_t at = size - LB_ARCHIVE_END_FRAME_SIZE;
     lb_archive_frame_head head;
     lb_archive_end end;
-    if (lb_archive_frame_read(fd, at, size, chunk_size, &head) != LB_FRAME_OK ||
+    if (lb_archive_frame_read(src, at, chunk_size, &head) != LB_FRAME_OK ||
         head.kind != LB_ARCHIVE_FRAME_END ||
-        lb_pread_full(fd, &end, sizeof end, at + LB_ARCHIVE_FRAME_HEAD_SIZE) != (ssize_t)sizeof end ||
+        lb_archive_source_read(src, &end, sizeof end, at + LB_ARCHIVE_FRAME_HEAD_SIZE) != (ssize_t)sizeof end ||
         lb_crc32c(0, &end, sizeof end) != head.body_crc || end.end_offset != at)
         return -1;
     *out = (file_summary){end.chunks, end.records, end.first_sequence, end.last_sequence,
@@ -363,22 +381,30 @@ static int read_end_frame(int fd, uint64_t size, uint32_t chunk_size, file_summa
 typedef void (*chunk_frame_visitor)(void *context, uint64_t body_offset,
                                     const lb_archive_frame_head *head, const lb_chunk_header *chunk);
 
-static uint64_t walk_frames(int fd, uint64_t size, uint32_t chunk_size, uint32_t chunk_count,
+static uint64_t walk_frames(lb_archive_source *src, uint32_t chunk_size, uint32_t chunk_count,
                             chunk_frame_visitor chunk, void *context, uint64_t *problem,
                             int *end_frame) {
+    uint64_t size = src->size;
     uint64_t offset = LB_ARCHIVE_HEADER_SIZE, valid_end = offset;
     *problem = UINT64_MAX;
     *end_frame = 0;
     while (offset < size) {
         lb_archive_frame_head head;
-        lb_frame_status status = lb_archive_frame_read(fd, offset, size, chunk_size, &head);
+        lb_frame_status status = lb_archive_frame_read(src, offset, chunk_size, &head);
+        uint64_t damaged_until = status != LB_FRAME_OK ? lb_archive_source_damaged_until(src, offset) : 0;
+        if (damaged_until) {  /* a compressed file's data frame that cannot be read */
+            if (*problem == UINT64_MAX) *problem = offset;
+            offset = damaged_until;
+            *end_frame = 0;
+            continue;
+        }
         if (status == LB_FRAME_END) {
             if (*problem == UINT64_MAX) *problem = offset;
             break;
         }
         if (status == LB_FRAME_INVALID) {
             if (*problem == UINT64_MAX) *problem = offset;
-            offset = lb_archive_frame_resync(fd, offset, size, chunk_size);
+            offset = lb_archive_frame_resync(src, offset, chunk_size);
             *end_frame = 0;
             continue;
         }
@@ -386,7 +412,7 @@ static uint64_t walk_frames(int fd, uint64_t size, uint32_t chunk_size, uint32_t
         if (head.kind == LB_ARCHIVE_FRAME_CHUNK && chunk) {
             lb_chunk_header ch;
             uint64_t body = offset + LB_ARCHIVE_FRAME_HEAD_SIZE;
-            if (lb_pread_full(fd, &ch, sizeof ch, body) == (ssize_t)sizeof ch &&
+            if (lb_archive_source_read(src, &ch, sizeof ch, body) == (ssize_t)sizeof ch &&
                 lb_chunk_header_check(&ch, (uint32_t)(ch.sequence % chunk_count), chunk_count) == 0)
                 chunk(context, body, &head, &ch);
         }
@@ -404,60 +430,79 @@ static void summarize_chunk(void *context, uint64_t body_offset, const lb_archiv
 }
 
 /* ---- files ---- */
-static int add_complete(archiver *a, uint64_t number, uint64_t bytes, int unsynced,
-                        const file_summary *summary) {
+static lb_archive_name_kind file_kind(const complete_file *f) {
+    return f->compressed ? LB_ARCHIVE_NAME_COMPRESSED
+                         : f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE;
+}
+
+/* Adds a complete file to the list (under files_lock once the compression thread runs). */
+static complete_file *add_complete(archiver *a, uint64_t number, uint64_t bytes, int unsynced,
+                                   const file_summary *summary) {
     if (grow((void **)&a->files, &a->file_capacity, a->file_count + 1, sizeof *a->files))
-        return -ENOMEM;
+        return NULL;
     size_t at = a->file_count;
     while (at > 0 && a->files[at - 1].number > number) {
         a->files[at] = a->files[at - 1];
         at--;
     }
-    a->files[at] = (complete_file){number, bytes, unsynced, *summary};
+    a->files[at] = (complete_file){number, bytes, unsynced, *summary, 0, 0, 0, 0, bytes};
     a->file_count++;
-    return 0;
+    return &a->files[at];
 }
 
 static void publish_directory_stats(archiver *a) {
-    uint64_t bytes = a->cur.fd >= 0 ? a->cur.size : 0;
-    for (size_t i = 0; i < a->file_count; i++) bytes += a->files[i].bytes;
+    uint64_t bytes = a->cur.fd >= 0 ? a->cur.size : 0, pending = 0;
+    for (size_t i = 0; i < a->file_count; i++) {
+        bytes += a->files[i].bytes;
+        pending += a->files[i].pending;
+    }
     pthread_mutex_lock(&a->lock);
     a->stats.files = a->file_count;
     a->stats.directory_bytes = bytes;
+    a->stats.compression_pending = pending;
     pthread_mutex_unlock(&a->lock);
 }
 
-/* Opens archive file `name` of the directory for reading: never through a symlink, never blocking
- * (a FIFO), only a regular file whose header is valid. The descriptor (header and size filled), or
- * -1. */
-static int open_archive_file(archiver *a, const char *name, lb_archive_file_header *h,
-                             uint64_t *size) {
+/* Opens archive file `name` of the directory for reading, plain or compressed: never through a
+ * symlink, never blocking (a FIFO), only a regular file whose header is valid. 0 with the source
+ * (its descriptor open: close both with close_source) and the header, or -1. */
+static int open_archive_source(archiver *a, const char *name, lb_archive_file_header *h,
+                               lb_archive_source *src) {
     int fd = lb_file_open_at(a->dir_fd, name, O_RDONLY, NULL);
     if (fd < 0) return -1;
     struct stat st;
-    if (fstat(fd, &st) == 0 && lb_pread_full(fd, h, sizeof *h, 0) == (ssize_t)sizeof *h &&
-        !lb_archive_header_problem(h, (uint64_t)st.st_size)) {
-        *size = (uint64_t)st.st_size;
-        return fd;
+    if (fstat(fd, &st) == 0 &&
+        lb_archive_source_open(src, fd, (uint64_t)st.st_size, NULL, NULL, NULL) == 0) {
+        if (lb_archive_source_read(src, h, sizeof *h, 0) == (ssize_t)sizeof *h &&
+            !lb_archive_header_problem(h, src->size))
+            return 0;
+        lb_archive_source_close(src);
     }
     close(fd);
     return -1;
+}
+
+static void close_source(lb_archive_source *src) {
+    int fd = src->fd;
+    lb_archive_source_close(src);
+    close(fd);
 }
 
 /* What a complete file without a readable END frame holds, from its frames (before retention
  * deletes it, so that the ring header can say what left). */
 static void summarize_file(archiver *a, complete_file *f) {
     char name[LB_ARCHIVE_NAME_MAX];
-    lb_archive_name_format(name, f->number, f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE);
+    lb_archive_name_format(name, f->number, file_kind(f));
     lb_archive_file_header h;
-    uint64_t size, problem;
-    int end_frame, fd = open_archive_file(a, name, &h, &size);
-    if (fd < 0) return;
+    lb_archive_source src;
+    uint64_t problem;
+    int end_frame;
+    if (open_archive_source(a, name, &h, &src) != 0) return;
     memset(&f->summary, 0, sizeof f->summary);
-    walk_frames(fd, size, h.chunk_size, h.chunk_count, summarize_chunk, &f->summary, &problem,
+    walk_frames(&src, h.chunk_size, h.chunk_count, summarize_chunk, &f->summary, &problem,
                 &end_frame);
     f->summary.known = 1;
-    close(fd);
+    close_source(&src);
 }
 
 /* Makes the ring header page durable: what it says about the archive must not be older, after a
@@ -467,15 +512,25 @@ static void sync_ring_header(archiver *a) {
 }
 
 /* Deletes the oldest complete files while there are more than max_files or all files together
- * exceed the quota. The file being written is never deleted. Before a file goes, the ring header
- * says so (first number kept, claims and records retired), made durable first: a reader must
- * never take a file retention deleted for one that went missing. */
+ * exceed the quota (bytes on disk: a compressed file counts its compressed bytes). The file being
+ * written is never deleted, nor one not yet announced (waiting for compression): retention stops
+ * at it, so that the directory may exceed the quota while compression is behind. Before a file
+ * goes, the ring header says so (first number kept, claims and records retired), made durable
+ * first: a reader must never take a file retention deleted for one that went missing. Takes
+ * files_lock. */
+static void enforce_retention_locked(archiver *a);
 static void enforce_retention(archiver *a) {
+    pthread_mutex_lock(&a->files_lock);
+    enforce_retention_locked(a);
+    pthread_mutex_unlock(&a->files_lock);
+}
+
+static void enforce_retention_locked(archiver *a) {
     uint64_t total = a->cur.fd >= 0 ? a->cur.size : 0;
     for (size_t i = 0; i < a->file_count; i++) total += a->files[i].bytes;
     size_t doomed = 0;
     uint64_t left = total;
-    while (doomed < a->file_count &&
+    while (doomed < a->file_count && !a->files[doomed].pending && !a->files[doomed].busy &&
            ((a->o.max_files && a->file_count - doomed > a->o.max_files) ||
             (a->o.quota && left > a->o.quota))) {
         left -= a->files[doomed].bytes;
@@ -502,8 +557,7 @@ static void enforce_retention(archiver *a) {
     for (; deleted < doomed; deleted++) {
         complete_file *f = &a->files[deleted];
         char name[LB_ARCHIVE_NAME_MAX];
-        lb_archive_name_format(name, f->number,
-                               f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE);
+        lb_archive_name_format(name, f->number, file_kind(f));
         if (unlinkat(a->dir_fd, name, 0) != 0 && errno != ENOENT) {
             /* Still there: readers find it (older than the first number kept, it is no gap). */
             fail(a, "cannot delete", name, -errno);
@@ -619,15 +673,24 @@ static int finish_file(archiver *a, int even_empty, int write_end) {
     const file_summary *s = &a->cur.summary;
     lb_archive_file info = {NULL, a->cur.number, a->cur.size, s->chunks,
                             s->first_sequence, s->last_sequence, a->cur.created_wall_ns,
-                            s->records};
+                            s->records, a->cur.size};
     file_summary summary = *s;
     summary.known = 1;
-    add_complete(a, a->cur.number, a->cur.size, unsynced, &summary);
+    /* With compression the file is announced (on_roll) once compressed: its final name. */
+    int compress = a->compressor && !unsynced;
+    pthread_mutex_lock(&a->files_lock);
+    complete_file *added = add_complete(a, a->cur.number, a->cur.size, unsynced, &summary);
+    if (added) added->created_wall_ns = a->cur.created_wall_ns;
+    if (added && compress) {
+        added->pending = 1;
+        pthread_cond_signal(&a->compress_wake);
+    }
+    pthread_mutex_unlock(&a->files_lock);
     reset_current(a);
     pthread_mutex_lock(&a->lock);
     a->stats.files_rolled++;
     pthread_mutex_unlock(&a->lock);
-    if (!unsynced && !dir_rc && a->o.on_roll) {
+    if (!(compress && added) && !unsynced && !dir_rc && a->o.on_roll) {
         char *path = lb_path_join(a->dir, to);
         info.path = path ? path : to;
         a->o.on_roll(a->o.on_roll_context, &info);
@@ -862,7 +925,7 @@ static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
         lb_archive_name_format(to, number, LB_ARCHIVE_NAME_COMPLETE);
         file_summary none = {0};
         if (renameat(a->dir_fd, name, a->dir_fd, to) == 0)
-            add_complete(a, number, size, 0, &none);
+            add_complete(a, number, size, 0, &none);  /* damaged: compression leaves it */
         return 0;
     }
     int same_ring = h.ring_created_wall_ns == a->b->ring->created_wall_ns &&
@@ -873,7 +936,9 @@ static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
     a->cur.created_wall_ns = (int64_t)h.created_wall_ns;
     uint64_t damage;
     int ends_complete;
-    uint64_t valid_end = walk_frames(fd, size, h.chunk_size, h.chunk_count, summarize_chunk,
+    lb_archive_source src;
+    lb_archive_source_plain(&src, fd, size);
+    uint64_t valid_end = walk_frames(&src, h.chunk_size, h.chunk_count, summarize_chunk,
                                      &a->cur.summary, &damage, &ends_complete);
     int damaged = 0;
     if (damage != UINT64_MAX) {
@@ -882,7 +947,7 @@ static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
          * this thread; io_uring runs buffered writes to one file in order), so a crash leaves a
          * prefix of what was being written. */
         lb_archive_frame_head head;
-        lb_frame_status tail = lb_archive_frame_read(fd, damage, size, h.chunk_size, &head);
+        lb_frame_status tail = lb_archive_frame_read(&src, damage, h.chunk_size, &head);
         int torn = valid_end == damage &&
                    (tail == LB_FRAME_END || lb_file_range_is_zero(fd, damage, size));
         if (torn) {
@@ -926,7 +991,7 @@ typedef struct ring_chunk {
 
 typedef struct reconcile_context {
     archiver *a;
-    int fd;
+    lb_archive_source *src;
     ring_chunk *chunks;
     size_t count, unresolved;
     uint8_t *buffer;
@@ -953,7 +1018,7 @@ static void reconcile_chunk(void *context, uint64_t body_offset, const lb_archiv
     reconcile_context *r = context;
     ring_chunk *k = find_ring_chunk(r, ch->sequence);
     if (!k || k->found || k->claim != ch->claim || k->committed != head->length) return;
-    if (lb_pread_full(r->fd, r->buffer, head->length, body_offset) != (ssize_t)head->length ||
+    if (lb_archive_source_read(r->src, r->buffer, head->length, body_offset) != (ssize_t)head->length ||
         lb_crc32c(0, r->buffer, head->length) != head->body_crc)
         return;
     k->found = 1;
@@ -977,15 +1042,16 @@ static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_nam
     char name[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, number, kind);
     lb_archive_file_header h;
-    uint64_t size, problem;
-    int end_frame, fd = open_archive_file(a, name, &h, &size);
-    if (fd < 0) return;
+    lb_archive_source src;
+    uint64_t problem;
+    int end_frame;
+    if (open_archive_source(a, name, &h, &src) != 0) return;
     if (h.ring_created_wall_ns == a->b->ring->created_wall_ns && h.chunk_size == a->b->chunk_size &&
         h.chunk_count == a->b->chunk_count) {
-        r->fd = fd;
-        walk_frames(fd, size, h.chunk_size, h.chunk_count, reconcile_chunk, r, &problem, &end_frame);
+        r->src = &src;
+        walk_frames(&src, h.chunk_size, h.chunk_count, reconcile_chunk, r, &problem, &end_frame);
     }
-    close(fd);
+    close_source(&src);
 }
 
 /* Every chunk the ring holds SEALED or ARCHIVED is looked for in the files, newest file first:
@@ -994,7 +1060,7 @@ static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_nam
  * archived (again) before its slot can be reused. */
 static int reconcile_ring(archiver *a) {
     lb_bundle *b = a->b;
-    reconcile_context r = {a, -1, calloc(b->chunk_count, sizeof(ring_chunk)), 0, 0,
+    reconcile_context r = {a, NULL, calloc(b->chunk_count, sizeof(ring_chunk)), 0, 0,
                            malloc(b->chunk_size)};
     if (!r.chunks || !r.buffer) {
         free(r.chunks);
@@ -1015,8 +1081,7 @@ static int reconcile_ring(archiver *a) {
         reconcile_file(&r, a->cur.number, LB_ARCHIVE_NAME_WRITING, NULL);
     for (size_t i = a->file_count; i-- > 0 && r.unresolved;) {
         complete_file *f = &a->files[i];
-        reconcile_file(&r, f->number, f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE,
-                       &f->summary);
+        reconcile_file(&r, f->number, file_kind(f), &f->summary);
     }
     /* An archived chunk whose file retention deleted has no copy left, and needs none: its claim
      * is below the retired claim the ring header recorded before the deletion. */
@@ -1039,6 +1104,13 @@ static int reconcile_ring(archiver *a) {
     return 0;
 }
 
+static void note_damage(void *context, uint64_t offset, uint64_t length, const char *what) {
+    (void)offset;
+    (void)length;
+    (void)what;
+    *(int *)context = 1;
+}
+
 static int recover_directory(archiver *a) {
     int fd = dup(a->dir_fd);
     if (fd < 0) return -errno;
@@ -1056,6 +1128,11 @@ static int recover_directory(archiver *a) {
         uint64_t number;
         lb_archive_name_kind kind = lb_archive_name_parse(e->d_name, &number);
         if (!kind) continue;
+        if (kind == LB_ARCHIVE_NAME_COMPRESSING) {
+            /* A compression a crash cut short: its .lba is still there. */
+            unlinkat(a->dir_fd, e->d_name, 0);
+            continue;
+        }
         if (number > highest) highest = number;
         if (kind == LB_ARCHIVE_NAME_WRITING) {
             if (grow((void **)&writing, &writing_capacity, writing_count + 1, sizeof *writing) == 0)
@@ -1065,20 +1142,68 @@ static int recover_directory(archiver *a) {
         int file = lb_file_open_at(a->dir_fd, e->d_name, O_RDONLY, NULL);
         struct stat st;
         if (file < 0) continue;
+        if (fstat(file, &st) != 0) {
+            close(file);
+            continue;
+        }
         lb_archive_file_header h;
-        if (fstat(file, &st) == 0 && lb_pread_full(file, &h, sizeof h, 0) == (ssize_t)sizeof h &&
-            !lb_archive_header_problem(&h, (uint64_t)st.st_size) &&
-            h.ring_created_wall_ns != a->b->ring->created_wall_ns) {
+        lb_archive_source src;
+        int damaged = 0;
+        int opened = lb_archive_source_open(&src, file, (uint64_t)st.st_size, note_damage, &damaged,
+                                            NULL) == 0;
+        int header_ok = opened && lb_archive_source_read(&src, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+                        !lb_archive_header_problem(&h, src.size);
+        if (header_ok && h.ring_created_wall_ns != a->b->ring->created_wall_ns) {
             /* Another bundle's file (a directory shared by mistake): never ours to delete. */
             if (!foreign++)
                 fprintf(stderr, "logbook: archiver: %s/%s belongs to another bundle: left alone, "
                                 "not counted for retention\n", a->dir, e->d_name);
-        } else if (fstat(file, &st) == 0) {
+        } else {
             file_summary summary;
-            read_end_frame(file, (uint64_t)st.st_size, a->b->chunk_size, &summary);
-            add_complete(a, number, (uint64_t)st.st_size, kind == LB_ARCHIVE_NAME_UNSYNCED, &summary);
+            if (opened) read_end_frame(&src, a->b->chunk_size, &summary);
+            else memset(&summary, 0, sizeof summary);
+            complete_file *f = add_complete(a, number, (uint64_t)st.st_size,
+                                            kind == LB_ARCHIVE_NAME_UNSYNCED, &summary);
+            if (f) {
+                f->compressed = kind == LB_ARCHIVE_NAME_COMPRESSED;
+                f->created_wall_ns = header_ok ? (int64_t)h.created_wall_ns : 0;
+                /* A compressed file with a sound seek table: the one kept when its .lba is there
+                 * too (a crash between the rename and the delete). */
+                f->busy = f->compressed && !damaged;
+            }
         }
+        if (opened) lb_archive_source_close(&src);
         close(file);
+    }
+    /* The same number twice: a .lba and the .lba.zst made of it. A sound .zst was fsynced and
+     * checked before its rename: the .lba goes. Otherwise the .zst goes, and the .lba is
+     * compressed again. */
+    size_t kept_files = 0;
+    for (size_t i = 0; i < a->file_count; i++) {
+        complete_file *f = &a->files[i];
+        complete_file *twin = i + 1 < a->file_count && a->files[i + 1].number == f->number
+                                  ? &a->files[i + 1] : NULL;
+        if (twin && twin->compressed != f->compressed) {
+            complete_file *zst = f->compressed ? f : twin, *plain = f->compressed ? twin : f;
+            complete_file *loser = zst->busy ? plain : zst;
+            char name[LB_ARCHIVE_NAME_MAX];
+            lb_archive_name_format(name, loser->number, file_kind(loser));
+            unlinkat(a->dir_fd, name, 0);
+            a->files[kept_files++] = zst->busy ? *zst : *plain;
+            i++;
+            continue;
+        }
+        a->files[kept_files++] = *f;
+    }
+    if (kept_files != a->file_count) fsync_dir(a);
+    a->file_count = kept_files;
+    for (size_t i = 0; i < a->file_count; i++) {
+        complete_file *f = &a->files[i];
+        f->busy = 0;
+        /* Complete files of this ring not compressed yet (a crash came first, or an earlier run
+         * did not compress) are compressed now, and announced then. A damaged one (no readable
+         * END frame) is left as it is. */
+        f->pending = a->compressor && !f->compressed && !f->unsynced && f->summary.known;
     }
     closedir(d);
     if (writing_count > 1) qsort(writing, writing_count, sizeof *writing, compare_u64);
@@ -1111,8 +1236,7 @@ static int recover_directory(archiver *a) {
     for (size_t i = 0; i < a->file_count; i++) {
         complete_file *f = &a->files[i];
         char name[LB_ARCHIVE_NAME_MAX];
-        lb_archive_name_format(name, f->number,
-                               f->unsynced ? LB_ARCHIVE_NAME_UNSYNCED : LB_ARCHIVE_NAME_COMPLETE);
+        lb_archive_name_format(name, f->number, file_kind(f));
         if (f->number < first_kept && unlinkat(a->dir_fd, name, 0) == 0) continue;
         a->files[kept++] = *f;
     }
@@ -1125,6 +1249,131 @@ static int recover_directory(archiver *a) {
     if (!rc) rc = reconciled;
     enforce_retention(a);
     return rc;
+}
+
+/* ---- compression: a second thread, oldest file first ---- */
+static void wake(archiver *a);
+
+static complete_file *find_file(archiver *a, uint64_t number) {
+    for (size_t i = 0; i < a->file_count; i++)
+        if (a->files[i].number == number) return &a->files[i];
+    return NULL;
+}
+
+static void announce(archiver *a, const complete_file *f, const char *name) {
+    if (!a->o.on_roll) return;
+    lb_archive_file info = {NULL, f->number, f->bytes, f->summary.chunks, f->summary.first_sequence,
+                            f->summary.last_sequence, f->created_wall_ns, f->summary.records,
+                            f->compressed ? f->uncompressed_bytes : f->bytes};
+    char *path = lb_path_join(a->dir, name);
+    info.path = path ? path : name;
+    a->o.on_roll(a->o.on_roll_context, &info);
+    free(path);
+}
+
+/* Compresses file `number` (marked busy): the .zst is renamed into place and the directory
+ * fsynced before the .lba is deleted, so that a crash at any moment leaves one complete file.
+ * Returns 0 when the file is compressed now. */
+static int compress_file(archiver *a, uint64_t number, lb_compress_result *result) {
+    char plain[LB_ARCHIVE_NAME_MAX], partial[LB_ARCHIVE_NAME_MAX], final[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(plain, number, LB_ARCHIVE_NAME_COMPLETE);
+    lb_archive_name_format(partial, number, LB_ARCHIVE_NAME_COMPRESSING);
+    lb_archive_name_format(final, number, LB_ARCHIVE_NAME_COMPRESSED);
+    const char *why = NULL;
+    int rc = lb_compressor_run(a->compressor, a->dir_fd, number, result, &why);
+    if (rc == -EPROTO) {
+        fprintf(stderr, "logbook: archiver: %s/%s is not compressed: %s\n", a->dir, plain, why);
+        return rc;
+    }
+    if (rc) return fail(a, "cannot compress", plain, rc);
+    if (renameat(a->dir_fd, partial, a->dir_fd, final) != 0) {
+        rc = -errno;
+        unlinkat(a->dir_fd, partial, 0);
+        return fail(a, "cannot rename the compressed copy of", plain, rc);
+    }
+    rc = fsync_dir(a);
+    if (rc) {
+        /* The rename may not last: keep the .lba (the next open keeps one of the two). */
+        fail(a, "fsync failed for the directory of", final, rc);
+        return 0;
+    }
+    if (unlinkat(a->dir_fd, plain, 0) != 0 && errno != ENOENT)
+        fail(a, "cannot delete the compressed", plain, -errno);
+    else
+        fsync_dir(a);
+    return 0;
+}
+
+static void *compress_main(void *arg) {
+    archiver *a = arg;
+    pthread_mutex_lock(&a->files_lock);
+    for (;;) {
+        complete_file *f = NULL;
+        for (size_t i = 0; i < a->file_count && !f; i++)
+            if (a->files[i].pending && !a->files[i].busy) f = &a->files[i];
+        if (!f) {
+            if (a->compress_stop) break;
+            pthread_cond_wait(&a->compress_wake, &a->files_lock);
+            continue;
+        }
+        f->busy = 1;
+        uint64_t number = f->number;
+        pthread_mutex_unlock(&a->files_lock);
+
+        lb_compress_result result;
+        int rc = compress_file(a, number, &result);
+
+        pthread_mutex_lock(&a->files_lock);
+        f = find_file(a, number);  /* busy: retention left it (the list may have moved) */
+        f->pending = 0;
+        if (!rc) {
+            f->compressed = 1;
+            f->uncompressed_bytes = f->bytes;
+            f->bytes = result.compressed_bytes;
+        }
+        complete_file announced = *f;
+        pthread_mutex_unlock(&a->files_lock);
+
+        pthread_mutex_lock(&a->lock);
+        if (!rc) {
+            a->stats.files_compressed++;
+            a->stats.bytes_before_compression += result.uncompressed_bytes;
+            a->stats.bytes_after_compression += result.compressed_bytes;
+        } else {
+            a->stats.compression_failures++;
+        }
+        pthread_mutex_unlock(&a->lock);
+        if (!rc) succeeded(a);
+        /* Announced by its final name: compressed, or (compression failed) the .lba. */
+        char name[LB_ARCHIVE_NAME_MAX];
+        lb_archive_name_format(name, number, file_kind(&announced));
+        announce(a, &announced, name);
+
+        pthread_mutex_lock(&a->files_lock);
+        f = find_file(a, number);
+        if (f) f->busy = 0;
+        pthread_cond_broadcast(&a->compress_done);
+        /* Retention runs on the archiver thread (it owns the file being written). */
+        atomic_store(&a->retention_due, 1);
+        wake(a);
+    }
+    pthread_mutex_unlock(&a->files_lock);
+    return NULL;
+}
+
+/* Waits until no file waits for compression (lb_archive_roll: the rolled file is announced
+ * before the call returns). */
+static void wait_compressed(archiver *a) {
+    if (!a->compress_started) return;
+    pthread_mutex_lock(&a->files_lock);
+    for (;;) {
+        int waiting = 0;
+        for (size_t i = 0; i < a->file_count && !waiting; i++)
+            waiting = a->files[i].pending || a->files[i].busy;
+        if (!waiting) break;
+        pthread_cond_wait(&a->compress_done, &a->files_lock);
+    }
+    pthread_mutex_unlock(&a->files_lock);
 }
 
 /* ---- the thread ---- */
@@ -1160,6 +1409,7 @@ static void *archiver_main(void *arg) {
         pthread_mutex_unlock(&a->lock);
 
         int rc = archive_sealed(a);
+        if (atomic_exchange(&a->retention_due, 0)) enforce_retention(a);
         if (!rc && rolls > a->roll_done) rc = roll_current(a);
         if (!rc && syncs > a->sync_done) rc = sync_current(a);
         if (requested) complete_requests(a, rolls, syncs, rc);
@@ -1208,12 +1458,16 @@ static void archiver_release(archiver *a) {
     free(a->candidates);
     free(a->frame);
     free(a->dir);
+    lb_compressor_free(a->compressor);
     free(a);
 }
 
 static void archiver_free(archiver *a) {
     pthread_mutex_destroy(&a->lock);
     pthread_cond_destroy(&a->done);
+    pthread_mutex_destroy(&a->files_lock);
+    pthread_cond_destroy(&a->compress_wake);
+    pthread_cond_destroy(&a->compress_done);
     archiver_release(a);
 }
 
@@ -1229,6 +1483,17 @@ static int archiver_stop(void *context) {
         pthread_join(a->thread, NULL);
         rc = a->stop_result;
     }
+    if (a->compress_started) {
+        /* The files completed by now (the last one at close) are compressed and announced
+         * before close returns, then retention runs once more. */
+        pthread_mutex_lock(&a->files_lock);
+        a->compress_stop = 1;
+        pthread_cond_signal(&a->compress_wake);
+        pthread_mutex_unlock(&a->files_lock);
+        pthread_join(a->compress_thread, NULL);
+        a->compress_started = 0;
+        enforce_retention(a);
+    }
     /* Anyone still waiting for a roll or a sync learns that the archiver is gone. */
     complete_requests(a, UINT64_MAX, UINT64_MAX, rc ? rc : -ECANCELED);
     archiver_free(a);
@@ -1242,6 +1507,7 @@ void lb_archive_options_init(lb_archive_options *o) {
     o->roll_interval_ms = 24ull * 3600 * 1000;
     o->max_files = 16;
     o->quota = 256u << 20;
+    o->compression_level = 1;
 }
 
 /* "<bundle>/archive" is the directory, or a symlink to the custom one: made relative to the
@@ -1319,6 +1585,11 @@ static int valid_archive_options(const lb_archive_options *o) {
                             (unsigned long long)o->max_file_size);
         return 0;
     }
+    if (!lb_compressor_level_valid(o->compression_level)) {
+        lb_error_detail_set("compression level %d is not a zstd level of this libzstd (0: no "
+                            "compression)", o->compression_level);
+        return 0;
+    }
     if (o->backend && o->backend != LB_ARCHIVE_BACKEND_IO_URING && o->backend != LB_ARCHIVE_BACKEND_PWRITE) {
         lb_error_detail_set("archive backend %u is neither io_uring (%u) nor pwrite (%u)", o->backend,
                             LB_ARCHIVE_BACKEND_IO_URING, LB_ARCHIVE_BACKEND_PWRITE);
@@ -1351,6 +1622,16 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
     a->meta_offset = sizeof(lb_meta_file_header);
     pthread_mutex_init(&a->lock, NULL);
     pthread_cond_init(&a->done, NULL);
+    pthread_mutex_init(&a->files_lock, NULL);
+    pthread_cond_init(&a->compress_wake, NULL);
+    pthread_cond_init(&a->compress_done, NULL);
+    if (o.compression_level) {
+        a->compressor = lb_compressor_create(o.compression_level);
+        if (!a->compressor) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+    }
     a->dir = o.directory ? strdup(o.directory) : lb_path_join(path, "archive");
     a->candidates = malloc((size_t)b->chunk_count * sizeof *a->candidates);
     a->o.directory = NULL;  /* the caller's string is not kept */
@@ -1379,6 +1660,13 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
     /* Records a crashed run left in the ring go to the archive before new ones are logged. A
      * failure here (a full disk) is not fatal: the thread keeps retrying, and stats report it. */
     (void)archive_sealed(a);
+    if (a->compressor) {
+        if (pthread_create(&a->compress_thread, NULL, compress_main, a) != 0) {
+            rc = -EAGAIN;
+            goto fail;
+        }
+        a->compress_started = 1;
+    }
     lb_bundle_attach_archiver(b, a, archiver_stop, archiver_forget);
     if (pthread_create(&a->thread, NULL, archiver_main, a) != 0) {
         rc = -EAGAIN;
@@ -1389,6 +1677,13 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
     *out = b;
     return 0;
 fail:
+    if (a->compress_started) {
+        pthread_mutex_lock(&a->files_lock);
+        a->compress_stop = 1;
+        pthread_cond_signal(&a->compress_wake);
+        pthread_mutex_unlock(&a->files_lock);
+        pthread_join(a->compress_thread, NULL);
+    }
     archiver_free(a);
     lb_bundle_close(b);
     return rc;
@@ -1427,6 +1722,7 @@ int lb_archive_roll(lb_bundle *b) {
     pthread_mutex_lock(&a->lock);
     int rc = wait_request(a, &a->roll_done, target, 0);
     pthread_mutex_unlock(&a->lock);
+    if (!rc) wait_compressed(a);
     return rc;
 }
 
