@@ -2,9 +2,10 @@
 // `logbook show` text and JSON rendering from streamed records, and LogStatistics, over the same
 // bundle (1,000,000 "request {} took {} ms ok={}" records from two threads, 64 KiB chunks, as the
 // Reader benchmark), in interleaved rounds; medians with their spread, in records/s.
-// Usage: ReadBench BUNDLE ROUNDS [--write RECORDS | --write-archived RECORDS] [--c-only]
+// Usage: ReadBench BUNDLE ROUNDS [--write RECORDS | --write-archived RECORDS [--plain]] [--c-only]
 //   --write: a 256 MiB ring holding every record; --write-archived: a 16 MiB lossless ring whose
-//   chunks roll into 64 MiB archive files (every record ends up in them but the last chunks).
+//   chunks roll into 64 MiB archive files (every record ends up in them but the last chunks),
+//   compressed at level 1 unless --plain.
 import CLogbook
 import Foundation
 import Logbook
@@ -24,7 +25,8 @@ if let at = arguments.firstIndex(of: "--write"), let records = Int(arguments[at 
 if let at = arguments.firstIndex(of: "--write-archived"), let records = Int(arguments[at + 1]) {
     let bundle = try LogBundle(
         path: path, capacity: 16 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless, losslessWaitMilliseconds: 60_000,
-        archive: ArchiveOptions(maxFileSize: 64 << 20, maxFiles: nil, quota: nil))
+        archive: ArchiveOptions(maxFileSize: 64 << 20, maxFiles: nil, quota: nil,
+                                compressionLevel: arguments.contains("--plain") ? nil : 1))
     let log = try bundle.logger("bench")
     DispatchQueue.concurrentPerform(iterations: 2) { half in
         for i in stride(from: half, to: records, by: 2) { log.info("request \(i) took \(Double(i) * 0.25) ms ok=\(i & 1 == 1)") }

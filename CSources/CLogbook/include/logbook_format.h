@@ -162,8 +162,8 @@
  *
  *   - The first skippable frame holds the .lba's lb_archive_file_header, verbatim: a file is
  *     recognised as compressed by its first 4 bytes, and identified without decompressing.
- *   - Data frames: frame k is the zstd compression (with zstd's content size and checksum) of
- *     bytes [u_k, u_k + length_k) of the .lba, u_0 = 0. Every boundary is an archive frame
+ *   - Data frames: frame k is the zstd compression (with zstd's content size, without its
+ *     checksum: the seek table has a CRC-32C) of bytes [u_k, u_k + length_k) of the .lba, u_0 = 0. Every boundary is an archive frame
  *     boundary, and a data frame holds whole archive frames adding up to about
  *     LB_ZST_FRAME_TARGET bytes (a larger archive frame is a data frame alone), so that a reader
  *     decompresses one data frame to read a chunk. No data frame is longer than LB_ZST_FRAME_MAX.
@@ -176,9 +176,9 @@
  *
  *   A reader checks the footer, the table and each decompressed data frame's CRC-32C. A data frame
  *   that fails is damage: the chunks in it are reported lost, the others read. A damaged footer or
- *   table is reported, and the data frames are then found by walking zstd's own frame headers
- *   (their checksums guarding the content); a damaged listing is read around (the data frames
- *   serve every read).
+ *   table is reported, and the data frames are then found by walking zstd's own frame and block
+ *   headers (the CRCs of the archive frames inside then guard the content); a damaged listing is
+ *   read around (the data frames serve every read).
  */
 #ifndef LOGBOOK_FORMAT_H
 #define LOGBOOK_FORMAT_H

@@ -5,7 +5,7 @@
  * data frames must tile the file between the header frame and the listing, and their lengths add
  * up to the uncompressed size), the listing (one zstd frame of pieces copied from the plain file).
  * When the footer or the table fails, the data frames are found by walking zstd's own frame and
- * block headers instead, and zstd's content checksum guards each frame in place of ours.
+ * block headers instead; the CRCs of the archive frames inside them then guard the content.
  *
  * A read inside one listing piece is a copy. Any other read decompresses the data frame that holds
  * it (checked against its CRC-32C) into `current`, kept until another frame is needed. Reading a
@@ -133,8 +133,8 @@ static int read_seek_table(lb_archive_source *s, int fd, uint64_t file_size, lb_
 }
 
 /* Without a usable seek table: the data frames from zstd's own headers (frame header, then block
- * headers: 3 bytes each, last-block bit, type, size; then the 4-byte checksum when flagged), up to
- * the first skippable frame or anything that is not a zstd frame. */
+ * headers: 3 bytes each, last-block bit, type, size; then a 4-byte checksum when one is flagged),
+ * up to the first skippable frame or anything that is not a zstd frame. */
 static int walk_zstd_frames(lb_archive_source *s, int fd, uint64_t file_size) {
     lb_zst_reader *z = s->zst;
     size_t capacity = 0;
