@@ -74,13 +74,15 @@ final class IntegrityTests: XCTestCase {
     }
 
     func checkConfiguration(policy: WrapPolicy, archiving: Bool, threads: Int, chunks: Int, chunkSize: Int) throws {
-        let name = "\(policy) archiver=\(archiving) threads=\(threads) ring=\(chunks)x\(chunkSize)"
+        let name = "\(policy) archiver=\(archiving) compressed=\(archiving && threads != 4) threads=\(threads) ring=\(chunks)x\(chunkSize)"
         let path = makeTemporaryDirectory(self) + "/matrix.logbook"
         let perThread = 48_000 / threads
         let bundle = try LogBundle(
             path: path, capacity: chunks * chunkSize, chunkSize: chunkSize, wrapPolicy: policy,
             losslessWaitMilliseconds: 30_000,
-            archive: archiving ? ArchiveOptions(maxFileSize: 256 << 10, maxFiles: nil, quota: nil) : nil)
+            // Compressed archive files, but plain ones with 4 threads: both kinds in the matrix.
+            archive: archiving ? ArchiveOptions(maxFileSize: 256 << 10, maxFiles: nil, quota: nil,
+                                                compressionLevel: threads == 4 ? nil : 1) : nil)
         let log = try bundle.logger("matrix")
         var dropped = [UInt8](repeating: 0, count: threads * perThread)
         let failures = lb_test_log_shaped_threads(log.cLogger, UInt32(threads), UInt64(perThread), UInt32(chunkSize), &dropped)
@@ -124,6 +126,8 @@ final class IntegrityTests: XCTestCase {
         struct Configuration { let name: String; let policy: UInt32; let archive: UInt64; let chunks: Int; let threads: Int32 }
         let configurations = [
             Configuration(name: "lossless+archiver", policy: LB_WRAP_LOSSLESS.rawValue, archive: 64 << 10, chunks: 4, threads: 4),
+            // 1 MiB files take milliseconds to compress: kills land during compression too.
+            Configuration(name: "lossless+archiver, 1 MiB files", policy: LB_WRAP_LOSSLESS.rawValue, archive: 1 << 20, chunks: 4, threads: 3),
             Configuration(name: "overwrite+archiver", policy: LB_WRAP_OVERWRITE.rawValue, archive: 64 << 10, chunks: 8, threads: 3),
             Configuration(name: "overwrite", policy: LB_WRAP_OVERWRITE.rawValue, archive: 0, chunks: 8, threads: 2),
         ]

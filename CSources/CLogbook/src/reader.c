@@ -1382,7 +1382,7 @@ typedef struct source_damage {
 
 static void source_damaged(void *context, uint64_t offset, uint64_t length, const char *what) {
     source_damage *d = context;
-    add_issue(d->r, LB_ISSUE_CORRUPT, d->label, offset, length, what);
+    add_issuef(d->r, LB_ISSUE_CORRUPT, d->label, offset, length, 0, "%s", what);  /* copied */
 }
 
 static void close_archive_file(archive_file *f) {

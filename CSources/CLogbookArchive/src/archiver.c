@@ -1297,10 +1297,10 @@ static int compress_file(archiver *a, uint64_t number, lb_compress_result *resul
         fail(a, "fsync failed for the directory of", final, rc);
         return 0;
     }
+    /* Not fsynced again: should the delete not last, the next open finds both and deletes the
+     * .lba then. */
     if (unlinkat(a->dir_fd, plain, 0) != 0 && errno != ENOENT)
         fail(a, "cannot delete the compressed", plain, -errno);
-    else
-        fsync_dir(a);
     return 0;
 }
 

@@ -1,0 +1,282 @@
+import CLogbook
+import Foundation
+import Synchronization
+import XCTest
+@testable import Logbook
+
+/// Compressed archive files (`archive-N.lba.zst`): read like plain ones, record for record; every
+/// kind of damage to one (a data frame, the listing, the seek table, a cut) is reported with the
+/// records it cost and the rest is read; the states a crash can leave (a partial `.zst.writing`, a
+/// `.lba` beside its `.zst`) are read once and cleaned up by the next open; plain files of an
+/// earlier run are compressed; the quota counts bytes on disk.
+final class CompressedArchiveTests: XCTestCase {
+    /// The footer of a compressed file and its seek table (docs/FORMAT.md).
+    struct Layout {
+        var frames: [(offset: Int, length: Int, uncompressed: Int)]
+        var listingOffset: Int
+        var tableOffset: Int
+        var size: Int
+    }
+
+    func layout(_ file: String) throws -> Layout {
+        let data = try Data(contentsOf: URL(fileURLWithPath: file))
+        func u64(_ at: Int) -> Int { Int(data[at..<at + 8].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }) }
+        func u32(_ at: Int) -> Int { Int(data[at..<at + 4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }) }
+        let footer = data.count - 64
+        XCTAssertEqual(String(decoding: data[footer + 48..<footer + 56], as: UTF8.self), "LBZSTEND")
+        var frames: [(Int, Int, Int)] = []
+        var at = u64(footer + 8)
+        for i in 0..<u32(footer + 40) {
+            let entry = u64(footer + 32) + i * 16
+            frames.append((at, u32(entry), u32(entry + 4)))
+            at += u32(entry)
+        }
+        return Layout(frames: frames, listingOffset: u64(footer + 16), tableOffset: u64(footer + 32), size: data.count)
+    }
+
+    func archiveNames(_ path: String) throws -> [String] {
+        try FileManager.default.contentsOfDirectory(atPath: path + "/archive").filter { $0.hasPrefix("archive-") }.sorted()
+    }
+
+    /// A record of varied size: short and long strings, metadata on some.
+    func message(_ i: Int) -> String { "request \(i) path \(String(repeating: "p", count: (i * 37) % 700))" }
+
+    /// A lossless bundle whose records fill compressed files of 4 MiB (several data frames each).
+    func makeBundle(records: Int = 60_000, maxFileSize: Int = 4 << 20, level: Int? = 1,
+                    rolled: Locked<[ArchivedFile]>? = nil) throws -> String {
+        let path = makeTemporaryDirectory(self) + "/z.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 30_000,
+                                   archive: ArchiveOptions(maxFileSize: maxFileSize, maxFiles: nil, quota: nil,
+                                                           compressionLevel: level,
+                                                           onFileRolled: { file in rolled?.withLock { $0.append(file) } }))
+        let log = try bundle.logger("z")
+        for i in 0..<records {
+            if i % 10 == 0 {
+                log.info("\(message(i))", metadata: ["user": "u\(i)", "size": .init(i)])
+            } else {
+                log.info("\(message(i))")
+            }
+        }
+        try bundle.close()
+        return path
+    }
+
+    func readAll(_ path: String) throws -> (messages: [String], issues: [LogIssue], summary: VerifySummary?) {
+        let reader = try LogReader(path: path)
+        var messages: [String] = []
+        try reader.scan { messages.append($0.message) }
+        let summary = FileManager.default.fileExists(atPath: path + "/ring") ? try reader.verify() : nil
+        return (messages, reader.issues, summary)
+    }
+
+    func testCompressedFilesHoldEveryRecordOnceAndAreAnnouncedByTheirFinalName() throws {
+        let rolled = Locked<[ArchivedFile]>([])
+        let path = try makeBundle(rolled: rolled)
+        let names = try archiveNames(path)
+        XCTAssertGreaterThanOrEqual(names.count, 2)
+        XCTAssertTrue(names.allSatisfy { $0.hasSuffix(".lba.zst") }, "\(names)")
+        let files = rolled.withLock { $0 }
+        XCTAssertEqual(files.map { ($0.path as NSString).lastPathComponent }, names, "each file announced once, by its final name")
+        for file in files {
+            let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as! NSNumber
+            XCTAssertEqual(file.bytes, size.uint64Value)
+            XCTAssertTrue(file.isCompressed)
+            XCTAssertGreaterThan(file.uncompressedBytes, 3 * file.bytes)
+            let frames = try layout(file.path).frames
+            XCTAssertEqual(frames.map(\.uncompressed).reduce(0, +), Int(file.uncompressedBytes))
+            XCTAssertTrue(frames.allSatisfy { $0.uncompressed <= 1 << 20 }, "frames of at most ~1 MiB")
+            // One file on its own.
+            let single = try readAll(file.path)
+            XCTAssertEqual(single.issues.map(\.description), [])
+            XCTAssertEqual(UInt64(single.messages.count), file.records)
+        }
+        let (messages, issues, summary) = try readAll(path)
+        XCTAssertEqual(issues.map(\.description), [])
+        XCTAssertEqual(messages, (0..<60_000).map(message))
+        XCTAssertEqual(summary?.recordsExpected, 60_000)
+        XCTAssertEqual(summary?.recordsLost, 0)
+        // Streaming reads the same.
+        var streamed: [String] = []
+        try LogReader(path: path).stream { streamed.append($0.entry.message) }
+        XCTAssertEqual(streamed, messages)
+    }
+
+    /// A flipped byte in one data frame: that frame's chunks are reported with their record
+    /// count, every other record is read, and verify accounts for all of them.
+    func testDamagedDataFrameCostsOnlyItsRecordsAndSaysHowMany() throws {
+        let path = try makeBundle()
+        let file = path + "/archive/" + (try archiveNames(path))[0]
+        let frames = try layout(file).frames
+        XCTAssertGreaterThanOrEqual(frames.count, 3)
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+        try handle.seek(toOffset: UInt64(frames[1].offset + frames[1].length / 2))
+        let byte = try handle.read(upToCount: 1)![0]
+        try handle.seek(toOffset: UInt64(frames[1].offset + frames[1].length / 2))
+        handle.write(Data([byte ^ 0x5A]))
+        try handle.close()
+
+        let (messages, issues, summary) = try readAll(path)
+        let summaryValue = try XCTUnwrap(summary)
+        XCTAssertTrue(issues.contains { $0.description.contains("data frame 1") && $0.description.contains("archive-0000000001.lba.zst") },
+                      issues.map(\.description).joined(separator: "\n"))
+        let lost = issues.map(\.records).reduce(0, +)
+        XCTAssertGreaterThan(lost, 1000, "a 1 MiB frame holds thousands of records")
+        XCTAssertEqual(UInt64(messages.count) + lost, 60_000, "every record read or counted lost")
+        XCTAssertEqual(summaryValue.recordsExpected, 60_000)
+        XCTAssertEqual(summaryValue.recordsLost, 0, "the issues account for every record not read")
+        // What was read is intact and in order.
+        let all = (0..<60_000).map(message)
+        var cursor = all.startIndex
+        for m in messages {
+            guard let at = all[cursor...].firstIndex(of: m) else { return XCTFail("record altered or out of order: \(m.prefix(40))") }
+            cursor = at + 1
+        }
+        let verify = try runProgram(XCTUnwrap(logbookExecutable()), ["verify", path])
+        XCTAssertEqual(verify.status, 1, verify.output)
+    }
+
+    /// A damaged seek table or footer: said, and every record is still read (the data frames are
+    /// found by walking them). A damaged listing: said, and every record read.
+    func testDamagedSeekTableOrListingLosesNothing() throws {
+        for part in ["footer", "table", "listing"] {
+            let path = try makeBundle(records: 20_000)
+            let file = path + "/archive/archive-0000000001.lba.zst"
+            let l = try layout(file)
+            let at = part == "footer" ? l.size - 10 : part == "table" ? l.tableOffset + 5 : l.listingOffset + 20
+            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+            try handle.seek(toOffset: UInt64(at))
+            let byte = try handle.read(upToCount: 1)![0]
+            try handle.seek(toOffset: UInt64(at))
+            handle.write(Data([byte ^ 0xFF]))
+            try handle.close()
+            let (messages, issues, summary) = try readAll(path)
+            XCTAssertEqual(messages, (0..<20_000).map(message), part)
+            XCTAssertEqual(summary?.recordsLost, 0, part)
+            let word = part == "listing" ? "listing" : "seek table"
+            XCTAssertTrue(issues.contains { $0.description.contains(word) }, "\(part): \(issues.map(\.description))")
+        }
+    }
+
+    /// A compressed file cut short: the frames before the cut are read, the rest counted lost.
+    func testTruncatedCompressedFileCountsWhatItLost() throws {
+        let path = try makeBundle()
+        let file = path + "/archive/archive-0000000001.lba.zst"
+        let l = try layout(file)
+        XCTAssertEqual(truncate(file, off_t(l.frames[2].offset + 100)), 0)
+        let (messages, issues, summary) = try readAll(path)
+        let summaryValue = try XCTUnwrap(summary)
+        XCTAssertFalse(issues.isEmpty)
+        XCTAssertGreaterThan(messages.count, 5000, "the first two frames are read")
+        XCTAssertLessThan(messages.count, 60_000)
+        XCTAssertEqual(summaryValue.recordsExpected, 60_000)
+        XCTAssertEqual(UInt64(messages.count) + summaryValue.recordsUnreadable + summaryValue.recordsLost, 60_000)
+        XCTAssertTrue(issues.contains { $0.description.contains("archive-0000000001.lba.zst") }, "\(issues.map(\.description))")
+    }
+
+    /// Replaced by garbage, a FIFO or a symlink, or deleted: reported, the other files read.
+    func testReplacedOrDeletedCompressedFileIsReported() throws {
+        for replacement in ["garbage", "fifo", "symlink", "deleted", "empty"] {
+            let path = try makeBundle(records: 30_000, maxFileSize: 1 << 20)
+            let names = try archiveNames(path)
+            XCTAssertGreaterThan(names.count, 3)
+            let victim = path + "/archive/" + names[1]
+            let records = try readAll(victim).messages.count
+            try FileManager.default.removeItem(atPath: victim)
+            switch replacement {
+            case "garbage": try Data(repeating: 0x42, count: 300_000).write(to: URL(fileURLWithPath: victim))
+            case "fifo": XCTAssertEqual(mkfifo(victim, 0o600), 0)
+            case "symlink": try FileManager.default.createSymbolicLink(atPath: victim, withDestinationPath: path + "/archive/" + names[0])
+            case "empty": FileManager.default.createFile(atPath: victim, contents: Data())
+            default: break
+            }
+            let (messages, issues, summary) = try readAll(path)
+            XCTAssertEqual(messages.count, 30_000 - records, replacement)
+            // (A deleted file is named by its number: which of its names it had is gone with it.)
+            let number = "archive file \(Int(names[1].dropFirst(8).prefix(10))!)"
+            XCTAssertTrue(issues.contains { ($0.description.contains(names[1]) || $0.description.contains(number)) && $0.isFailure },
+                          "\(replacement): \(issues.map(\.description))")
+            XCTAssertEqual(Set(messages).count, messages.count, "\(replacement): nothing twice")
+            XCTAssertEqual(summary?.recordsExpected, 30_000, replacement)
+        }
+    }
+
+    /// What a crash can leave: a `.lba.zst.writing` (compression cut short) and a `.lba` beside
+    /// its `.lba.zst` (killed between the rename and the delete). Readers read each record once
+    /// with no issue; the next open removes the leftovers.
+    func testCrashLeftoversAreReadOnceAndCleanedUp() throws {
+        let path = try makeBundle(records: 30_000, maxFileSize: 1 << 20, level: nil)
+        let names = try archiveNames(path)
+        XCTAssertTrue(names.allSatisfy { $0.hasSuffix(".lba") }, "\(names)")
+        let keep = makeTemporaryDirectory(self)
+        for name in names.prefix(2) { try FileManager.default.copyItem(atPath: path + "/archive/" + name, toPath: keep + "/" + name) }
+        // Reopened with compression: the plain files of the earlier run are compressed and announced.
+        let rolled = Locked<[ArchivedFile]>([])
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless,
+                                   archive: ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil,
+                                                           onFileRolled: { file in rolled.withLock { $0.append(file) } }))
+        try bundle.close()
+        XCTAssertEqual(try archiveNames(path), names.map { $0 + ".zst" })
+        XCTAssertEqual(rolled.withLock { $0.count }, names.count)
+        // The states a kill leaves, planted: the .lba back beside its .zst, a partial .zst.writing.
+        try FileManager.default.copyItem(atPath: keep + "/" + names[0], toPath: path + "/archive/" + names[0])
+        let partial = path + "/archive/" + names[1] + ".zst.writing"
+        let zst = try Data(contentsOf: URL(fileURLWithPath: path + "/archive/" + names[1] + ".zst"))
+        try zst.prefix(zst.count / 2).write(to: URL(fileURLWithPath: partial))
+        let (messages, issues, summary) = try readAll(path)
+        XCTAssertEqual(issues.map(\.description), [])
+        XCTAssertEqual(messages, (0..<30_000).map(message))
+        XCTAssertEqual(summary?.recordsLost, 0)
+        // The next open keeps one copy of each.
+        try LogBundle(path: path, capacity: 1 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless,
+                      archive: ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil)).close()
+        XCTAssertEqual(try archiveNames(path), names.map { $0 + ".zst" })
+        XCTAssertEqual(try readAll(path).messages.count, 30_000)
+    }
+
+    /// The quota counts bytes on disk: compressed, the same quota keeps several times the records.
+    func testQuotaCountsCompressedBytes() throws {
+        var kept: [Int] = []
+        for level in [nil, 1] as [Int?] {
+            let path = makeTemporaryDirectory(self) + "/quota.logbook"
+            let quota = 256 << 10
+            let bundle = try LogBundle(path: path, capacity: 256 << 10, chunkSize: 16 << 10, wrapPolicy: .lossless,
+                                       losslessWaitMilliseconds: 30_000,
+                                       archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: quota,
+                                                               compressionLevel: level))
+            let log = try bundle.logger("quota")
+            // (Rolling waits for compression: files waiting for it count uncompressed, and a
+            // compressor far behind would make retention delete compressed files to stay within
+            // the quota.)
+            for i in 0..<60_000 {
+                log.info("\(message(i % 50))")
+                if i % 2000 == 1999 { try bundle.rollArchive() }
+            }
+            try bundle.close()
+            let names = try archiveNames(path)
+            let bytes = try names.map {
+                (try FileManager.default.attributesOfItem(atPath: path + "/archive/" + $0)[.size] as! NSNumber).intValue
+            }.reduce(0, +)
+            XCTAssertLessThanOrEqual(bytes, quota, "\(names)")
+            let (messages, issues, _) = try readAll(path + "/archive")
+            XCTAssertEqual(issues.filter(\.isFailure).map(\.description), [])
+            kept.append(messages.count)
+        }
+        XCTAssertGreaterThan(kept[1], 3 * kept[0], "compressed, the quota holds several times the records: \(kept)")
+    }
+
+    /// Options: invalid levels are refused with the option named; negative (fast) levels work.
+    func testCompressionLevels() throws {
+        let dir = makeTemporaryDirectory(self)
+        for level in [100, -10_000_000] {
+            XCTAssertThrowsError(try LogBundle(path: dir + "/bad\(level).logbook", archive: ArchiveOptions(compressionLevel: level))) { error in
+                XCTAssertTrue("\(error)".contains("compression level"), "\(error)")
+            }
+        }
+        for level in [-5, 3, 19] {
+            let path = try makeBundle(records: 5000, maxFileSize: 1 << 20, level: level)
+            XCTAssertTrue(try archiveNames(path).allSatisfy { $0.hasSuffix(".lba.zst") })
+            XCTAssertEqual(try readAll(path).messages, (0..<5000).map(message), "level \(level)")
+        }
+    }
+}
