@@ -31,7 +31,7 @@ python3 - "$work/results" "$rev" <<'PY'
 import collections, statistics, sys
 d = collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    side, scenario, ns, mbs = line.split()
+    side, scenario, ns, mbs = line.split()[:4]
     d[(side, scenario)].append((float(ns), float(mbs)))
 print(f"| scenario | {sys.argv[2]} | working tree | new/old time (paired) |")
 print("|---|---:|---:|---:|")

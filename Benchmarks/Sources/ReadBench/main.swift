@@ -2,7 +2,8 @@
 // `logbook show` text and JSON rendering from streamed records, and LogStatistics, over the same
 // bundle (1,000,000 "request {} took {} ms ok={}" records from two threads, 64 KiB chunks, as the
 // Reader benchmark), in interleaved rounds; medians with their spread, in records/s.
-// Usage: ReadBench BUNDLE ROUNDS [--write RECORDS | --write-archived RECORDS [--plain]] [--c-only]
+// Usage: ReadBench BUNDLE ROUNDS [--write RECORDS | --write-archived RECORDS [--plain] | --write-mixed RECORDS] [--c-only]
+//   (ROUNDS 0: write only; --write-mixed: a server's mix of records into uncompressed files)
 //   --write: a 256 MiB ring holding every record; --write-archived: a 16 MiB lossless ring whose
 //   chunks roll into 64 MiB archive files (every record ends up in them but the last chunks),
 //   compressed at level 1 unless --plain.
@@ -33,7 +34,39 @@ if let at = arguments.firstIndex(of: "--write-archived"), let records = Int(argu
     }
     try bundle.close()
 }
+if let at = arguments.firstIndex(of: "--write-mixed"), let records = Int(arguments[at + 1]) {
+    // A server's mix, into uncompressed archive files (Benchmarks/compress.sh compresses them).
+    let bundle = try LogBundle(
+        path: path, capacity: 16 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless, losslessWaitMilliseconds: 60_000,
+        archive: ArchiveOptions(maxFileSize: 16 << 20, maxFiles: nil, quota: nil, compressionLevel: nil))
+    let http = try bundle.logger("http")
+    let db = try bundle.logger("db")
+    let routes = ["/v1/items", "/v1/items/{id}", "/v1/users/{id}/orders", "/health", "/v1/search", "/v1/cart/checkout"]
+    let methods = ["GET", "GET", "GET", "POST", "PUT", "DELETE"]
+    struct Timeout: Error, CustomStringConvertible { let description: String }
+    DispatchQueue.concurrentPerform(iterations: 2) { half in
+        var state = UInt64(half + 1) &* 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 { state = state &* 6364136223846793005 &+ 1442695040888963407; return state >> 33 }
+        for i in stride(from: half, to: records, by: 2) {
+            let r = Int(next() % 6), user = "user-\(next() % 5000)", id = String(next(), radix: 16)
+            let status = [200, 200, 200, 201, 204, 304, 404, 500][Int(next() % 8)]
+            let ms = Double(next() % 250_000) / 1000
+            switch i % 50 {
+            case 0:
+                http.warning("\(methods[r]) \(routes[r]) failed after \(ms) ms", metadata: ["request-id": .init(id), "user": .init(user)],
+                             error: Timeout(description: "upstream timed out after \(ms) ms"))
+            case 1...15:
+                db.debug("query \(routes[r].count) rows=\(next() % 1000) in \(ms / 10) ms", metadata: ["table": .init(routes[r])])
+            default:
+                http.info("\(methods[r]) \(routes[r]) \(status) in \(ms) ms", metadata: [
+                    "request-id": .init(id), "user": .init(user), "bytes": .init(Int(next() % 100_000))])
+            }
+        }
+    }
+    try bundle.close()
+}
 let onlyC = arguments.contains("--c-only")
+if rounds == 0 { exit(0) }  // written only
 
 func seconds(_ body: () throws -> Int) rethrows -> (Double, Int) {
     let start = DispatchTime.now().uptimeNanoseconds
