@@ -134,6 +134,7 @@ typedef struct archiver {
     int compress_stop;         /* under files_lock: compress what is pending, then end */
     pthread_cond_t compress_done;  /* a file was compressed (or given up on) and announced */
     _Atomic int retention_due; /* set by the compression thread: the archiver thread applies it */
+    int compress_error_reported;  /* the compression thread's own */
 } archiver;
 
 /* ---- small helpers ---- */
@@ -1271,9 +1272,20 @@ static void announce(archiver *a, const complete_file *f, const char *name) {
     free(path);
 }
 
+/* A file left uncompressed: said on stderr (once per streak of failures; a damaged file always),
+ * counted in compression_failures. Archiving goes on: the .lba is whole, and announced. */
+static int compress_failed(archiver *a, const char *name, const char *why, int rc) {
+    int say = rc == -EPROTO || !a->compress_error_reported;
+    a->compress_error_reported = 1;
+    if (say)
+        fprintf(stderr, "logbook: archiver: %s/%s stays uncompressed: %s%s%s (the next open tries "
+                        "again)\n", a->dir, name, why ? why : "", why ? ": " : "", strerror(-rc));
+    return rc;
+}
+
 /* Compresses file `number` (marked busy): the .zst is renamed into place and the directory
  * fsynced before the .lba is deleted, so that a crash at any moment leaves one complete file.
- * Returns 0 when the file is compressed now. */
+ * Returns 0 when the file is compressed now. Runs on the compression thread. */
 static int compress_file(archiver *a, uint64_t number, lb_compress_result *result) {
     char plain[LB_ARCHIVE_NAME_MAX], partial[LB_ARCHIVE_NAME_MAX], final[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(plain, number, LB_ARCHIVE_NAME_COMPLETE);
@@ -1281,26 +1293,21 @@ static int compress_file(archiver *a, uint64_t number, lb_compress_result *resul
     lb_archive_name_format(final, number, LB_ARCHIVE_NAME_COMPRESSED);
     const char *why = NULL;
     int rc = lb_compressor_run(a->compressor, a->dir_fd, number, result, &why);
-    if (rc == -EPROTO) {
-        fprintf(stderr, "logbook: archiver: %s/%s is not compressed: %s\n", a->dir, plain, why);
-        return rc;
-    }
-    if (rc) return fail(a, "cannot compress", plain, rc);
+    if (rc) return compress_failed(a, plain, why, rc);
     if (renameat(a->dir_fd, partial, a->dir_fd, final) != 0) {
         rc = -errno;
         unlinkat(a->dir_fd, partial, 0);
-        return fail(a, "cannot rename the compressed copy of", plain, rc);
+        return compress_failed(a, plain, "cannot rename the compressed copy", rc);
     }
-    rc = fsync_dir(a);
-    if (rc) {
-        /* The rename may not last: keep the .lba (the next open keeps one of the two). */
-        fail(a, "fsync failed for the directory of", final, rc);
+    if (fsync_dir(a) != 0) {
+        /* The rename may not last: the .lba stays too (the next open keeps one of the two). */
+        compress_failed(a, final, "fsync of the directory failed", -errno);
         return 0;
     }
     /* Not fsynced again: should the delete not last, the next open finds both and deletes the
      * .lba then. */
-    if (unlinkat(a->dir_fd, plain, 0) != 0 && errno != ENOENT)
-        fail(a, "cannot delete the compressed", plain, -errno);
+    unlinkat(a->dir_fd, plain, 0);
+    a->compress_error_reported = 0;
     return 0;
 }
 
@@ -1343,7 +1350,6 @@ static void *compress_main(void *arg) {
             a->stats.compression_failures++;
         }
         pthread_mutex_unlock(&a->lock);
-        if (!rc) succeeded(a);
         /* Announced by its final name: compressed, or (compression failed) the .lba. */
         char name[LB_ARCHIVE_NAME_MAX];
         lb_archive_name_format(name, number, file_kind(&announced));
