@@ -1367,6 +1367,16 @@ static void *compress_main(void *arg) {
     return NULL;
 }
 
+/* Lets the compression thread finish what is pending, and joins it. */
+static void stop_compression(archiver *a) {
+    pthread_mutex_lock(&a->files_lock);
+    a->compress_stop = 1;
+    pthread_cond_signal(&a->compress_wake);
+    pthread_mutex_unlock(&a->files_lock);
+    pthread_join(a->compress_thread, NULL);
+    a->compress_started = 0;
+}
+
 /* Waits until no file waits for compression (lb_archive_roll: the rolled file is announced
  * before the call returns). */
 static void wait_compressed(archiver *a) {
@@ -1492,12 +1502,7 @@ static int archiver_stop(void *context) {
     if (a->compress_started) {
         /* The files completed by now (the last one at close) are compressed and announced
          * before close returns, then retention runs once more. */
-        pthread_mutex_lock(&a->files_lock);
-        a->compress_stop = 1;
-        pthread_cond_signal(&a->compress_wake);
-        pthread_mutex_unlock(&a->files_lock);
-        pthread_join(a->compress_thread, NULL);
-        a->compress_started = 0;
+        stop_compression(a);
         enforce_retention(a);
     }
     /* Anyone still waiting for a roll or a sync learns that the archiver is gone. */
@@ -1683,13 +1688,7 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
     *out = b;
     return 0;
 fail:
-    if (a->compress_started) {
-        pthread_mutex_lock(&a->files_lock);
-        a->compress_stop = 1;
-        pthread_cond_signal(&a->compress_wake);
-        pthread_mutex_unlock(&a->files_lock);
-        pthread_join(a->compress_thread, NULL);
-    }
+    if (a->compress_started) stop_compression(a);
     archiver_free(a);
     lb_bundle_close(b);
     return rc;
