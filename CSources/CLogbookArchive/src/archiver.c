@@ -451,7 +451,8 @@ static complete_file *add_complete(archiver *a, uint64_t number, uint64_t bytes,
     return &a->files[at];
 }
 
-static void publish_directory_stats(archiver *a) {
+/* The directory's numbers for lb_archive_stats (files_lock held). */
+static void publish_directory_stats_locked(archiver *a) {
     uint64_t bytes = a->cur.fd >= 0 ? a->cur.size : 0, pending = 0;
     for (size_t i = 0; i < a->file_count; i++) {
         bytes += a->files[i].bytes;
@@ -538,7 +539,7 @@ static void enforce_retention_locked(archiver *a) {
         doomed++;
     }
     if (!doomed) {
-        publish_directory_stats(a);
+        publish_directory_stats_locked(a);
         return;
     }
     lb_ring_header *ring = a->b->ring;
@@ -571,7 +572,7 @@ static void enforce_retention_locked(archiver *a) {
     pthread_mutex_lock(&a->lock);
     a->stats.files_deleted += deleted;
     pthread_mutex_unlock(&a->lock);
-    publish_directory_stats(a);
+    publish_directory_stats_locked(a);
 }
 
 static void reset_current(archiver *a) {
@@ -818,7 +819,9 @@ static int append_chunks(archiver *a, candidate *c, size_t n) {
             }
         }
     }
-    publish_directory_stats(a);
+    pthread_mutex_lock(&a->files_lock);
+    publish_directory_stats_locked(a);
+    pthread_mutex_unlock(&a->files_lock);
     return 0;
 }
 
