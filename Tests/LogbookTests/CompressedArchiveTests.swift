@@ -139,11 +139,18 @@ final class CompressedArchiveTests: XCTestCase {
     /// A damaged seek table or footer: said, and every record is still read (the data frames are
     /// found by walking them). A damaged listing: said, and every record read.
     func testDamagedSeekTableOrListingLosesNothing() throws {
-        for part in ["footer", "table", "listing"] {
+        for part in ["footer", "table", "listing", "header frame", "header copy", "listing head"] {
             let path = try makeBundle(records: 20_000)
             let file = path + "/archive/archive-0000000001.lba.zst"
             let l = try layout(file)
-            let at = part == "footer" ? l.size - 10 : part == "table" ? l.tableOffset + 5 : l.listingOffset + 20
+            let at = switch part {
+            case "footer": l.size - 10
+            case "table": l.tableOffset + 5
+            case "listing": l.listingOffset + 20
+            case "header frame": 4
+            case "header copy": 8 + 32
+            default: l.listingOffset + 1
+            }
             let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
             try handle.seek(toOffset: UInt64(at))
             let byte = try handle.read(upToCount: 1)![0]
@@ -153,7 +160,8 @@ final class CompressedArchiveTests: XCTestCase {
             let (messages, issues, summary) = try readAll(path)
             XCTAssertEqual(messages, (0..<20_000).map(message), part)
             XCTAssertEqual(summary?.recordsLost, 0, part)
-            let word = part == "listing" ? "listing" : "seek table"
+            let word = part == "listing" ? "listing" : part.hasPrefix("header") ? "header frame"
+                : part == "listing head" ? "skippable frame head" : "seek table"
             XCTAssertTrue(issues.contains { $0.description.contains(word) }, "\(part): \(issues.map(\.description))")
         }
     }
@@ -245,12 +253,11 @@ final class CompressedArchiveTests: XCTestCase {
                                        archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: quota,
                                                                compressionLevel: level))
             let log = try bundle.logger("quota")
-            // (Rolling waits for compression: files waiting for it count uncompressed, and a
-            // compressor far behind would make retention delete compressed files to stay within
-            // the quota.)
+            // (Rolling waits for compression: files waiting for it count whole, so a compressor
+            // far behind makes retention delete sooner.)
             for i in 0..<60_000 {
                 log.info("\(message(i % 50))")
-                if i % 2000 == 1999 { try bundle.rollArchive() }
+                if i % 150 == 149 { try bundle.rollArchive() }
             }
             try bundle.close()
             let names = try archiveNames(path)
@@ -263,6 +270,42 @@ final class CompressedArchiveTests: XCTestCase {
             kept.append(messages.count)
         }
         XCTAssertGreaterThan(kept[1], 3 * kept[0], "compressed, the quota holds several times the records: \(kept)")
+    }
+
+    /// Compression far behind (level 19, a writer at full speed): the quota still holds, because a
+    /// file waiting for compression that must go is announced uncompressed and deleted; every file
+    /// is announced exactly once.
+    func testQuotaHoldsWhileCompressionIsBehind() throws {
+        let path = makeTemporaryDirectory(self) + "/behind.logbook"
+        let quota = 1 << 20, fileSize = 256 << 10
+        let rolled = Locked<[ArchivedFile]>([])
+        let bundle = try LogBundle(path: path, capacity: 256 << 10, chunkSize: 16 << 10, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 30_000,
+                                   archive: ArchiveOptions(maxFileSize: fileSize, maxFiles: nil, quota: quota, compressionLevel: 19,
+                                                           onFileRolled: { file in rolled.withLock { $0.append(file) } }))
+        let log = try bundle.logger("behind")
+        var peak = 0
+        for i in 0..<60_000 {
+            log.info("\(message(i))")
+            if i % 1000 == 999 {
+                let names = try archiveNames(path)
+                let bytes = names.compactMap { try? FileManager.default.attributesOfItem(atPath: path + "/archive/" + $0)[.size] as? NSNumber }
+                    .map(\.intValue).reduce(0, +)
+                peak = max(peak, bytes)
+            }
+        }
+        try bundle.close()
+        // The quota, plus at most the file being compressed beside its partial copy.
+        XCTAssertLessThanOrEqual(peak, quota + 2 * fileSize)
+        let files = rolled.withLock { $0 }
+        XCTAssertEqual(files.map(\.number), Array(1...UInt64(files.count)), "each file announced once, in order")
+        XCTAssertTrue(files.contains { !$0.isCompressed }, "some were announced uncompressed to make room")
+        let reader = try LogReader(path: path)
+        var count = 0
+        try reader.scan { _ in count += 1 }
+        let summary = try reader.verify()
+        XCTAssertEqual(reader.issues.filter(\.isFailure).map(\.description), [])
+        XCTAssertEqual(UInt64(count) + summary.recordsRetired, 60_000)
     }
 
     /// Options: invalid levels are refused with the option named; negative (fast) levels work.

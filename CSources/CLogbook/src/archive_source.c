@@ -242,6 +242,33 @@ static void read_listing(lb_archive_source *s, int fd, const lb_zst_footer *foot
     z->piece_count = count;
 }
 
+/* The parts readers do not need to read the records are checked too, so that any damage to the
+ * file is reported (and `zstd -d` would fail on it): the header frame (its length, and the archive
+ * header copy, which identifies the file, against its CRC and against the header in data frame 0)
+ * and the heads of the listing's and the seek table's skippable frames. */
+static void check_frame_heads(lb_archive_source *s, int fd, const lb_zst_footer *footer) {
+    uint32_t head[2];
+    lb_archive_file_header copy, real;
+    int ok = lb_pread_full(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
+             head[1] == LB_ARCHIVE_HEADER_SIZE &&
+             lb_pread_full(fd, &copy, sizeof copy, 8) == (ssize_t)sizeof copy &&
+             copy.header_crc == lb_archive_header_crc(&copy) &&
+             lb_archive_source_read(s, &real, sizeof real, 0) == (ssize_t)sizeof real &&
+             memcmp(&copy, &real, sizeof copy) == 0;
+    if (!ok)
+        report(s, 0, LB_ZST_HEADER_FRAME_SIZE, "the header frame of a compressed archive file is "
+                                               "damaged (the file is no longer a valid zstd stream)");
+    uint32_t table_length = footer->frame_count * (uint32_t)sizeof(lb_zst_seek_entry) +
+                            (uint32_t)sizeof *footer;
+    ok = lb_pread_full(fd, head, sizeof head, footer->listing_offset) == (ssize_t)sizeof head &&
+         head[0] == LB_ZST_SKIPPABLE_MAGIC && head[1] == footer->listing_length &&
+         lb_pread_full(fd, head, sizeof head, footer->table_offset - 8) == (ssize_t)sizeof head &&
+         head[0] == LB_ZST_SKIPPABLE_MAGIC && head[1] == table_length;
+    if (!ok)
+        report(s, footer->listing_offset, 8, "a skippable frame head of a compressed archive file "
+                                             "is damaged (the file is no longer a valid zstd stream)");
+}
+
 int lb_archive_source_open(lb_archive_source *s, int fd, uint64_t file_size,
                            lb_archive_damage_report report_damage, void *report_context,
                            const char **problem) {
@@ -267,6 +294,7 @@ int lb_archive_source_open(lb_archive_source *s, int fd, uint64_t file_size,
     lb_zst_footer footer;
     if (read_seek_table(s, fd, file_size, &footer) == 0) {
         read_listing(s, fd, &footer);
+        check_frame_heads(s, fd, &footer);
         return 0;
     }
     report(s, 0, 0, "the seek table of a compressed archive file is damaged or cut short: its "

@@ -1452,6 +1452,14 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
             f->done = 1;
             return;
         }
+        /* Read by what it holds; but its name must say the same (an uploader sends a .zst as
+         * zstd, and `zstd -d` must work on it). */
+        if (f->in_directory && (f->kind == LB_ARCHIVE_NAME_COMPRESSED) != (f->src.zst != NULL))
+            add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0,
+                      f->src.zst ? "a compressed archive file under a plain file's name: renamed "
+                                   "or replaced (read as what it holds)"
+                                 : "a plain archive file under a compressed file's name (.lba.zst): "
+                                   "renamed or replaced (read as what it holds)");
     }
     if (!f->src.zst) f->src.size = (uint64_t)st.st_size;  /* a .writing file grows */
     uint64_t size = f->src.size;

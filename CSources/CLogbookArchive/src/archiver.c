@@ -60,8 +60,15 @@ typedef struct complete_file {
     int unsynced;
     file_summary summary;
     uint8_t compressed;        /* archive-N.lba.zst */
-    uint8_t pending;           /* waits for the compression thread; not announced yet */
-    uint8_t busy;              /* being compressed or announced: retention leaves it (and newer) */
+    /* Its way to on_roll (under files_lock): a file is announced once, by its final name; it is
+     * deleted by retention only once announced and not being announced. */
+    uint8_t pending;           /* waits for the compression thread */
+    uint8_t compressing;       /* the compression thread works on it */
+    uint8_t announcing;        /* on_roll runs for it now */
+    uint8_t announced;
+    uint8_t retired;           /* retention announced it uncompressed to delete it: the compression
+                                  thread discards its copy */
+    uint8_t sound_zst;         /* recovery only: a compressed file whose seek table checks */
     int64_t created_wall_ns;   /* from its header: for on_roll */
     uint64_t uncompressed_bytes;  /* of a file compressed by this run (for on_roll) */
 } complete_file;
@@ -446,7 +453,8 @@ static complete_file *add_complete(archiver *a, uint64_t number, uint64_t bytes,
         a->files[at] = a->files[at - 1];
         at--;
     }
-    a->files[at] = (complete_file){number, bytes, unsynced, *summary, 0, 0, 0, 0, bytes};
+    a->files[at] = (complete_file){.number = number, .bytes = bytes, .unsynced = unsynced,
+                                   .summary = *summary, .uncompressed_bytes = bytes};
     a->file_count++;
     return &a->files[at];
 }
@@ -456,7 +464,7 @@ static void publish_directory_stats_locked(archiver *a) {
     uint64_t bytes = a->cur.fd >= 0 ? a->cur.size : 0, pending = 0;
     for (size_t i = 0; i < a->file_count; i++) {
         bytes += a->files[i].bytes;
-        pending += a->files[i].pending;
+        pending += a->files[i].pending || a->files[i].compressing;
     }
     pthread_mutex_lock(&a->lock);
     a->stats.files = a->file_count;
@@ -514,12 +522,16 @@ static void sync_ring_header(archiver *a) {
 }
 
 /* Deletes the oldest complete files while there are more than max_files or all files together
- * exceed the quota (bytes on disk: a compressed file counts its compressed bytes). The file being
- * written is never deleted, nor one not yet announced (waiting for compression): retention stops
- * at it, so that the directory may exceed the quota while compression is behind. Before a file
- * goes, the ring header says so (first number kept, claims and records retired), made durable
- * first: a reader must never take a file retention deleted for one that went missing. Takes
- * files_lock. */
+ * exceed the quota (bytes on disk: a compressed file counts its compressed bytes, one waiting for
+ * compression its full size). The file being written is never deleted. A file not announced yet
+ * (waiting for compression, or being compressed) is announced first, uncompressed (on_roll links
+ * it into an uploader's spool), then deleted, and the compression thread discards its copy: the
+ * quota holds however far compression is behind. Before a file goes, the ring header says so
+ * (first number kept, claims and records retired), made durable first: a reader must never take a
+ * file retention deleted for one that went missing. Takes files_lock; runs on the archiver thread
+ * (or the thread opening or closing the bundle). */
+static void announce(archiver *a, const complete_file *f, const char *name);
+static complete_file *find_file(archiver *a, uint64_t number);
 static void enforce_retention_locked(archiver *a);
 static void enforce_retention(archiver *a) {
     pthread_mutex_lock(&a->files_lock);
@@ -527,16 +539,41 @@ static void enforce_retention(archiver *a) {
     pthread_mutex_unlock(&a->files_lock);
 }
 
-static void enforce_retention_locked(archiver *a) {
-    uint64_t total = a->cur.fd >= 0 ? a->cur.size : 0;
-    for (size_t i = 0; i < a->file_count; i++) total += a->files[i].bytes;
+/* How many of the oldest files retention would delete now (stopping at one being announced). */
+static size_t retention_doomed(archiver *a) {
+    uint64_t left = a->cur.fd >= 0 ? a->cur.size : 0;
+    for (size_t i = 0; i < a->file_count; i++) left += a->files[i].bytes;
     size_t doomed = 0;
-    uint64_t left = total;
-    while (doomed < a->file_count && !a->files[doomed].pending && !a->files[doomed].busy &&
+    while (doomed < a->file_count && !a->files[doomed].announcing &&
            ((a->o.max_files && a->file_count - doomed > a->o.max_files) ||
             (a->o.quota && left > a->o.quota))) {
         left -= a->files[doomed].bytes;
         doomed++;
+    }
+    return doomed;
+}
+
+static void enforce_retention_locked(archiver *a) {
+    size_t doomed = retention_doomed(a);
+    /* Files that must go before they were announced: announced now, as they are. */
+    for (size_t i = 0; i < doomed; i++) {
+        complete_file *f = &a->files[i];
+        if (f->announced) continue;
+        f->pending = 0;
+        f->announcing = 1;
+        f->retired = 1;
+        complete_file copy = *f;
+        pthread_mutex_unlock(&a->files_lock);
+        char name[LB_ARCHIVE_NAME_MAX];
+        lb_archive_name_format(name, copy.number, LB_ARCHIVE_NAME_COMPLETE);
+        announce(a, &copy, name);
+        pthread_mutex_lock(&a->files_lock);
+        f = find_file(a, copy.number);
+        f->announcing = 0;
+        f->announced = 1;
+        pthread_cond_broadcast(&a->compress_done);
+        doomed = retention_doomed(a);  /* the list may have changed meanwhile */
+        i = (size_t)-1;
     }
     if (!doomed) {
         publish_directory_stats_locked(a);
@@ -682,7 +719,10 @@ static int finish_file(archiver *a, int even_empty, int write_end) {
     int compress = a->compressor && !unsynced;
     pthread_mutex_lock(&a->files_lock);
     complete_file *added = add_complete(a, a->cur.number, a->cur.size, unsynced, &summary);
-    if (added) added->created_wall_ns = a->cur.created_wall_ns;
+    if (added) {
+        added->created_wall_ns = a->cur.created_wall_ns;
+        added->announced = !(compress);  /* (announced just below, before retention runs) */
+    }
     if (added && compress) {
         added->pending = 1;
         pthread_cond_signal(&a->compress_wake);
@@ -1173,7 +1213,7 @@ static int recover_directory(archiver *a) {
                 f->created_wall_ns = header_ok ? (int64_t)h.created_wall_ns : 0;
                 /* A compressed file with a sound seek table: the one kept when its .lba is there
                  * too (a crash between the rename and the delete). */
-                f->busy = f->compressed && !damaged;
+                f->sound_zst = f->compressed && !damaged;
             }
         }
         if (opened) lb_archive_source_close(&src);
@@ -1189,11 +1229,11 @@ static int recover_directory(archiver *a) {
                                   ? &a->files[i + 1] : NULL;
         if (twin && twin->compressed != f->compressed) {
             complete_file *zst = f->compressed ? f : twin, *plain = f->compressed ? twin : f;
-            complete_file *loser = zst->busy ? plain : zst;
+            complete_file *loser = zst->sound_zst ? plain : zst;
             char name[LB_ARCHIVE_NAME_MAX];
             lb_archive_name_format(name, loser->number, file_kind(loser));
             unlinkat(a->dir_fd, name, 0);
-            a->files[kept_files++] = zst->busy ? *zst : *plain;
+            a->files[kept_files++] = zst->sound_zst ? *zst : *plain;
             i++;
             continue;
         }
@@ -1203,11 +1243,11 @@ static int recover_directory(archiver *a) {
     a->file_count = kept_files;
     for (size_t i = 0; i < a->file_count; i++) {
         complete_file *f = &a->files[i];
-        f->busy = 0;
         /* Complete files of this ring not compressed yet (a crash came first, or an earlier run
          * did not compress) are compressed now, and announced then. A damaged one (no readable
-         * END frame) is left as it is. */
+         * END frame) is left as it is. The others were announced by the run that made them. */
         f->pending = a->compressor && !f->compressed && !f->unsynced && f->summary.known;
+        f->announced = !f->pending;
     }
     closedir(d);
     if (writing_count > 1) qsort(writing, writing_count, sizeof *writing, compare_u64);
@@ -1286,19 +1326,16 @@ static int compress_failed(archiver *a, const char *name, const char *why, int r
     return rc;
 }
 
-/* Compresses file `number` (marked busy): the .zst is renamed into place and the directory
- * fsynced before the .lba is deleted, so that a crash at any moment leaves one complete file.
- * Returns 0 when the file is compressed now. Runs on the compression thread. */
-static int compress_file(archiver *a, uint64_t number, lb_compress_result *result) {
+/* Puts the compressed copy of file `number` in place (files_lock held, so that retention cannot
+ * delete the file meanwhile): renamed, the directory fsynced, and only then the .lba deleted, so
+ * that a crash at any moment leaves one complete file. 0 when the file is compressed now. */
+static int commit_compressed(archiver *a, uint64_t number) {
     char plain[LB_ARCHIVE_NAME_MAX], partial[LB_ARCHIVE_NAME_MAX], final[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(plain, number, LB_ARCHIVE_NAME_COMPLETE);
     lb_archive_name_format(partial, number, LB_ARCHIVE_NAME_COMPRESSING);
     lb_archive_name_format(final, number, LB_ARCHIVE_NAME_COMPRESSED);
-    const char *why = NULL;
-    int rc = lb_compressor_run(a->compressor, a->dir_fd, number, result, &why);
-    if (rc) return compress_failed(a, plain, why, rc);
     if (renameat(a->dir_fd, partial, a->dir_fd, final) != 0) {
-        rc = -errno;
+        int rc = -errno;
         unlinkat(a->dir_fd, partial, 0);
         return compress_failed(a, plain, "cannot rename the compressed copy", rc);
     }
@@ -1320,27 +1357,42 @@ static void *compress_main(void *arg) {
     for (;;) {
         complete_file *f = NULL;
         for (size_t i = 0; i < a->file_count && !f; i++)
-            if (a->files[i].pending && !a->files[i].busy) f = &a->files[i];
+            if (a->files[i].pending) f = &a->files[i];
         if (!f) {
             if (a->compress_stop) break;
             pthread_cond_wait(&a->compress_wake, &a->files_lock);
             continue;
         }
-        f->busy = 1;
+        f->pending = 0;
+        f->compressing = 1;
         uint64_t number = f->number;
         pthread_mutex_unlock(&a->files_lock);
 
+        char plain[LB_ARCHIVE_NAME_MAX], partial[LB_ARCHIVE_NAME_MAX];
+        lb_archive_name_format(plain, number, LB_ARCHIVE_NAME_COMPLETE);
+        lb_archive_name_format(partial, number, LB_ARCHIVE_NAME_COMPRESSING);
         lb_compress_result result;
-        int rc = compress_file(a, number, &result);
+        const char *why = NULL;
+        int rc = lb_compressor_run(a->compressor, a->dir_fd, number, &result, &why);
+        if (rc) compress_failed(a, plain, why, rc);
 
         pthread_mutex_lock(&a->files_lock);
-        f = find_file(a, number);  /* busy: retention left it (the list may have moved) */
-        f->pending = 0;
+        f = find_file(a, number);  /* the list may have moved */
+        if (!f || f->retired) {
+            /* Retention needed the room first: it announced the .lba and deleted it. */
+            if (!rc) unlinkat(a->dir_fd, partial, 0);
+            if (f) f->compressing = 0;
+            pthread_cond_broadcast(&a->compress_done);
+            continue;
+        }
+        if (!rc) rc = commit_compressed(a, number);
+        f->compressing = 0;
         if (!rc) {
             f->compressed = 1;
             f->uncompressed_bytes = f->bytes;
             f->bytes = result.compressed_bytes;
         }
+        f->announcing = 1;
         complete_file announced = *f;
         pthread_mutex_unlock(&a->files_lock);
 
@@ -1360,7 +1412,8 @@ static void *compress_main(void *arg) {
 
         pthread_mutex_lock(&a->files_lock);
         f = find_file(a, number);
-        if (f) f->busy = 0;
+        f->announcing = 0;
+        f->announced = 1;
         pthread_cond_broadcast(&a->compress_done);
         /* Retention runs on the archiver thread (it owns the file being written). */
         atomic_store(&a->retention_due, 1);
@@ -1388,7 +1441,7 @@ static void wait_compressed(archiver *a) {
     for (;;) {
         int waiting = 0;
         for (size_t i = 0; i < a->file_count && !waiting; i++)
-            waiting = a->files[i].pending || a->files[i].busy;
+            waiting = a->files[i].pending || a->files[i].compressing || a->files[i].announcing;
         if (!waiting) break;
         pthread_cond_wait(&a->compress_done, &a->files_lock);
     }
