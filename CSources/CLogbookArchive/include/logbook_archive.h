@@ -71,7 +71,9 @@ typedef struct lb_archive_options {
     uint64_t quota;               /* bytes on disk of all archive files together (compressed
                                      ones count their compressed bytes), the file being written
                                      included; oldest complete files deleted first; default 256 MiB;
-                                     0: no limit. Must be at least max_file_size. */
+                                     0: no limit. Must be at least max_file_size. A file that must
+                                     go before it was compressed is announced (on_roll) as .lba
+                                     first */
     lb_archive_roll_callback on_roll;
     void *on_roll_context;
     /* Wall clock for age rolling, in ns since the epoch (NULL: CLOCK_REALTIME). Tests inject one. */
