@@ -48,6 +48,12 @@ python3 report.py "$out/results.md" thresholds.json > ../docs/BENCHMARKS.md || s
   echo "From \`Benchmarks/read.sh 5\` (issue 15's targets below the tables)."
   echo
   ./read.sh 5
+  echo
+  echo "## Compressed archives"
+  echo
+  echo "From \`Benchmarks/compress.sh\` (issue 16: ratio and rate per level, the logging thread's cost, reading)."
+  echo
+  ./compress.sh 10 3
 } >> ../docs/BENCHMARKS.md
 echo "wrote docs/BENCHMARKS.md"
 exit $status
