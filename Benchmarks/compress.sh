@@ -82,6 +82,7 @@ echo
 "$bench" "$work/zstd.logbook" 0 --write-archived 4000000 --c-only > /dev/null 2>&1
 "$bench" "$work/plain.logbook" 0 --write-archived 4000000 --plain --c-only > /dev/null 2>&1
 du -s --apparent-size --block-size=1M "$work/plain.logbook/archive" "$work/zstd.logbook/archive" | awk '{print "- " $2 ": " $1 " MiB"}'
+sync; sleep 3  # the writeback of what was just written must not compete with the reads
 for _ in $(seq "$pairs"); do
   for kind in plain zstd; do
     echo "$kind $("$bench" "$work/$kind.logbook" 1 --c-only 2>/dev/null | awk -F'|' '/lb_reader_stream/ {print $3}')"

@@ -142,6 +142,7 @@ typedef struct archiver {
     pthread_cond_t compress_done;  /* a file was compressed (or given up on) and announced */
     _Atomic int retention_due; /* set by the compression thread: the archiver thread applies it */
     int compress_error_reported;  /* the compression thread's own */
+    int waiting_for_compression;  /* under files_lock: rolls waiting (they lend it a priority) */
 } archiver;
 
 /* ---- small helpers ---- */
@@ -1351,6 +1352,17 @@ static int commit_compressed(archiver *a, uint64_t number) {
     return 0;
 }
 
+/* The compression thread runs at idle priority (SCHED_IDLE): only on a core nothing else wants, so
+ * that it never preempts a logging thread (measured: with a normal priority the logging thread of
+ * a 2-core machine was switched out 8x as often, and paid +21% per record against +14% for the
+ * archiver alone). A compressor starved this way only delays compression: retention still holds
+ * the quota (it announces and deletes files not compressed yet). Whoever waits for it (a roll, a
+ * close) lends it a normal priority meanwhile. */
+static void compression_priority(archiver *a, int urgent) {
+    struct sched_param param = {0};
+    pthread_setschedparam(a->compress_thread, urgent ? SCHED_OTHER : SCHED_IDLE, &param);
+}
+
 static void *compress_main(void *arg) {
     archiver *a = arg;
     pthread_mutex_lock(&a->files_lock);
@@ -1425,6 +1437,7 @@ static void *compress_main(void *arg) {
 
 /* Lets the compression thread finish what is pending, and joins it. */
 static void stop_compression(archiver *a) {
+    compression_priority(a, 1);
     pthread_mutex_lock(&a->files_lock);
     a->compress_stop = 1;
     pthread_cond_signal(&a->compress_wake);
@@ -1438,6 +1451,7 @@ static void stop_compression(archiver *a) {
 static void wait_compressed(archiver *a) {
     if (!a->compress_started) return;
     pthread_mutex_lock(&a->files_lock);
+    if (!a->waiting_for_compression++) compression_priority(a, 1);
     for (;;) {
         int waiting = 0;
         for (size_t i = 0; i < a->file_count && !waiting; i++)
@@ -1445,6 +1459,7 @@ static void wait_compressed(archiver *a) {
         if (!waiting) break;
         pthread_cond_wait(&a->compress_done, &a->files_lock);
     }
+    if (!--a->waiting_for_compression) compression_priority(a, 0);
     pthread_mutex_unlock(&a->files_lock);
 }
 
@@ -1733,6 +1748,7 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
             goto fail;
         }
         a->compress_started = 1;
+        compression_priority(a, 0);
     }
     lb_bundle_attach_archiver(b, a, archiver_stop, archiver_forget);
     if (pthread_create(&a->thread, NULL, archiver_main, a) != 0) {
