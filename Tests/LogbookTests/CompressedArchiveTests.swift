@@ -308,6 +308,44 @@ final class CompressedArchiveTests: XCTestCase {
         XCTAssertEqual(UInt64(count) + summary.recordsRetired, 60_000)
     }
 
+    /// A roll returns once its file (and those before it) are announced, not once compression has
+    /// caught up with a writer that keeps filling files (level 19 and retention: it hung, waiting
+    /// for files completed after it, for as long as the writer ran).
+    func testRollReturnsWhileAWriterKeepsFillingFiles() throws {
+        let path = makeTemporaryDirectory(self) + "/busy.logbook"
+        let rolled = Locked<[UInt64]>([])
+        let bundle = try LogBundle(path: path, capacity: 128 << 10, chunkSize: 16 << 10, wrapPolicy: .lossless,
+                                   losslessWaitMilliseconds: 5000,
+                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 3, quota: nil, compressionLevel: 19,
+                                                           onFileRolled: { file in rolled.withLock { $0.append(file.number) } }))
+        let log = try bundle.logger("busy")
+        let stop = Atomic<Bool>(false)
+        let writer = Thread {
+            var i = 0
+            while !stop.load(ordering: .relaxed) { log.info("request \(i) path \(String(repeating: "p", count: (i * 37) % 700))"); i += 1 }
+        }
+        writer.start()
+        let done = DispatchSemaphore(value: 0)
+        let failure = Locked<String?>(nil)
+        Thread {
+            do {
+                for _ in 0..<5 {
+                    let before = bundle.archiveStats?.filesRolled ?? 0
+                    try bundle.rollArchive()
+                    let newest = rolled.withLock { $0.max() ?? 0 }
+                    if newest < before + 1 { failure.withLock { $0 = "roll returned before its file was announced (\(newest) < \(before + 1))" } }
+                }
+            } catch { failure.withLock { $0 = "\(error)" } }
+            done.signal()
+        }.start()
+        let finished = done.wait(timeout: .now() + 120) == .success
+        stop.store(true, ordering: .relaxed)
+        XCTAssertTrue(finished, "five rolls did not return within 2 minutes while a writer logged")
+        if let failure = failure.withLock({ $0 }) { XCTFail(failure) }
+        while !writer.isFinished { usleep(1000) }
+        if finished { try bundle.close() }
+    }
+
     /// Options: invalid levels are refused with the option named; negative (fast) levels work.
     func testCompressionLevels() throws {
         let dir = makeTemporaryDirectory(self)

@@ -71,6 +71,7 @@ typedef struct archive_file {
     int kind;            /* lb_archive_name_kind */
     int header_ok, done;
     int in_directory;    /* found by listing a directory (a symlink there is never followed) */
+    int named;           /* its name is an archive file's (its suffix must match what it holds) */
     uint32_t chunk_size, chunk_count;
     uint64_t ring_created_wall_ns;
     uint64_t offset;     /* the next frame to read */
@@ -1033,6 +1034,7 @@ int lb_reader_open(const char *path, lb_reader **out) {
             r->archives[0].name = strdup(path);
             r->archives[0].fd = -1;
             r->archives[0].kind = kind ? kind : LB_ARCHIVE_NAME_COMPLETE;
+            r->archives[0].named = kind != 0;
             r->archive_count = 1;
             if (!r->archives[0].name) rc = -ENOMEM;
         }
@@ -1454,7 +1456,8 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         }
         /* Read by what it holds; but its name must say the same (an uploader sends a .zst as
          * zstd, and `zstd -d` must work on it). */
-        if (f->in_directory && (f->kind == LB_ARCHIVE_NAME_COMPRESSED) != (f->src.zst != NULL))
+        if ((f->in_directory || f->named) &&
+            (f->kind == LB_ARCHIVE_NAME_COMPRESSED) != (f->src.zst != NULL))
             add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0,
                       f->src.zst ? "a compressed archive file under a plain file's name: renamed "
                                    "or replaced (read as what it holds)"

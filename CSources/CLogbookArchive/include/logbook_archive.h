@@ -109,7 +109,8 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
 
 /* Rolls the file being written now (when it holds any chunk): seals every thread's chunk, archives
  * everything sealed, completes the file and calls on_roll (with compression: once it and any file
- * before it are compressed). -ENOTSUP without an archiver, -EBADF
+ * before it are compressed, or announced uncompressed by retention; files completed after it, by
+ * writers logging on, are not waited for). -ENOTSUP without an archiver, -EBADF
  * after lb_bundle_shutdown. */
 int lb_archive_roll(lb_bundle *bundle);
 

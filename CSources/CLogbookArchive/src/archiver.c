@@ -1386,17 +1386,18 @@ static void *compress_main(void *arg) {
         lb_compress_result result;
         const char *why = NULL;
         int rc = lb_compressor_run(a->compressor, a->dir_fd, number, &result, &why);
-        if (rc) compress_failed(a, plain, why, rc);
 
         pthread_mutex_lock(&a->files_lock);
         f = find_file(a, number);  /* the list may have moved */
         if (!f || f->retired) {
-            /* Retention needed the room first: it announced the .lba and deleted it. */
+            /* Retention needed the room first: it announced the .lba and deleted it (perhaps
+             * before the compressor could open it). */
             if (!rc) unlinkat(a->dir_fd, partial, 0);
             if (f) f->compressing = 0;
             pthread_cond_broadcast(&a->compress_done);
             continue;
         }
+        if (rc) compress_failed(a, plain, why, rc);
         if (!rc) rc = commit_compressed(a, number);
         f->compressing = 0;
         if (!rc) {
@@ -1446,16 +1447,18 @@ static void stop_compression(archiver *a) {
     a->compress_started = 0;
 }
 
-/* Waits until no file waits for compression (lb_archive_roll: the rolled file is announced
- * before the call returns). */
+/* Waits until the files complete now (the one a roll just completed and those before it) are
+ * announced: lb_archive_roll returns after its file's on_roll. Files completed later (a writer
+ * logging on) are not waited for: that wait could last as long as the writer does. */
 static void wait_compressed(archiver *a) {
     if (!a->compress_started) return;
     pthread_mutex_lock(&a->files_lock);
+    uint64_t newest = a->file_count ? a->files[a->file_count - 1].number : 0;
     if (!a->waiting_for_compression++) compression_priority(a, 1);
     for (;;) {
         int waiting = 0;
-        for (size_t i = 0; i < a->file_count && !waiting; i++)
-            waiting = a->files[i].pending || a->files[i].compressing || a->files[i].announcing;
+        for (size_t i = 0; i < a->file_count && !waiting && a->files[i].number <= newest; i++)
+            waiting = !a->files[i].announced;
         if (!waiting) break;
         pthread_cond_wait(&a->compress_done, &a->files_lock);
     }
