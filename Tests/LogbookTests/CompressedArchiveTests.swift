@@ -166,6 +166,29 @@ final class CompressedArchiveTests: XCTestCase {
         }
     }
 
+    /// A footer crafted to pass its own CRC with offsets that wrap around and a count of 2^32 - 1
+    /// frames: refused (no sum wraps, no allocation sized by it), reported, and every record read
+    /// by walking the data frames.
+    func testCraftedFooterIsRefusedWithoutWrappingOrHugeAllocations() throws {
+        let path = try makeBundle(records: 20_000)
+        let file = path + "/archive/archive-0000000001.lba.zst"
+        var data = try Data(contentsOf: URL(fileURLWithPath: file))
+        let footer = data.count - 64
+        func put<T: FixedWidthInteger>(_ value: T, at offset: Int) {
+            withUnsafeBytes(of: value.littleEndian) { data.replaceSubrange(footer + offset..<footer + offset + $0.count, with: $0) }
+        }
+        put(UInt64.max - 1000, at: 32)  // table_offset
+        put(UInt32.max, at: 40)         // frame_count
+        put(UInt64.max - 5000, at: 16)  // listing_offset
+        let crc = data[footer..<footer + 60].withUnsafeBytes { lb_crc32c(0, $0.baseAddress, 60) }
+        put(crc, at: 60)
+        try data.write(to: URL(fileURLWithPath: file))
+        let (messages, issues, summary) = try readAll(path)
+        XCTAssertEqual(messages, (0..<20_000).map(message))
+        XCTAssertEqual(summary?.recordsLost, 0)
+        XCTAssertTrue(issues.contains { $0.description.contains("seek table") }, "\(issues.map(\.description))")
+    }
+
     /// A compressed file cut short: the frames before the cut are read, the rest counted lost.
     func testTruncatedCompressedFileCountsWhatItLost() throws {
         let path = try makeBundle()

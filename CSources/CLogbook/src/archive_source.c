@@ -96,6 +96,13 @@ static int read_seek_table(lb_archive_source *s, int fd, uint64_t file_size, lb_
         footer->footer_crc != lb_crc32c(0, footer, __builtin_offsetof(lb_zst_footer, footer_crc)))
         return -1;
     uint64_t count = footer->frame_count;
+    /* Every offset inside the file before any sum is formed: a crafted footer must not wrap a sum
+     * around to pass, nor size an allocation by a count the file cannot hold. */
+    if (footer->table_offset > file_size - sizeof *footer ||
+        count > (file_size - sizeof *footer - footer->table_offset) / sizeof(lb_zst_seek_entry) ||
+        footer->listing_offset > footer->table_offset ||
+        footer->listing_length > footer->table_offset - footer->listing_offset)
+        return -1;
     if (footer->frames_offset != LB_ZST_HEADER_FRAME_SIZE ||
         footer->table_offset + count * sizeof(lb_zst_seek_entry) + sizeof *footer != file_size ||
         footer->listing_offset + 8 + footer->listing_length + 8 != footer->table_offset ||
