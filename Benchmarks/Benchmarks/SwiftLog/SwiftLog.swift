@@ -17,6 +17,37 @@ func removeBundle(_ path: String) {
     rmdir(path)
 }
 
+/// swift-log's floor (issue 17): a handler that does only what any handler must, reading the
+/// message's bytes and every metadata value, and nothing else. What swift-log itself costs a call
+/// (building the `String`, merging metadata) is what this measures; a backend's own cost is the rest.
+struct FloorLogHandler: LogHandler {
+    var metadata: Logging.Logger.Metadata = [:]
+    var logLevel: Logging.Logger.Level = .trace
+    subscript(metadataKey key: String) -> Logging.Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        var sum = 0
+        var text = event.message.description
+        text.withUTF8 { for byte in $0 { sum &+= Int(byte) } }
+        func visit(_ value: Logging.Logger.Metadata.Value) {
+            switch value {
+            case .string(var string): string.withUTF8 { sum &+= $0.count }
+            case .stringConvertible(let value): var string = value.description; string.withUTF8 { sum &+= $0.count }
+            case .array(let values): values.forEach(visit)
+            case .dictionary(let values): values.forEach { sum &+= $0.key.utf8.count; visit($0.value) }
+            }
+        }
+        for (key, value) in metadata.merging(event.metadata ?? [:], uniquingKeysWith: { $1 }) {
+            sum &+= key.utf8.count
+            visit(value)
+        }
+        blackHole(sum)
+    }
+}
+
 let benchmarks: @Sendable () -> Void = {
     mkdir(scratch, 0o700)
     Benchmark.defaultConfiguration = .init(
@@ -78,6 +109,32 @@ let benchmarks: @Sendable () -> Void = {
         for _ in benchmark.scaledIterations { logger.info("request done") }
         benchmark.stopMeasurement()
         withExtendedLifetime(bundle) {}
+    }
+
+    Benchmark("swift-log floor: a handler that reads the message and the metadata") { benchmark in
+        let logger = Logging.Logger(label: "bench") { _ in FloorLogHandler() }
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            logger.info("request \(i) took \(Double(i) * 0.25) ms ok=\(i & 1 == 1)")
+        }
+        benchmark.stopMeasurement()
+    }
+
+    Benchmark("swift-log floor, 3 metadata values") { benchmark in
+        var logger = Logging.Logger(label: "bench") { _ in FloorLogHandler() }
+        logger[metadataKey: "service"] = "api"
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            logger.info("request done", metadata: ["request": .stringConvertible(i), "path": "/v1/items"])
+        }
+        benchmark.stopMeasurement()
+    }
+
+    Benchmark("swift-log floor, constant message") { benchmark in
+        let logger = Logging.Logger(label: "bench") { _ in FloorLogHandler() }
+        benchmark.startMeasurement()
+        for _ in benchmark.scaledIterations { logger.info("request done") }
+        benchmark.stopMeasurement()
     }
 
     // Server frameworks make a Logger per request (Vapor: `Logger(label: "codes.vapor.request")`), so
