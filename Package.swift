@@ -14,12 +14,17 @@ let package = Package(
         .library(name: "LogbookCache", targets: ["LogbookCache"]),
         .library(name: "LogbookStatistics", targets: ["LogbookStatistics"]),
         .library(name: "CLogbookCache", targets: ["CLogbookCache"]),
+        .library(name: "LogbookMetrics", targets: ["LogbookMetrics"]),
+        .library(name: "LogbookLifecycle", targets: ["LogbookLifecycle"]),
         .executable(name: "logbook", targets: ["LogbookCLI"]),
         .executable(name: "logbook-demo", targets: ["LogbookDemo"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // The core links libzstd (Debian: libzstd-dev): the reader reads compressed archive files.
@@ -58,13 +63,32 @@ let package = Package(
             name: "LogbookCLI",
             dependencies: ["Logbook", "LogbookUpload", "LogbookExport", "LogbookStatistics", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
+        // Health of a bundle (and its archiver, uploaders, exporters) through swift-metrics, polled.
+        .target(
+            name: "LogbookMetrics",
+            dependencies: ["Logbook", "LogbookUpload", "LogbookExport", .product(name: "Metrics", package: "swift-metrics")]
+        ),
+        // A swift-service-lifecycle Service: the bundle open while the group runs, sealed, synced
+        // and closed on graceful shutdown.
+        .target(
+            name: "LogbookLifecycle",
+            dependencies: ["Logbook", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
+        ),
         .executableTarget(name: "LogbookDemo", dependencies: ["Logbook"]),
+        // A server in a ServiceGroup that logs until SIGTERM (the example of LogbookLifecycle, and the
+        // child process of its SIGTERM test).
+        .executableTarget(
+            name: "LogbookServiceExample",
+            dependencies: ["Logbook", "LogbookLifecycle", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
+        ),
         .target(name: "CLogbookTestSupport", dependencies: ["CLogbook", "CLogbookArchive"], path: "Tests/CLogbookTestSupport"),
         .testTarget(
             name: "LogbookTests",
             dependencies: [
                 "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookLogging", "LogbookTesting", "LogbookUpload", "LogbookCache", "LogbookExport",
-                "LogbookStatistics", .product(name: "Logging", package: "swift-log"),
+                "LogbookStatistics", "LogbookMetrics", "LogbookLifecycle", .product(name: "Logging", package: "swift-log"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
     ]

@@ -1,0 +1,2 @@
+import LogbookLifecycle
+print("placeholder")
