@@ -36,11 +36,59 @@ public struct LogMetadata: Equatable, Sendable, RandomAccessCollection, CustomSt
         }
     }
 
-    public var pairs: [Pair]
+    /// Where the pairs are: sorted (metadata read back, or built from pairs), or a log call's
+    /// literal as the compiler handed it over, in the writer's order and possibly with a repeated
+    /// key. A literal is written to a record as it is, without repeats on the way
+    /// (`writeLiteral`), so a log call with metadata neither copies nor sorts an array.
+    @usableFromInline
+    enum Storage: Sendable {
+        case sorted([Pair])
+        case literal([(String, LogMetadataValue)])
+    }
+
+    @usableFromInline var storage: Storage
+
+    /// The pairs, sorted by key, each key once.
+    public var pairs: [Pair] {
+        get {
+            switch storage {
+            case .sorted(let pairs): return pairs
+            case .literal(let elements): return Self.normalized(elements)
+            }
+        }
+        set { storage = .sorted(newValue) }
+    }
 
     public init(_ pairs: [Pair] = []) {
-        self.pairs = pairs
-        Self.sortByKey(&self.pairs)
+        var pairs = pairs
+        Self.sortByKey(&pairs)
+        storage = .sorted(pairs)
+    }
+
+    /// Whether there is no pair.
+    @inlinable
+    public var isEmpty: Bool {
+        switch storage {
+        case .sorted(let pairs): return pairs.isEmpty
+        case .literal(let elements): return elements.isEmpty
+        }
+    }
+
+    public static func == (lhs: LogMetadata, rhs: LogMetadata) -> Bool { lhs.pairs == rhs.pairs }
+
+    /// A literal's pairs sorted by key, a repeated key keeping its last value.
+    @usableFromInline
+    static func normalized(_ elements: [(String, LogMetadataValue)]) -> [Pair] {
+        var pairs = elements.map { Pair(key: $0.0, value: $0.1) }
+        sortByKey(&pairs)
+        var kept = 0
+        for index in pairs.indices {
+            if index + 1 < pairs.count && pairs[index + 1].key == pairs[index].key { continue }
+            if kept != index { pairs.swapAt(kept, index) }
+            kept += 1
+        }
+        if kept < pairs.count { pairs.removeSubrange(kept...) }
+        return pairs
     }
 
     /// A stable insertion sort in place: metadata has a handful of keys, often already in order,
@@ -59,9 +107,16 @@ public struct LogMetadata: Equatable, Sendable, RandomAccessCollection, CustomSt
     public var startIndex: Int { pairs.startIndex }
     public var endIndex: Int { pairs.endIndex }
     public subscript(position: Int) -> Pair { pairs[position] }
+    /// Iterates one sorted copy (a literal's indices would sort it at every step).
+    public func makeIterator() -> IndexingIterator<[Pair]> { pairs.makeIterator() }
 
     /// The value of the first pair with this key.
-    public subscript(key: String) -> LogMetadataValue? { pairs.first { $0.key == key }?.value }
+    public subscript(key: String) -> LogMetadataValue? {
+        switch storage {
+        case .sorted(let pairs): return pairs.first { $0.key == key }?.value
+        case .literal(let elements): return elements.last { $0.0 == key }?.1
+        }
+    }
 
     public var description: String {
         var renderer = LineRenderer(capacity: 64)
@@ -85,23 +140,11 @@ public struct LoggedError: Equatable, Sendable, CustomStringConvertible {
     /// What a log call records of `error`. The type name drops the "(unknown context at $55e5…)."
     /// parts Swift gives types declared inside functions, which differ from run to run.
     public init(_ error: any Error) {
-        self.init(type: Self.typeName(Swift.type(of: error)), description: String(describing: error))
+        let errorType = ErrorType.of(error)
+        self.init(type: errorType.name, description: errorType.describe(error))
     }
 
-    /// Type names by type: `String(reflecting:)` demangles, which takes microseconds.
-    private static let typeNames = Locked<[ObjectIdentifier: String]>([:])
-
-    static func typeName(_ type: any Error.Type) -> String {
-        let id = ObjectIdentifier(type)
-        if let name = typeNames.withLock({ $0[id] }) { return name }
-        var name = String(reflecting: type)
-        while let start = name.firstRange(of: "(unknown context at "),
-              let end = name[start.upperBound...].firstRange(of: ").") {
-            name.removeSubrange(start.lowerBound..<end.upperBound)
-        }
-        typeNames.withLock { $0[id] = name }
-        return name
-    }
+    static func typeName(_ type: any Error.Type) -> String { ErrorType.of(type).name }
 
     /// Appends the error to the record being built: the last part of a record (logbook_format.h).
     @_spi(LogbookBackend)
@@ -110,50 +153,113 @@ public struct LoggedError: Equatable, Sendable, CustomStringConvertible {
         type.writeLogArgument(to: writer)
         description.writeLogArgument(to: writer)
     }
+
+    /// Appends what a log call records of `error` (``init(_:)``) to the record being built.
+    @_spi(LogbookBackend)
+    public static func write(_ error: any Error, to writer: UnsafeMutablePointer<lb_writer>) { writeError(error, to: writer) }
+
+    @usableFromInline
+    static func writeError(_ error: any Error, to writer: UnsafeMutablePointer<lb_writer>) {
+        let errorType = ErrorType.of(error)
+        lb_record_put_container(writer, UInt8(LB_ARG_ERROR.rawValue), 2)
+        errorType.name.writeLogArgument(to: writer)
+        errorType.describe(error).writeLogArgument(to: writer)
+    }
 }
 
 // MARK: - Building metadata in a log call
 
 extension LogMetadata: ExpressibleByDictionaryLiteral {
     /// `["path": "/v1/items", "status": 200, "tags": ["a", "b"]]`; a repeated key keeps its last value.
+    ///
+    /// Inlinable, and keeping the compiler's array as it is: in a log call the literal is built,
+    /// written and released in the caller, so its array can live on the stack.
+    @inlinable
     public init(dictionaryLiteral elements: (String, LogMetadataValue)...) {
-        var pairs = elements.map { Pair(key: $0.0, value: $0.1) }
-        Self.sortByKey(&pairs)
-        var kept = 0
-        for index in pairs.indices {
-            if index + 1 < pairs.count && pairs[index + 1].key == pairs[index].key { continue }
-            if kept != index { pairs.swapAt(kept, index) }
-            kept += 1
-        }
-        if kept < pairs.count { pairs.removeSubrange(kept...) }
-        self.pairs = pairs
+        storage = .literal(elements)
     }
 
-    /// Appends the pairs to the record being built, after the message's arguments.
+    /// Appends the pairs to the record being built, after the message's arguments: a literal in its
+    /// order, other metadata sorted by key,
+    /// a repeated key once (its last value).
     @_spi(LogbookBackend)
-    public func write(to writer: UnsafeMutablePointer<lb_writer>) {
+    @inlinable
+    public func write(to writer: UnsafeMutablePointer<lb_writer>) { writePairs(to: writer) }
+
+    @inlinable
+    func writePairs(to writer: UnsafeMutablePointer<lb_writer>) {
+        switch storage {
+        case .sorted(let pairs):
+            Self.writeSorted(pairs, to: writer)
+        case .literal(let elements):
+            elements.withUnsafeBufferPointer { Self.writeLiteral($0, to: writer) }
+        }
+    }
+
+    /// The pairs of a call's literal as they are, in the call's order (readers sort by key): no
+    /// copy, no sort. Of a repeated key only the last pair is written.
+    @usableFromInline
+    static func writeLiteral(
+        _ elements: UnsafeBufferPointer<(String, LogMetadataValue)>, to writer: UnsafeMutablePointer<lb_writer>
+    ) {
+        let count = elements.count
+        guard count <= 64 else {
+            writeSorted(normalized(Array(elements)), to: writer)
+            return
+        }
+        // The pairs whose key comes again later (as `==` says: "é" is "e\u{301}"), as bits.
+        var repeated: UInt64 = 0
+        for index in 0..<count {
+            var later = index + 1
+            while later < count {
+                if elements[later].0 == elements[index].0 {
+                    repeated |= 1 << index
+                    break
+                }
+                later += 1
+            }
+        }
+        lb_record_put_container(
+            writer, UInt8(LB_ARG_METADATA.rawValue), UInt32(truncatingIfNeeded: count - repeated.nonzeroBitCount))
+        for index in 0..<count where repeated & (1 << index) == 0 {
+            elements[index].0.writeLogArgument(to: writer)
+            elements[index].1.write(to: writer, depth: 2)
+        }
+    }
+
+    @usableFromInline
+    static func writeSorted(_ pairs: [Pair], to writer: UnsafeMutablePointer<lb_writer>) {
         lb_record_put_container(writer, UInt8(LB_ARG_METADATA.rawValue), UInt32(truncatingIfNeeded: pairs.count))
         for pair in pairs {
             pair.key.writeLogArgument(to: writer)
             pair.value.write(to: writer, depth: 2)
         }
     }
+
 }
 
 extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByIntegerLiteral, ExpressibleByFloatLiteral,
     ExpressibleByBooleanLiteral, ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral
 {
+    @inlinable
     public init(stringLiteral value: String) { self = .value(.string(value, isStatic: false)) }
     /// `"/v1/\(item)"` is a string; `"\(user, privacy: .private)"` is withheld (see
     /// ``StringInterpolation``).
     @inlinable
     public init(stringInterpolation: StringInterpolation) {
-        self = stringInterpolation.isPrivate
-            ? .value(.redacted(.string))
-            : .value(.string(String(stringInterpolation: stringInterpolation.text), isStatic: false))
+        if stringInterpolation.isPrivate {
+            self = .value(.redacted(.string))
+        } else if let whole = stringInterpolation.whole {
+            self = .value(.string(whole, isStatic: false))
+        } else {
+            self = .value(.string(String(stringInterpolation: stringInterpolation.text), isStatic: false))
+        }
     }
+    @inlinable
     public init(integerLiteral value: Int) { self.init(value) }
+    @inlinable
     public init(floatLiteral value: Double) { self = .value(.double(value)) }
+    @inlinable
     public init(booleanLiteral value: Bool) { self = .value(.bool(value)) }
     public init(arrayLiteral elements: LogMetadataValue...) { self = .list(elements) }
     public init(dictionaryLiteral elements: (String, LogMetadataValue)...) {
@@ -161,8 +267,10 @@ extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByInteg
     }
 
     /// A string.
+    @inlinable
     public init(_ value: String) { self = .value(.string(value, isStatic: false)) }
     /// A number stored with its width and signedness (`Int` as `int`, `UInt32` as `uint32`…).
+    @inlinable
     public init<T: FixedWidthInteger>(_ value: T) {
         let type: LogArgumentType
         switch (T.isSigned, T.bitWidth) {
@@ -178,8 +286,11 @@ extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByInteg
         self = T.isSigned ? .value(.signed(Int64(truncatingIfNeeded: value), type))
                           : .value(.unsigned(UInt64(truncatingIfNeeded: value), type))
     }
+    @inlinable
     public init(_ value: Double) { self = .value(.double(value)) }
+    @inlinable
     public init(_ value: Float) { self = .value(.float(value)) }
+    @inlinable
     public init(_ value: Bool) { self = .value(.bool(value)) }
     /// Raw bytes (shown as hex).
     public init(bytes: [UInt8]) { self = .value(.bytes(bytes)) }
@@ -217,8 +328,13 @@ extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByInteg
     ///
     /// Every method is `@inlinable`, as `DefaultStringInterpolation`'s are: the interpolation is
     /// specialized at the call site (unspecialized, `"\(path)"` cost a metadata call 9% more).
+    /// A value that is one `String`, `"\(path)"`, is that string: no copy.
     public struct StringInterpolation: StringInterpolationProtocol {
         @usableFromInline var text: DefaultStringInterpolation
+        /// The string that is the whole value so far, when it is one interpolated `String`.
+        @usableFromInline var whole: String? = nil
+        /// Whether nothing was appended yet.
+        @usableFromInline var isEmpty = true
         /// Whether a part was interpolated with `privacy: .private`.
         @usableFromInline var isPrivate = false
 
@@ -227,29 +343,61 @@ extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByInteg
             text = DefaultStringInterpolation(literalCapacity: literalCapacity, interpolationCount: interpolationCount)
         }
 
+        /// Before a second part: the one string so far goes into the text.
         @inlinable
-        public mutating func appendLiteral(_ literal: String) { text.appendLiteral(literal) }
+        mutating func beginPart() {
+            isEmpty = false
+            if let whole {
+                text.appendInterpolation(whole)
+                self.whole = nil
+            }
+        }
+
+        @inlinable
+        public mutating func appendLiteral(_ literal: String) {
+            guard !literal.isEmpty else { return }
+            beginPart()
+            text.appendLiteral(literal)
+        }
+
+        @inlinable
+        public mutating func appendInterpolation(_ value: String) {
+            if isEmpty {
+                isEmpty = false
+                whole = value
+            } else {
+                beginPart()
+                text.appendInterpolation(value)
+            }
+        }
 
         // Any value, as in a `String`: the overloads of `DefaultStringInterpolation`, so that each
         // type takes the same path (and costs the same) as it did before privacy was possible.
         @inlinable
         public mutating func appendInterpolation<Value: TextOutputStreamable & CustomStringConvertible>(_ value: Value) {
+            beginPart()
             text.appendInterpolation(value)
         }
         @inlinable
         public mutating func appendInterpolation<Value: TextOutputStreamable>(_ value: Value) {
+            beginPart()
             text.appendInterpolation(value)
         }
         @inlinable
         public mutating func appendInterpolation<Value: CustomStringConvertible>(_ value: Value) {
+            beginPart()
             text.appendInterpolation(value)
         }
         @inlinable
-        public mutating func appendInterpolation<Value>(_ value: Value) { text.appendInterpolation(value) }
+        public mutating func appendInterpolation<Value>(_ value: Value) {
+            beginPart()
+            text.appendInterpolation(value)
+        }
 
         /// Any value, withheld (with `.private`) or shown as `String(describing:)` does.
         @inlinable
         public mutating func appendInterpolation<Value>(_ value: Value, privacy: LogPrivacy) {
+            beginPart()
             switch privacy {
             case .public: text.appendInterpolation(value)
             case .private: isPrivate = true
@@ -259,7 +407,17 @@ extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByInteg
 
     /// `depth` counts the open containers including this value's own: past the format's limit
     /// (`LB_ARG_MAX_DEPTH`) a list or map is stored as its text.
+    @inlinable
     func write(to writer: UnsafeMutablePointer<lb_writer>, depth: Int) {
+        if case .value(let value) = self {
+            value.write(to: writer)
+        } else {
+            writeContainer(to: writer, depth: depth)
+        }
+    }
+
+    @usableFromInline
+    func writeContainer(to writer: UnsafeMutablePointer<lb_writer>, depth: Int) {
         switch self {
         case .value(let value):
             value.write(to: writer)
@@ -280,6 +438,8 @@ extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByInteg
 
 extension LogValue {
     /// Appends the value with its type, as the reader decoded it (a static string stays static).
+    /// Inlinable: in a log call's literal the case is known where the value is built.
+    @inlinable
     func write(to writer: UnsafeMutablePointer<lb_writer>) {
         switch self {
         case .bool(let value):
@@ -358,5 +518,115 @@ struct RecordTailDecoder {
 
     mutating func strings(count: UInt64) -> [String] {
         (0..<count).compactMap { _ in next().flatMap(LogValue.init)?.description }
+    }
+}
+
+/// What a log call records of an error, found once per error type: the type's name
+/// (`String(reflecting:)` demangles, which takes microseconds) and how to describe a value the way
+/// `String(describing:)` does without its dynamic casts (three protocol lookups per call, most of
+/// what an `error:` cost). A plain value type without a description of its own (an enum of
+/// cases, a struct of a code) is described by reflection, once per value: its descriptions are
+/// kept by its bytes.
+final class ErrorType: @unchecked Sendable {
+    let name: String
+    let describe: (any Error) -> String
+
+    private init(name: String, describe: @escaping (any Error) -> String) {
+        self.name = name
+        self.describe = describe
+    }
+
+    static func of(_ error: any Error) -> ErrorType { of(Swift.type(of: error)) }
+
+    static func of(_ type: any Error.Type) -> ErrorType {
+        let key = UInt(bitPattern: ObjectIdentifier(type))
+        if let known = table.withLock({ $0.find(key) }) { return known }
+        var name = String(reflecting: type)
+        while let start = name.firstRange(of: "(unknown context at "),
+              let end = name[start.upperBound...].firstRange(of: ").") {
+            name.removeSubrange(start.lowerBound..<end.upperBound)
+        }
+        let made = ErrorType(name: name, describe: describer(type))
+        return table.withLock { $0.insert(key, made) }
+    }
+
+    /// Types seen so far: open addressing on the type's address (no hashing of a dictionary key).
+    private struct Table {
+        var keys = [UInt](repeating: 0, count: 64)
+        var values = [ErrorType](repeating: placeholder, count: 64)
+        var count = 0
+
+        func find(_ key: UInt) -> ErrorType? {
+            let mask = keys.count - 1
+            var slot = Int(truncatingIfNeeded: key >> 4) & mask
+            while keys[slot] != 0 {
+                if keys[slot] == key { return values[slot] }
+                slot = (slot + 1) & mask
+            }
+            return nil
+        }
+
+        /// The entry of `key`: `value`, or the one another thread put first.
+        mutating func insert(_ key: UInt, _ value: ErrorType) -> ErrorType {
+            if let known = find(key) { return known }
+            if (count + 1) * 2 > keys.count {
+                var larger = Table(
+                    keys: [UInt](repeating: 0, count: keys.count * 2),
+                    values: [ErrorType](repeating: placeholder, count: keys.count * 2))
+                for slot in keys.indices where keys[slot] != 0 { _ = larger.insert(keys[slot], values[slot]) }
+                self = larger
+            }
+            let mask = keys.count - 1
+            var slot = Int(truncatingIfNeeded: key >> 4) & mask
+            while keys[slot] != 0 { slot = (slot + 1) & mask }
+            keys[slot] = key
+            values[slot] = value
+            count += 1
+            return value
+        }
+    }
+
+    private static let table = Locked(Table())
+    /// What an empty slot holds (its key is 0).
+    private static let placeholder = ErrorType(name: "", describe: { _ in "" })
+
+    /// `String(describing:)`'s order: `TextOutputStreamable`, `CustomStringConvertible`,
+    /// `CustomDebugStringConvertible`, then reflection.
+    private static func describer<E: Error>(_ type: E.Type) -> (any Error) -> String {
+        if type is any TextOutputStreamable.Type {
+            return { String(describing: $0) }
+        }
+        if let convertible = type as? any (Error & CustomStringConvertible).Type {
+            return describer(convertible)
+        }
+        if type is any CustomDebugStringConvertible.Type || !_isPOD(type) || MemoryLayout<E>.size > 8 {
+            return { String(describing: $0) }
+        }
+        let descriptions = Locked<[UInt64: String]>([:])
+        return { error in
+            var value = value(error, as: E.self)
+            var bits: UInt64 = 0
+            withUnsafeBytes(of: &value) { bytes in withUnsafeMutableBytes(of: &bits) { $0.copyMemory(from: bytes) } }
+            if let known = descriptions.withLock({ $0[bits] }) { return known }
+            let text = String(describing: value)
+            descriptions.withLock { if $0.count < 256 { $0[bits] = text } }
+            return text
+        }
+    }
+}
+
+extension ErrorType {
+    private static func describer<E: Error & CustomStringConvertible>(_ type: E.Type) -> (any Error) -> String {
+        { value($0, as: E.self).description }
+    }
+
+    /// `error` as the type it is: a describer is only ever called with errors of its own type (the
+    /// table is keyed by the type), so the opened value is read as that type, with no cast.
+    private static func value<E: Error>(_ error: any Error, as type: E.Type) -> E {
+        func open<Actual: Error>(_ actual: Actual) -> E {
+            precondition(Actual.self == E.self)
+            return withUnsafePointer(to: actual) { $0.withMemoryRebound(to: E.self, capacity: 1) { $0.pointee } }
+        }
+        return open(error)
     }
 }

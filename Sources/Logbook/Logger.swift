@@ -231,7 +231,9 @@ public struct Logger: @unchecked Sendable {
     }
 
     /// The enabled path of a call with metadata or an error: the message's arguments, then the tail.
-    @usableFromInline
+    /// Inlined into the call, like the plain path: the metadata literal is built, written and
+    /// released in one function, so its array lives on the stack and the call allocates nothing.
+    @inlinable @inline(__always)
     func write(
         _ level: LogLevel, _ message: () -> LogMessage, metadata: () -> LogMetadata, error: (any Error)?,
         file: StaticString, function: StaticString, line: UInt, column: UInt
@@ -241,17 +243,18 @@ public struct Logger: @unchecked Sendable {
         lb_record_begin(writer, control.pointee.id, level.rawValue)
         let site = lb_site_lookup(
             bundle, file.utf8Start, nil, UInt32(truncatingIfNeeded: line), UInt32(truncatingIfNeeded: column))
-        func tail(_ writer: UnsafeMutablePointer<lb_writer>) {
-            let pairs = metadata()
-            if !pairs.isEmpty { pairs.write(to: writer) }
-            if let error { LoggedError(error).write(to: writer) }
-        }
         if _fastPath(site != 0) {
             _ = message()
-            tail(writer)
+            let pairs = metadata()
+            if !pairs.isEmpty { pairs.writePairs(to: writer) }
+            if let error { LoggedError.writeError(error, to: writer) }
             lb_record_commit(writer, site)
         } else {
-            writeFirstAtSite(writer, message, tail: tail, file: file, function: function, line: line, column: column)
+            writeFirstAtSite(writer, message, tail: { writer in
+                let pairs = metadata()
+                if !pairs.isEmpty { pairs.writePairs(to: writer) }
+                if let error { LoggedError.writeError(error, to: writer) }
+            }, file: file, function: function, line: line, column: column)
         }
     }
 

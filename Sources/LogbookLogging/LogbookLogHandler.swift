@@ -102,7 +102,7 @@ public struct LogbookLogHandler: LogHandler {
             let merged = effectiveMetadata(explicit)
             if !merged.isEmpty { MetadataEncoder(writer: writer).putMetadata(merged) }
         }
-        if let error { LoggedError(error).write(to: writer) }
+        if let error { LoggedError.write(error, to: writer) }
         let line32 = UInt32(truncatingIfNeeded: line)
         let key = siteKey(file: file, function: function, source: source)
         var site = lb_site_lookup(bundle, key.key_file, key.key_extra, line32, 0)

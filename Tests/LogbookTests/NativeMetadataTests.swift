@@ -150,4 +150,125 @@ final class NativeMetadataTests: XCTestCase {
         Billing.logger.notice("charged", metadata: ["cents": 1999])
         try capture.expect(.notice, logger: Billing.logCategory, message: "charged", metadata: ["cents": "1999"])
     }
+
+    // MARK: The literal written as it is, and errors described without String(describing:)
+
+    /// A call's literal is written without a copy: repeats anywhere in it (not only adjacent), keys
+    /// that differ only in length or only in the last byte, an empty key, canonically equal keys,
+    /// and literals of every size around the in-place limit (64 pairs) all read back as the same
+    /// metadata built from sorted pairs.
+    func testLiteralsOfEveryShapeReadBackAsTheSortedPairs() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("literal")
+        log.info("repeats", metadata: ["b": 1, "a": 2, "b": 3, "c": 4, "a": 5, "b": 6])
+        log.info("lengths", metadata: ["key": 1, "keys": 2, "ke": 3, "kez": 4, "": 5, "kez": 6])
+        log.info("canonical", metadata: ["caf\u{E9}": 1, "cafe\u{301}": 2])
+        log.info("long keys", metadata: [
+            "a-key-longer-than-fifteen-bytes-1": "x", "a-key-longer-than-fifteen-bytes-2": "y",
+            "a-key-longer-than-fifteen-bytes-1": "z",
+        ])
+        XCTAssertEqual(try capture.expect(message: "repeats").metadata, LogMetadata([
+            .init(key: "a", value: 5), .init(key: "b", value: 6), .init(key: "c", value: 4),
+        ]))
+        XCTAssertEqual(try capture.expect(message: "lengths").metadata, LogMetadata([
+            .init(key: "", value: 5), .init(key: "ke", value: 3), .init(key: "key", value: 1),
+            .init(key: "keys", value: 2), .init(key: "kez", value: 6),
+        ]))
+        let canonical = try capture.expect(message: "canonical").metadata
+        XCTAssertEqual(canonical.count, 1)
+        XCTAssertEqual(canonical.first?.value, .value(.signed(2, .int)))
+        XCTAssertEqual(try capture.expect(message: "long keys").metadata.map(\.value.string), ["z", "y"])
+
+        for count in [0, 1, 2, 15, 16, 17, 63, 64, 65, 100] {
+            // Keys in descending order, every third one repeated later with a new value.
+            var elements: [(String, LogMetadataValue)] = (0..<count).reversed().map { ("k\($0)", .init($0)) }
+            for index in stride(from: 0, to: count, by: 3) { elements.append(("k\(index)", .init(-index))) }
+            var literal = LogMetadata()
+            literal.storage = .literal(elements)  // what a literal of `count` pairs builds
+            log.info("count \(count)", metadata: literal)
+            let expected = LogMetadata((0..<count).map { index in
+                LogMetadata.Pair(key: "k\(index)", value: .init(index % 3 == 0 ? -index : index))
+            })
+            XCTAssertEqual(literal, expected, "count \(count)")
+            XCTAssertEqual(Array(literal), expected.pairs, "count \(count)")
+            XCTAssertEqual(literal.count, count)
+            let entry = try capture.expect(message: "count \(count)")
+            XCTAssertEqual(entry.metadata, expected, "count \(count)")
+            if count > 0 { XCTAssertEqual(entry.metadata["k0"], .value(.signed(0, .int))) }
+        }
+        XCTAssertEqual(LogReader.issueCount(capture.path), 0)
+    }
+
+    /// An interpolated metadata value that is one `String` is that string; with more parts, or a
+    /// private part, it is what it was.
+    func testInterpolatedValuesOfOneStringAndOfManyParts() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("interp")
+        let path = "/api/v1/users/42/settings", empty = "", n = 7
+        log.info("interp", metadata: [
+            "whole": "\(path)", "empty": "\(empty)", "two": "\(path)\(path)", "prefixed": "p=\(path)",
+            "suffixed": "\(path)!", "number": "\(n)", "mixed": "\(path) \(n)", "private": "\(path, privacy: .private)",
+            "then private": "\(path)\(n, privacy: .private)",
+        ])
+        let metadata = try capture.expect(message: "interp").metadata
+        XCTAssertEqual(metadata["whole"]?.string, path)
+        XCTAssertEqual(metadata["empty"]?.string, "")
+        XCTAssertEqual(metadata["two"]?.string, path + path)
+        XCTAssertEqual(metadata["prefixed"]?.string, "p=" + path)
+        XCTAssertEqual(metadata["suffixed"]?.string, path + "!")
+        XCTAssertEqual(metadata["number"]?.string, "7")
+        XCTAssertEqual(metadata["mixed"]?.string, path + " 7")
+        XCTAssertEqual(metadata["private"], .value(.redacted(.string)))
+        XCTAssertEqual(metadata["then private"], .value(.redacted(.string)))
+    }
+
+    enum Phase: Error { case connect, handshake, transfer }
+    enum Coded: Error { case code(Int), unknown }
+    struct PlainCode: Error { var value: Int32 }
+    struct Wide: Error { var a: Int, b: Int }
+    final class Boxed: Error { let reason = "boxed" }
+    struct Streamed: Error, TextOutputStreamable, CustomStringConvertible {
+        var description: String { "the description" }
+        func write<Target: TextOutputStream>(to target: inout Target) { target.write("streamed") }
+    }
+    struct Debugged: Error, CustomDebugStringConvertible { var debugDescription: String { "debugged" } }
+    struct Generic<T>: Error { var value: T }
+
+    /// An error is recorded as `String(describing:)` and `String(reflecting:)` of its type say,
+    /// whatever it is: enums with and without payloads (each case, repeatedly: descriptions of a
+    /// plain value are kept by its bytes), plain structs, classes, the description protocols in
+    /// `String(describing:)`'s order, generic types with different arguments, types inside a
+    /// function; from many threads at once.
+    func testErrorsOfEveryKindAreDescribedAsStringDescribingDoes() throws {
+        struct Local: Error { var n: UInt8 }
+        let errors: [any Error] = [
+            Phase.connect, Phase.handshake, Phase.transfer, Coded.code(7), Coded.unknown, Coded.code(-1),
+            PlainCode(value: 3), PlainCode(value: -3), Wide(a: 1, b: 2), Boxed(), Streamed(), Debugged(),
+            Generic(value: 1), Generic(value: "one"), Generic(value: [1.5]), Local(n: 9), Local(n: 10),
+            FetchError(code: 5), CocoaError(.fileNoSuchFile), URLError(.timedOut),
+        ]
+        let capture = try LogCapture()
+        let log = try capture.logger("errors")
+        let threads = 4, rounds = 50
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for round in 0..<rounds {
+                for (index, error) in errors.enumerated() {
+                    log.error("t\(thread) r\(round) e\(index)", error: error)
+                }
+            }
+        }
+        let entries = try capture.entries(logger: "errors")
+        XCTAssertEqual(entries.count, threads * rounds * errors.count)
+        for entry in entries {
+            let index = Int(entry.message.split(separator: "e").last!)!
+            let expected = LoggedError(type: String(reflecting: type(of: errors[index])), description: String(describing: errors[index]))
+            XCTAssertEqual(entry.error?.description, expected.description, entry.message)
+            XCTAssertEqual(entry.error, LoggedError(errors[index]), entry.message)
+            if !expected.type.contains("unknown context") { XCTAssertEqual(entry.error?.type, expected.type) }
+        }
+        XCTAssertEqual(LoggedError(Streamed()).description, "streamed")
+        XCTAssertEqual(LoggedError(Debugged()).description, "debugged")
+        XCTAssertEqual(LoggedError(Phase.handshake).description, "handshake")
+        XCTAssertEqual(LoggedError(Local(n: 9)).type, "LogbookTests.NativeMetadataTests.Local")
+    }
 }

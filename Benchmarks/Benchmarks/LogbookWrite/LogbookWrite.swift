@@ -101,6 +101,18 @@ let benchmarks: @Sendable () -> Void = {
         withExtendedLifetime(bundle) {}
     }
 
+    // Two literal/scalar values on a constant message: what the "no allocation" names.
+    Benchmark("Swift façade, constant message + 2 literal metadata values") { benchmark in
+        let bundle = makeBundle("swiftmetalit")
+        let log = try! bundle.logger("swift")
+        benchmark.startMeasurement()
+        for i in benchmark.scaledIterations {
+            log.info("request done", metadata: ["status": 200, "attempt": .init(i)])
+        }
+        benchmark.stopMeasurement()
+        withExtendedLifetime(bundle) {}
+    }
+
     Benchmark("Swift façade, 3 scalars + error") { benchmark in
         struct Timeout: Error, CustomStringConvertible {
             var description: String { "timed out" }
