@@ -10,7 +10,7 @@ import Musl
 import Darwin
 #endif
 
-/// Keeps a ``Logbook/LogBundle`` open while a `ServiceGroup` runs, and seals, syncs and closes it
+/// Keeps a `LogBundle` open while a `ServiceGroup` runs, and seals, syncs and closes it
 /// when the group shuts down, so that a server stopped with `SIGTERM` loses no record.
 ///
 /// ```swift
@@ -30,22 +30,22 @@ import Darwin
 /// each only once the one after it has returned from `run()`. Put `LogbookService` **first** in
 /// the list, so that it is shut down **last**: every other service can still log while it drains
 /// its work and stops. A record logged after the bundle is closed is not written; it is dropped
-/// and counted as `closed` in ``Logbook/LogBundle/counters`` (``Logbook/LogCounters/drops``).
+/// and counted as `closed` in `LogBundle.counters` (`LogCounters.drops`).
 ///
 /// ## What shutdown does
 ///
 /// When graceful shutdown reaches it, ``run()``:
-/// 1. seals every thread's open chunk (``Logbook/LogBundle/flush()``), so readers see them whole;
+/// 1. seals every thread's open chunk (`LogBundle.flush()`), so readers see them whole;
 /// 2. with an archiver, waits until everything sealed is archived and fsynced
-///    (``Logbook/LogBundle/syncArchive(timeout:)``, at most ``archiveSyncTimeout``);
-/// 3. closes the bundle (``Logbook/LogBundle/close()``): the archive file being written is completed
-///    (END frame, fsync, rename, ``Logbook/ArchiveOptions/onFileRolled``; compressed first when
+///    (`LogBundle.syncArchive(timeout:)`, at most ``archiveSyncTimeout``);
+/// 3. closes the bundle (`LogBundle.close()`): the archive file being written is completed
+///    (END frame, fsync, rename, `ArchiveOptions.onFileRolled`; compressed first when
 ///    compression is on) and the writer lock is released.
 ///
 /// A failed step does not stop the later ones: the bundle is always closed, and ``run()`` then
-/// throws the first failure (a ``Logbook/LogbookError``, e.g. the archiver's `ENOSPC`), which the
+/// throws the first failure (a `LogbookError`, e.g. the archiver's `ENOSPC`), which the
 /// `ServiceGroup` reports. The steps block (closing waits for the archiver and the compression of
-/// the last file), so they run on a thread of their own, never on Swift's cooperative pool.
+/// the last file), so they run on a Dispatch thread, never on a thread of Swift's cooperative pool.
 ///
 /// Cancellation closes the bundle in the same way: when the task running ``run()`` is cancelled
 /// rather than shut down gracefully (a cancellation signal, a service that failed, the group's
@@ -75,7 +75,7 @@ public struct LogbookService: Service {
 
     /// Waits for graceful shutdown (or cancellation), then seals, syncs the archive and closes the
     /// bundle. Returns once the bundle is closed.
-    /// - Throws: the first ``Logbook/LogbookError`` of the shutdown steps; the bundle is closed
+    /// - Throws: the first `LogbookError` of the shutdown steps; the bundle is closed
     ///   anyway. Never `CancellationError`: a cancelled service closes the bundle and returns.
     public func run() async throws(LogbookError) {
         // Returns on graceful shutdown, throws CancellationError on cancellation: either way, close.
