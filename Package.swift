@@ -79,7 +79,10 @@ let package = Package(
         // child process of its SIGTERM test).
         .executableTarget(
             name: "LogbookServiceExample",
-            dependencies: ["Logbook", "LogbookLifecycle", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]
+            dependencies: [
+                "Logbook", "LogbookLifecycle", .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(name: "CLogbookTestSupport", dependencies: ["CLogbook", "CLogbookArchive"], path: "Tests/CLogbookTestSupport"),
         .testTarget(
