@@ -46,7 +46,7 @@ import Metrics
 /// | `logbook_archive_last_error` | gauge | errno of the last failure, 0 after a success |
 /// | `logbook_archive_chunks_total`, `logbook_archive_bytes_total` | counter | chunks and bytes archived |
 /// | `logbook_archive_files_rolled_total`, `logbook_archive_files_deleted_total` | counter | files completed, and deleted by retention |
-/// | `logbook_archive_failures_total` | counter | failed writes, fsyncs, renames |
+/// | `logbook_archive_failures_total` | counter | failed archive operations (writes, fsyncs, renames, deletions) |
 /// | `logbook_archive_files_compressed_total`, `logbook_archive_compression_failures_total` | counter | |
 /// | `logbook_archive_compression_input_bytes_total`, `logbook_archive_compression_output_bytes_total` | counter | bytes of compressed files, before and after |
 ///
