@@ -49,6 +49,42 @@ public struct LogCounters: Sendable, Equatable {
     }
 }
 
+/// The ring of a bundle as its writer sees it now: chunks by state and the bytes they hold.
+///
+/// A snapshot taken by one pass over the chunk headers (see ``LogBundle/ringUsage``): chunks
+/// change state while it reads, so the counts always add up to ``chunkCount`` but may mix
+/// moments a few microseconds apart.
+public struct RingUsage: Sendable, Equatable {
+    public var chunkSize: Int
+    public var chunkCount: Int
+    /// Chunks never used since the ring was created.
+    public var freeChunks: Int
+    /// Chunks a thread is writing into (or claiming).
+    public var activeChunks: Int
+    /// Complete chunks not archived (without an archiver: every complete chunk).
+    public var sealedChunks: Int
+    /// Chunks the archiver is writing now.
+    public var archivingChunks: Int
+    /// Chunks the archiver persisted (a lossless ring reuses only these).
+    public var archivedChunks: Int
+    /// Bytes the ring holds: the committed part of every chunk that is not free, chunk headers
+    /// included.
+    public var bytesInUse: Int
+    /// The ring's size: ``chunkSize`` times ``chunkCount``.
+    public var capacity: Int { chunkSize * chunkCount }
+
+    init(_ u: lb_ring_usage) {
+        chunkSize = Int(u.chunk_size)
+        chunkCount = Int(u.chunk_count)
+        freeChunks = Int(u.chunks_free)
+        activeChunks = Int(u.chunks_active)
+        sealedChunks = Int(u.chunks_sealed)
+        archivingChunks = Int(u.chunks_archiving)
+        archivedChunks = Int(u.chunks_archived)
+        bytesInUse = Int(u.bytes_in_use)
+    }
+}
+
 /// A `.logbook` bundle opened for writing: a memory-mapped ring that survives a crash of the process.
 ///
 /// ```swift
@@ -178,6 +214,15 @@ public final class LogBundle: @unchecked Sendable {
         var c = lb_counters()
         lb_bundle_counters(raw, &c)
         return LogCounters(c)
+    }
+
+    /// The ring's chunks by state and the bytes they hold, from one pass over the chunk headers:
+    /// O(chunks) atomic loads, no lock, nothing on the logging path. Meant for pollers (a metrics
+    /// reporter, a health check); still readable after ``close()``.
+    public var ringUsage: RingUsage {
+        var usage = lb_ring_usage()
+        lb_bundle_ring_usage(raw, &usage)
+        return RingUsage(usage)
     }
 }
 

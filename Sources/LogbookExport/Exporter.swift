@@ -66,6 +66,49 @@ public final class Exporter {
         public init() {}
     }
 
+    /// What the exporter did since it was created (the sums of its passes' reports, with what a
+    /// failed or cancelled pass did before it stopped), and its queue now.
+    public struct Statistics: Sendable, Equatable {
+        /// Passes that returned a report, and passes that threw.
+        public var passes = 0
+        public var failedPasses = 0
+        /// Records the destination acknowledged.
+        public var exported = 0
+        /// Records a collector refused in a partial success (acknowledged all the same).
+        public var rejected: Int64 = 0
+        /// Records sent again after a restart.
+        public var repeated = 0
+        /// Batches given up, and the records in them (not sent again).
+        public var batchesGivenUp = 0
+        public var recordsGivenUp = 0
+        /// Syslog messages cut to the maximum size; RELP messages sent again on a new session.
+        public var truncated = 0
+        public var resent = 0
+        /// Records of an overwrite ring destroyed before the exporter could read them.
+        public var overwritten: UInt64 = 0
+        /// Damage the reader reported.
+        public var issues = 0
+        /// The queue: records the pass under way found to send and has not settled (acknowledged
+        /// or given up) yet; 0 between passes. Records written since that pass began are not in
+        /// it: the next pass finds them.
+        public var pending = 0
+
+        public init() {}
+    }
+
+    /// A `Sendable` view of an exporter's ``Statistics``, for a task other than the one running
+    /// its passes (a metrics poller, a health check): the exporter itself is not `Sendable`.
+    public final class Monitor: Sendable {
+        private let counters = Locked(Statistics())
+
+        init() {}
+
+        /// What the exporter did since it was created, and its queue now.
+        public var statistics: Statistics { counters.withLock { $0 } }
+
+        func update(_ body: (inout Statistics) -> Void) { counters.withLock(body) }
+    }
+
     /// Where records go.
     public enum Sink: Sendable {
         case otlp(OTLPDestination, OTLPLogsEncoding)
@@ -73,6 +116,8 @@ public final class Exporter {
     }
 
     public let configuration: Configuration
+    /// The exporter's statistics, readable from any task (see ``Monitor``).
+    public let monitor = Monitor()
     private var sink: Sink
     private var reader: LogReader
     /// The next pass reads the source from the beginning (a new reader): the first one, and one
@@ -112,8 +157,22 @@ public final class Exporter {
         resumed = cursor
     }
 
+    /// What the exporter did since it was created, and its queue now (``Monitor/statistics``).
+    public var statistics: Statistics { monitor.statistics }
+
     /// Exports what the source holds now and was not acknowledged; returns what it did.
     public func exportAvailable() async throws -> Report {
+        do {
+            let report = try await exportPass()
+            monitor.update { $0.passes += 1; $0.pending = 0 }
+            return report
+        } catch {
+            monitor.update { $0.failedPasses += 1; $0.pending = 0 }
+            throw error
+        }
+    }
+
+    private func exportPass() async throws -> Report {
         var report = Report()
         report.startedOver = startedOver
         startedOver = false
@@ -142,6 +201,17 @@ public final class Exporter {
         let overwritten = reader.overwrittenRecords
         report.overwritten = overwritten > overwrittenReported ? overwritten - overwrittenReported : 0
         overwrittenReported = max(overwrittenReported, overwritten)
+        // The queue, for ``statistics``: positions only (nothing decoded), O(held).
+        var queued = 0
+        for index in 0..<held {
+            let (sequence, offset) = reader.heldPosition(index)
+            if !cursor.isExported(chunkSequence: sequence, chunkOffset: offset) { queued += 1 }
+        }
+        monitor.update { [report] in
+            $0.issues += report.issues.count
+            $0.overwritten += report.overwritten
+            $0.pending = queued
+        }
         if case .otlp(let destination, var encoding) = sink, encoding.executableName == nil {
             for session in reader.knownSessions where !session.executable.isEmpty {
                 encoding.executableNames[session.pid] = (session.executable as NSString).lastPathComponent
@@ -167,7 +237,9 @@ public final class Exporter {
                 }
             }
             let batch = pending[..<end]
-            report.repeated += batch.filter(resumed.wasInFlight).count
+            let repeated = batch.filter(resumed.wasInFlight).count
+            report.repeated += repeated
+            if repeated > 0 { monitor.update { $0.repeated += repeated } }
             cursor.inFlight = ExportCursor.extent(of: batch)
             try store.save(cursor, as: configuration.destinationName)
             // A pass that is cancelled stops without acknowledging the batch under way (it stays
@@ -185,11 +257,14 @@ public final class Exporter {
                 case .delivered(_, let rejected, _):
                     report.exported += batch.count
                     report.rejected += rejected
+                    monitor.update { $0.exported += batch.count; $0.rejected += rejected }
                 case .gaveUp(_, let reason):
                     try stopIfCancelled()
                     report.gaveUp.append(reason)
+                    monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += batch.count }
                 case .expired(let attempts):
                     report.gaveUp.append("expired after \(attempts) attempts")
+                    monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += batch.count }
                 }
             case .syslog(let destination):
                 switch await destination.deliver(batch) {
@@ -197,9 +272,11 @@ public final class Exporter {
                     report.exported += batch.count
                     report.truncated += truncated
                     report.resent += resent
+                    monitor.update { $0.exported += batch.count; $0.truncated += truncated; $0.resent += resent }
                 case .gaveUp(_, let reason):
                     try stopIfCancelled()
                     report.gaveUp.append(reason)
+                    monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += batch.count }
                 case .unusable(let reason):
                     // nothing acknowledged and nothing skipped: the batch waits for a usable destination
                     cursor.inFlight = [:]
@@ -210,6 +287,7 @@ public final class Exporter {
             cursor.acknowledge(batch)
             try store.save(cursor, as: configuration.destinationName)
             pending.removeFirst(end)
+            monitor.update { $0.pending = max(0, $0.pending - batch.count) }
         }
         cursor.repeated += UInt64(report.repeated)
         resumed.inFlight = [:]

@@ -71,6 +71,14 @@ static void test_threads_and_reader(void) {
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
     lb_counters c;
     CHECK(lb_bundle_counters(b, &c) == 0 && c.records == 200000 && c.dropped == 0);
+    /* The writer's view of the ring: the threads' chunks were sealed when they exited; the ring
+     * did not wrap, so it holds every record byte plus a header per chunk used. */
+    lb_ring_usage u;
+    CHECK(lb_bundle_ring_usage(b, NULL) == -EINVAL);
+    CHECK(lb_bundle_ring_usage(b, &u) == 0 && u.chunk_size == 16 << 10 && u.chunk_count == 1024);
+    CHECK(u.chunks_active == 0 && u.chunks_archiving == 0 && u.chunks_archived == 0);
+    CHECK(u.chunks_sealed == c.chunks_claimed && u.chunks_free + u.chunks_sealed == u.chunk_count);
+    CHECK(u.bytes_in_use == u.chunks_sealed * 64 + c.bytes);
     CHECK(lb_bundle_close(b) == 0);
 
     lb_reader *r;

@@ -135,6 +135,26 @@ typedef struct lb_counters {
 
 int lb_bundle_counters(lb_bundle *bundle, lb_counters *out);
 
+/* The writer's view of its ring: chunks by state and the bytes they hold now. */
+typedef struct lb_ring_usage {
+    uint32_t chunk_size;
+    uint32_t chunk_count;
+    uint64_t chunks_free;       /* never used since the ring was created */
+    uint64_t chunks_active;     /* owned by a writer (being claimed included) */
+    uint64_t chunks_sealed;     /* complete, not archived (without an archiver: every full chunk) */
+    uint64_t chunks_archiving;  /* the archiver's write of them is in flight */
+    uint64_t chunks_archived;   /* persisted by the archiver (reusable under lossless) */
+    uint64_t bytes_in_use;      /* the committed part of every active, sealed, archiving and
+                                   archived chunk (its 64-byte header included): what the ring
+                                   holds, as opposed to capacity = chunk_size * chunk_count */
+} lb_ring_usage;
+
+/* Counts the ring's chunks by state with one relaxed pass over the chunk headers (O(chunks), no
+ * lock, nothing written): for a poller such as a metrics reporter, never the logging path. A
+ * snapshot, not a consistent cut: chunks change state while it reads. Still valid after
+ * lb_bundle_shutdown (the memory stays mapped until lb_bundle_close). Returns 0, or -EINVAL. */
+int lb_bundle_ring_usage(lb_bundle *bundle, lb_ring_usage *out);
+
 /* A name for a drop reason ("too_large", "no_chunk", ...), or NULL. */
 const char *lb_drop_reason_name(unsigned reason);
 

@@ -806,6 +806,29 @@ int lb_bundle_counters(lb_bundle *b, lb_counters *out) {
     return 0;
 }
 
+int lb_bundle_ring_usage(lb_bundle *b, lb_ring_usage *out) {
+    if (!b || !out) return -EINVAL;
+    memset(out, 0, sizeof *out);
+    out->chunk_size = b->chunk_size;
+    out->chunk_count = b->chunk_count;
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        uint32_t state = atomic_load_explicit(&h->state, memory_order_relaxed);
+        switch (state) {
+        case LB_CHUNK_FREE: out->chunks_free++; continue;
+        case LB_CHUNK_CLAIMING: out->chunks_active++; continue;  /* being reset: holds nothing yet */
+        case LB_CHUNK_ACTIVE: out->chunks_active++; break;
+        case LB_CHUNK_SEALED: out->chunks_sealed++; break;
+        case LB_CHUNK_ARCHIVING: out->chunks_archiving++; break;
+        case LB_CHUNK_ARCHIVED: out->chunks_archived++; break;
+        default: continue;  /* not a state this writer stores */
+        }
+        uint32_t committed = atomic_load_explicit(&h->committed, memory_order_relaxed);
+        out->bytes_in_use += committed < b->chunk_size ? committed : b->chunk_size;
+    }
+    return 0;
+}
+
 /* ---- idle sealer: a chunk whose writer went quiet is sealed so readers and the archiver see it
  * complete. It uses the same steal protocol as flush. ---- */
 static void *sealer_main(void *arg) {
