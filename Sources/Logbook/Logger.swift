@@ -149,7 +149,7 @@ public struct Logger: @unchecked Sendable {
     ///
     /// A filtered-out call evaluates neither the message nor the metadata. Calls without either
     /// argument take the plain overloads above, whose path is unchanged.
-    @inlinable
+    @inlinable @inline(__always)
     public func log(
         _ level: LogLevel, _ message: @autoclosure () -> LogMessage,
         metadata: @autoclosure () -> LogMetadata = [:], error: (any Error)? = nil,
@@ -160,7 +160,7 @@ public struct Logger: @unchecked Sendable {
         write(level, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func trace(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -170,7 +170,7 @@ public struct Logger: @unchecked Sendable {
         write(.trace, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func debug(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -180,7 +180,7 @@ public struct Logger: @unchecked Sendable {
         write(.debug, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func info(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -190,7 +190,7 @@ public struct Logger: @unchecked Sendable {
         write(.info, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func notice(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -200,7 +200,7 @@ public struct Logger: @unchecked Sendable {
         write(.notice, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func warning(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -210,7 +210,7 @@ public struct Logger: @unchecked Sendable {
         write(.warning, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func error(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -220,7 +220,7 @@ public struct Logger: @unchecked Sendable {
         write(.error, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable
+    @inlinable @inline(__always)
     public func critical(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,

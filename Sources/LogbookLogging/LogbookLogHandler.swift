@@ -74,9 +74,16 @@ public struct LogbookLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
+        let rawLevel = event.level.logbookLevel
+        guard lb_logger_enabled(control, rawLevel), let bundle = control.pointee.bundle else { return }
+        // The source costs swift-log a search and a new String per call when the call gave none
+        // (it is then the module of `file`): a site whose identity is its file, function and line
+        // does not need it, except to register the site.
+        let explicitSource = SwiftLogEventLayout.explicitSource(of: event)
         write(
-            level: event.level, message: event.message, error: event.error, metadata: event.metadata,
-            source: event.source, file: event.file, function: event.function, line: event.line)
+            bundle: bundle, rawLevel: rawLevel, message: event.message, error: event.error, metadata: event.metadata,
+            source: explicitSource, derivedSource: { event.source }, file: event.file, function: event.function,
+            line: event.line)
     }
 
     /// swift-log's earlier entry point (before `log(event:)`), for callers that still use it.
@@ -84,17 +91,22 @@ public struct LogbookLogHandler: LogHandler {
         level: Logging.Logger.Level, message: Logging.Logger.Message, metadata: Logging.Logger.Metadata?,
         source: String, file: String, function: String, line: UInt
     ) {
-        write(
-            level: level, message: message, error: nil, metadata: metadata, source: source, file: file,
-            function: function, line: line)
-    }
-
-    private func write(
-        level: Logging.Logger.Level, message: Logging.Logger.Message, error: (any Error)?,
-        metadata explicit: Logging.Logger.Metadata?, source: String, file: String, function: String, line: UInt
-    ) {
         let rawLevel = level.logbookLevel
         guard lb_logger_enabled(control, rawLevel), let bundle = control.pointee.bundle else { return }
+        write(
+            bundle: bundle, rawLevel: rawLevel, message: message, error: nil, metadata: metadata, source: source,
+            derivedSource: { source }, file: file, function: function, line: line)
+    }
+
+    /// - Parameters:
+    ///   - source: the call's own source, or nil when it gave none (then it is `derivedSource()`,
+    ///     the module of `file`, which is needed only to register the site).
+    @inline(__always)
+    private func write(
+        bundle: OpaquePointer, rawLevel: UInt8, message: Logging.Logger.Message, error: (any Error)?,
+        metadata explicit: Logging.Logger.Metadata?, source: String?, derivedSource: () -> String, file: String,
+        function: String, line: UInt
+    ) {
         let writer = lb_writer_get(bundle)!
         lb_record_begin(writer, control.pointee.id, rawLevel)
         message.description.writeLogArgument(to: writer)
@@ -104,12 +116,12 @@ public struct LogbookLogHandler: LogHandler {
         }
         if let error { LoggedError.write(error, to: writer) }
         let line32 = UInt32(truncatingIfNeeded: line)
-        let key = siteKey(file: file, function: function, source: source)
+        let key = SiteIdentity.key(file: file, function: function, source: source, derivedSource: derivedSource)
         var site = lb_site_lookup(bundle, key.key_file, key.key_extra, line32, 0)
         if site == 0 {
             site = registerSite(
                 bundle, keyFile: key.key_file, keyExtra: key.key_extra, line: line32, column: 0, file: file,
-                function: function, template: "{}", source: source)
+                function: function, template: "{}", source: source ?? derivedSource())
             if site == 0 { lb_record_discard(writer, UInt32(LB_DROP_META.rawValue)) }
         }
         lb_record_commit(writer, site)
@@ -127,7 +139,68 @@ public struct LogbookLogHandler: LogHandler {
         return merged
     }
 
-    private func siteKey(file: String, function: String, source: String) -> lb_site_text_key {
+}
+
+/// The identity of a swift-log call site in the bundle's site cache (`lb_site_lookup`): its file,
+/// function and source, as text, and its line.
+///
+/// swift-log hands a backend `#fileID` and `#function` as `String`s, which are nearly always
+/// literals: immortal strings whose bytes never move or change. Such a string is identified by its
+/// 16 bytes alone (a small string holds its text in them; a large immortal one, the address and
+/// length of its constant text), so its identity is hashed from those bytes instead of its text,
+/// which costs a fixed handful of multiplications instead of one per 8 bytes of text, and no
+/// borrowing of the bytes. Any other string is hashed by its text (`lb_site_text_key_make`). The two
+/// kinds of key are different 128-bit hashes: a site reached both ways is registered twice, with
+/// the same text, which readers cannot tell apart.
+enum SiteIdentity {
+    /// A source of nil (the call gave none: swift-log derives it from `file`) is not part of a key
+    /// of immortal strings, which `file` already determines; a text key hashes the derived one.
+    @inline(__always)
+    static func key(file: String, function: String, source: String?, derivedSource: () -> String) -> lb_site_text_key {
+        if let file = immortalBits(file), let function = immortalBits(function) {
+            if let source {
+                if let bits = immortalBits(source) { return bitsKey(file, function, bits, kind: 1) }
+            } else {
+                return bitsKey(file, function, (0, 0), kind: 0)
+            }
+        }
+        return textKey(file: file, function: function, source: source ?? derivedSource())
+    }
+
+    /// The string's two words, when it is immortal: a literal or a small string (the discriminator
+    /// bit that says so is checked against strings of each kind once, see `bitsAreUsable`).
+    @inline(__always)
+    static func immortalBits(_ text: String) -> (UInt64, UInt64)? {
+        guard bitsAreUsable else { return nil }
+        let bits = unsafeBitCast(text, to: (UInt64, UInt64).self)
+        return bits.1 & (1 << 63) != 0 ? bits : nil
+    }
+
+    /// Whether this platform's `String` is two words with an immortal flag in the top bit of the
+    /// second, as on 64-bit Linux: checked on a literal, a small string and a heap string.
+    static let bitsAreUsable: Bool = {
+        guard MemoryLayout<String>.size == 16 else { return false }
+        func top(_ text: String) -> Bool { unsafeBitCast(text, to: (UInt64, UInt64).self).1 & (1 << 63) != 0 }
+        var heap = String(repeating: "x", count: 40)
+        heap.append("y")
+        return top("a literal that is longer than fifteen bytes") && top("small") && !top(heap)
+    }()
+
+    private static func bitsKey(
+        _ file: (UInt64, UInt64), _ function: (UInt64, UInt64), _ source: (UInt64, UInt64), kind: UInt64
+    ) -> lb_site_text_key {
+        var a: UInt64 = 0x5851_F42D_4C95_7F2D ^ kind
+        var b: UInt64 = 0x1405_7B7E_F767_814F ^ kind
+        for word in [file.0, file.1, function.0, function.1, source.0, source.1] {
+            a = (a ^ word) &* 0x9E37_79B9_7F4A_7C15
+            a ^= a >> 32
+            b = (b ^ word) &* 0xC2B2_AE3D_27D4_EB4F
+            b ^= b >> 29
+        }
+        return lb_site_text_key(key_file: UnsafeRawPointer(bitPattern: UInt(a | 1)), key_extra: UnsafeRawPointer(bitPattern: UInt(b | 1)))
+    }
+
+    private static func textKey(file: String, function: String, source: String) -> lb_site_text_key {
         // Borrow each string's bytes in place (literals and short strings are contiguous); copy
         // only a string that is not.
         withUTF8(file) { file in
@@ -138,6 +211,35 @@ public struct LogbookLogHandler: LogHandler {
                 }
             }
         }
+    }
+}
+
+/// Reads whether a `LogEvent` carries its call's own source without asking for `source`, which
+/// derives one (a search and a new `String`) when it does not: `LogEvent` keeps it as an optional
+/// stored just before `file`. The place is found from `file`'s offset and checked once on two
+/// events, one with a source and one without; if the check fails (a later swift-log laid it out
+/// differently), every call reads `source` as before.
+enum SwiftLogEventLayout {
+    static let sourceOffset: Int? = {
+        guard let fileOffset = MemoryLayout<LogEvent>.offset(of: \LogEvent.file),
+              fileOffset >= MemoryLayout<String?>.size, fileOffset % MemoryLayout<String?>.alignment == 0
+        else { return nil }
+        let offset = fileOffset - MemoryLayout<String?>.size
+        func stored(_ event: LogEvent) -> String? {
+            withUnsafeBytes(of: event) { $0.load(fromByteOffset: offset, as: String?.self) }
+        }
+        let given = "a source given by the call, longer than fifteen bytes"
+        let with = LogEvent(level: .info, message: "m", metadata: nil, source: given, file: "f/x.swift", function: "g", line: 1)
+        let without = LogEvent(level: .info, message: "m", metadata: nil, source: nil, file: "f/x.swift", function: "g", line: 1)
+        guard stored(with) == given, stored(without) == nil, without.source == "f" else { return nil }
+        return offset
+    }()
+
+    /// The call's own source, or nil when it gave none.
+    @inline(__always)
+    static func explicitSource(of event: LogEvent) -> String? {
+        guard let offset = sourceOffset else { return event.source }
+        return withUnsafeBytes(of: event) { $0.load(fromByteOffset: offset, as: String?.self) }
     }
 }
 

@@ -2,7 +2,7 @@ import Foundation
 import Logging
 import XCTest
 @testable import Logbook
-import LogbookLogging
+@testable import LogbookLogging
 import LogbookTesting
 
 /// The swift-log backend, exercised through swift-log's own `Logger` as a library would.
@@ -111,6 +111,46 @@ final class SwiftLogBackendTests: XCTestCase {
         // One site entry for the loop's call, one for the other call.
         let meta = try Data(contentsOf: URL(fileURLWithPath: capture.path + "/meta"))
         XCTAssertEqual(meta.count(of: Array("SwiftLogBackendTests.swift".utf8)), 2)
+    }
+
+    /// A site is found by the bytes of immortal strings (literals, small strings) and by the text
+    /// of any other: the same line with and without a source, with sources that change from call to
+    /// call (literal, small, built at run time), and files and functions built at run time (one of
+    /// them freed and another built at the same address with other text) each record what the call
+    /// gave; and the layout read that avoids deriving the source was checked and is in use.
+    func testSiteIdentityFollowsTheCallsStringsWhateverTheirKind() throws {
+        XCTAssertNotNil(SwiftLogEventLayout.sourceOffset)
+        XCTAssertTrue(SiteIdentity.bitsAreUsable)
+        let capture = try LogCapture()
+        let logger = makeLogger(capture, "ident")
+        var expected: [(message: String, source: String, file: String, function: String)] = []
+        for round in 0..<3 {
+            let dynamicSource = "Generated" + String(repeating: "s", count: 20 + round)
+            let sources: [String?] = [nil, "Custom", "A-source-longer-than-fifteen-bytes", dynamicSource, "", nil]
+            for (index, source) in sources.enumerated() {
+                let message = "r\(round) s\(index)"
+                logger.info("\(message)", source: source)  // one line: the same file, function and line
+                expected.append((message, source ?? "LogbookTests", "LogbookTests/SwiftLogBackendTests.swift",
+                                 "testSiteIdentityFollowsTheCallsStringsWhateverTheirKind()"))
+            }
+            for index in 0..<4 {
+                // Heap strings, freed after the call; the next ones may reuse their memory.
+                let file = "Built/" + String(repeating: "f", count: 30) + "\(index % 2).swift"
+                let function = "function" + String(repeating: "x", count: 30) + "\(index)()"
+                let message = "r\(round) built \(index)"
+                logger.info("\(message)", file: file, function: function, line: 9)
+                expected.append((message, "Built", file, function))
+            }
+        }
+        let entries = try capture.entries(logger: "ident")
+        XCTAssertEqual(entries.count, expected.count)
+        for (entry, want) in zip(entries, expected) {
+            XCTAssertEqual(entry.message, want.message)
+            XCTAssertEqual(entry.source, want.source.isEmpty ? nil : want.source, want.message)  // "" reads as none
+            XCTAssertEqual(entry.file, want.file, want.message)
+            XCTAssertEqual(entry.function, want.function, want.message)
+        }
+        XCTAssertEqual(LogReader.issueCount(capture.path), 0)
     }
 
     @available(*, deprecated)
