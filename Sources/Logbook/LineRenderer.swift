@@ -1,5 +1,5 @@
 /// Renders entries as lines of text or JSON straight into a byte buffer: the one formatter behind
-/// ``LogEntry/textLine(message:includeSource:)``, ``LogEntry/jsonLine(message:)`` and the CLI.
+/// ``LogEntry/textLine(includeSource:)``, ``LogEntry/jsonLine()`` and the CLI.
 /// No intermediate strings for numbers, timestamps or escaping.
 public struct LineRenderer {
     /// The rendered bytes (UTF-8), one line per `append` call, each ended by "\n".
@@ -24,7 +24,7 @@ public struct LineRenderer {
     public enum Format: Sendable {
         /// `TIME LEVEL LOGGER: MESSAGE`, control characters escaped for a terminal.
         case text(includeSource: Bool)
-        /// One JSON object (see ``LogEntry/jsonLine(message:)``).
+        /// One JSON object (see ``LogEntry/jsonLine()``).
         case json
     }
 

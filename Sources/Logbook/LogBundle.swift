@@ -105,6 +105,7 @@ public final class LogBundle: @unchecked Sendable {
 
     /// Opens (or creates) the bundle at `path`.
     /// - Parameters:
+    ///   - path: the bundle directory, created (0700, files 0600) if it does not exist.
     ///   - capacity: ring bytes, used when the bundle is created (an existing bundle keeps its size).
     ///   - chunkSize: bytes per chunk, a power of two from 4 KiB to 16 MiB.
     ///   - wrapPolicy: what happens when the ring is full.

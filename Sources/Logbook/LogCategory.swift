@@ -53,7 +53,7 @@ extension LogBundle {
     public static func bootstrap(_ bundle: LogBundle) { CategoryLoggers.bootstrap(bundle) }
 }
 
-/// The per-type cache behind ``LogCategory/logger``: a direct-mapped table (in the C core, so
+/// The per-type cache behind ``LogCategory/logger-swift.type.property``: a direct-mapped table (in the C core, so
 /// that a lookup is one atomic load) of immutable entries that are never freed. A miss (first use
 /// of a type, a colliding type or a new bootstrap) takes the lock and registers the category in
 /// the shared bundle.

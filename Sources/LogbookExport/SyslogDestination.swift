@@ -27,8 +27,14 @@ public final class SyslogDestination: @unchecked Sendable {
     private let relp: RELPSession
     private let lock = NSLock()
 
-    /// - Parameter acknowledgementTimeout: RELP only: seconds to wait for an acknowledgement
-    ///   before the session is given up and its unacknowledged messages sent on a new one.
+    /// - Parameters:
+    ///   - host: the syslog server's host.
+    ///   - port: the syslog server's port.
+    ///   - transport: plain TCP (no acknowledgements) or RELP (every message acknowledged).
+    ///   - format: how records become RFC 5424 messages.
+    ///   - policy: when and how often a failed delivery is tried again.
+    ///   - acknowledgementTimeout: RELP only: seconds to wait for an acknowledgement
+    ///     before the session is given up and its unacknowledged messages sent on a new one.
     public init(host: String, port: UInt16, transport: Transport = .tcp, format: SyslogFormat,
                 policy: RetryPolicy = .openTelemetry, acknowledgementTimeout: Double = 30) {
         self.format = format

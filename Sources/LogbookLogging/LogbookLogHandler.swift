@@ -9,7 +9,7 @@ import Logging
 /// let bundle = try LogBundle(path: "/var/log/app.logbook")
 /// LogbookLogHandler.bootstrap(bundle)
 /// let logger = Logging.Logger(label: "net")
-/// logger.info("request done", metadata: ["status": 200, "path": "/health"])
+/// logger.info("request done", metadata: ["status": .stringConvertible(200), "path": "/health"])
 /// ```
 ///
 /// Each record keeps the label as its logger, the level, the rendered message, the metadata as
@@ -17,7 +17,7 @@ import Logging
 /// ones winning), an attached error (type and description), and the call site (source, file,
 /// function, line), which is stored once per site. A value marked `.private(_:)`
 /// (`metadata: ["user": .private(name)]`) is stored as its type only. The bundle's runtime filter
-/// (``Logbook/LogFilter``, `LOGBOOK_FILTER`) applies to labels as to native logger names.
+/// (`LogFilter`, `LOGBOOK_FILTER`) applies to labels as to native logger names.
 public struct LogbookLogHandler: LogHandler {
     /// The swift-log label, which is the Logbook logger name.
     public let label: String
@@ -31,8 +31,12 @@ public struct LogbookLogHandler: LogHandler {
     public var metadataProvider: Logging.Logger.MetadataProvider?
 
     /// - Parameters:
+    ///   - label: the swift-log label, used as the Logbook logger name.
+    ///   - bundle: the bundle that records this handler's calls.
     ///   - logLevel: this handler's own level. The default records everything, leaving the choice to
     ///     the bundle's filter; swift-log's usual default is `.info`.
+    ///   - metadata: handler metadata, added to every call's.
+    ///   - metadataProvider: swift-log's metadata provider, asked at every call.
     public init(
         label: String, bundle: LogBundle, logLevel: Logging.Logger.Level = .trace,
         metadata: Logging.Logger.Metadata = [:], metadataProvider: Logging.Logger.MetadataProvider? = nil
@@ -311,7 +315,7 @@ extension Logging.Logger.MetadataValue {
     /// message argument logged with `privacy: .private` (`<private>`; in JSON, null).
     ///
     /// ```swift
-    /// logger.warning("login failed", metadata: ["user": .private(name), "attempt": 3])
+    /// logger.warning("login failed", metadata: ["user": .private(name), "attempt": .stringConvertible(3)])
     /// ```
     ///
     /// The value is not kept, so no handler can print it, whatever it does with the metadata.

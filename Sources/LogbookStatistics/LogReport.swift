@@ -7,7 +7,7 @@ import Foundation
 /// Content-Security-Policy forbids any network access when it is viewed. Every piece of text that
 /// comes from the logs (templates, logger names, messages, issues) and the title are escaped;
 /// the only scripts are the report's own, and they never insert text as HTML. The output only
-/// depends on its arguments, and its size is bounded whatever the input (see ``Limits``).
+/// depends on its arguments, and its size is bounded whatever the input (see `Limits`).
 public enum LogReport {
     /// One self-contained HTML page (no network at view time: no external scripts, styles, fonts
     /// or images).

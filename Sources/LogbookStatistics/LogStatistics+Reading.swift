@@ -17,7 +17,7 @@ extension LogStatistics {
         }
     }
 
-    /// Reads what `reader` has not read yet in one streaming pass (``LogReader/stream(where:_:)``):
+    /// Reads what `reader` has not read yet in one streaming pass (`LogReader.stream(where:_:)`):
     /// memory grows with the call sites, loggers and minutes, not with the records. The reader's
     /// issues after the pass become ``issues``.
     public init(reading reader: LogReader, options: Options = Options()) throws {

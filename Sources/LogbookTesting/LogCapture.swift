@@ -108,7 +108,10 @@ public final class LogCapture: @unchecked Sendable {
     /// The one captured entry that matches every given condition; throws ``LogExpectationFailure``
     /// (listing what was captured) when none or several match.
     /// - Parameters:
-    ///   - message: the whole rendered message; `containing`: a part of it.
+    ///   - level: the entry's level (`nil`, as every condition: any).
+    ///   - logger: the entry's logger name (a swift-log label).
+    ///   - message: the whole rendered message.
+    ///   - containing: a part of the rendered message.
     ///   - metadata: keys whose values render as the given text (`"status": "200"`), from native
     ///     calls (`metadata:`) and swift-log alike.
     @discardableResult

@@ -90,7 +90,7 @@ public final class Uploader: Sendable {
         /// Its state file was damaged: moved to the spool's `quarantine/`, not uploaded.
         case quarantined(id: String)
         /// A rolled archive file could not be put into the spool (``Uploader/submit(archive:)``);
-        /// it stays in the archive directory for ``Uploader/submitArchives(in:)``.
+        /// it stays in the archive directory for ``Uploader/submitArchives(in:includingDelivered:)``.
         case notSubmitted(path: String, reason: String)
     }
 
@@ -197,8 +197,8 @@ public final class Uploader: Sendable {
         }
     }
 
-    /// Like ``submit(file:id:)``, unless this file was delivered before under the same id (its
-    /// delivery mark, see ``submitArchives(in:)``): then nothing is submitted and the result is `nil`.
+    /// Like ``submit(file:id:linking:)``, unless this file was delivered before under the same id (its
+    /// delivery mark, see ``submitArchives(in:includingDelivered:)``): then nothing is submitted and the result is `nil`.
     /// Running the same upload twice then sends nothing twice.
     public func submitUnlessDelivered(file: String, id: String? = nil) throws(LogbookError) -> SpooledItem? {
         try requireCallersIdentifier(id)
@@ -642,11 +642,11 @@ extension Uploader {
         return "lba-\(header.ring_created_wall_ns)-\(header.file_number)"
     }
 
-    /// For ``ArchiveOptions/onFileRolled``: puts a file the archiver just completed into the spool
+    /// For `ArchiveOptions.onFileRolled`: puts a file the archiver just completed into the spool
     /// before the callback returns, so that the archiver's retention, which runs after it, cannot
     /// delete it first. A failure (e.g. the spool's disk is full) is reported as
     /// ``Outcome/notSubmitted(path:reason:)``; the file stays in the archive directory (unless
-    /// retention deletes it) for ``submitArchives(in:)`` on the next launch.
+    /// retention deletes it) for ``submitArchives(in:includingDelivered:)`` on the next launch.
     public func submit(archive: ArchivedFile) {
         do {
             try spool(file: archive.path, id: try Self.archiveIdentifier(ofFile: archive.path), linking: true)
