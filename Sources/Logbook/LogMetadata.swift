@@ -524,9 +524,9 @@ struct RecordTailDecoder {
 /// What a log call records of an error, found once per error type: the type's name
 /// (`String(reflecting:)` demangles, which takes microseconds) and how to describe a value the way
 /// `String(describing:)` does without its dynamic casts (three protocol lookups per call, most of
-/// what an `error:` cost). A plain value type without a description of its own (an enum of
-/// cases, a struct of a code) is described by reflection, once per value: its descriptions are
-/// kept by its bytes.
+/// what an `error:` cost). A plain value type of at most 8 bytes without a description or mirror
+/// of its own (an enum of cases, a struct of a code) is described by reflection once per value:
+/// its descriptions are kept by its bytes (256 per type at most).
 final class ErrorType: @unchecked Sendable {
     let name: String
     let describe: (any Error) -> String
@@ -599,7 +599,11 @@ final class ErrorType: @unchecked Sendable {
         if let convertible = type as? any (Error & CustomStringConvertible).Type {
             return describer(convertible)
         }
-        if type is any CustomDebugStringConvertible.Type || !_isPOD(type) || MemoryLayout<E>.size > 8 {
+        // Reflection of a plain value depends on its bytes alone, unless the type makes its own
+        // mirror.
+        if type is any CustomDebugStringConvertible.Type || type is any CustomReflectable.Type || !_isPOD(type)
+            || MemoryLayout<E>.size > 8
+        {
             return { String(describing: $0) }
         }
         let descriptions = Locked<[UInt64: String]>([:])

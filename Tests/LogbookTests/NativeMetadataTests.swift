@@ -233,6 +233,14 @@ final class NativeMetadataTests: XCTestCase {
     }
     struct Debugged: Error, CustomDebugStringConvertible { var debugDescription: String { "debugged" } }
     struct Generic<T>: Error { var value: T }
+    /// A mirror of its own, which may change from call to call: not described by its bytes.
+    struct Mirrored: Error, CustomReflectable {
+        nonisolated(unsafe) static var calls = 0
+        var customMirror: Mirror {
+            Mirrored.calls += 1
+            return Mirror(self, children: ["call": Mirrored.calls])
+        }
+    }
 
     /// An error is recorded as `String(describing:)` and `String(reflecting:)` of its type say,
     /// whatever it is: enums with and without payloads (each case, repeatedly: descriptions of a
@@ -270,5 +278,6 @@ final class NativeMetadataTests: XCTestCase {
         XCTAssertEqual(LoggedError(Debugged()).description, "debugged")
         XCTAssertEqual(LoggedError(Phase.handshake).description, "handshake")
         XCTAssertEqual(LoggedError(Local(n: 9)).type, "LogbookTests.NativeMetadataTests.Local")
+        for _ in 0..<3 { XCTAssertEqual(LoggedError(Mirrored()).description, String(describing: Mirrored())) }
     }
 }
