@@ -1,4 +1,5 @@
 import CLogbook
+import Synchronization
 
 /// A structured metadata value of a recorded entry (swift-log's `Logger.MetadataValue`, typed).
 /// Not `indirect`: lists and maps already live in arrays, so a scalar value needs no box.
@@ -540,21 +541,46 @@ final class ErrorType: @unchecked Sendable {
 
     static func of(_ type: any Error.Type) -> ErrorType {
         let key = UInt(bitPattern: ObjectIdentifier(type))
-        if let known = table.withLock({ $0.find(key) }) { return known }
+        if let snapshot = UnsafeMutableRawPointer(bitPattern: published.load(ordering: .acquiring)) {
+            let found = Unmanaged<Table>.fromOpaque(snapshot)._withUnsafeGuaranteedRef { $0.find(key) }
+            if let found { return found }
+        }
         var name = String(reflecting: type)
         while let start = name.firstRange(of: "(unknown context at "),
               let end = name[start.upperBound...].firstRange(of: ").") {
             name.removeSubrange(start.lowerBound..<end.upperBound)
         }
         let made = ErrorType(name: name, describe: describer(type))
-        return table.withLock { $0.insert(key, made) }
+        return tables.withLock { tables in
+            let current = tables.last ?? Table(capacity: 64)
+            if let known = current.find(key) { return known }
+            let next = current.adding(key, made)
+            tables.append(next)
+            published.store(UInt(bitPattern: Unmanaged.passUnretained(next).toOpaque()), ordering: .releasing)
+            return made
+        }
     }
 
-    /// Types seen so far: open addressing on the type's address (no hashing of a dictionary key).
-    private struct Table {
-        var keys = [UInt](repeating: 0, count: 64)
-        var values = [ErrorType](repeating: placeholder, count: 64)
-        var count = 0
+    /// Types seen so far, an immutable table: open addressing on the type's address (no hashing of
+    /// a dictionary key). A log call reads the published one without a lock; a new type publishes
+    /// a copy with it added. Every table stays alive (`tables`): a reader may still be in an older
+    /// one, and there are as many as error types the program logs.
+    private final class Table: Sendable {
+        let keys: [UInt]
+        let values: [ErrorType]
+        let count: Int
+
+        init(capacity: Int) {
+            keys = [UInt](repeating: 0, count: capacity)
+            values = [ErrorType](repeating: placeholder, count: capacity)
+            count = 0
+        }
+
+        private init(keys: [UInt], values: [ErrorType], count: Int) {
+            self.keys = keys
+            self.values = values
+            self.count = count
+        }
 
         func find(_ key: UInt) -> ErrorType? {
             let mask = keys.count - 1
@@ -566,29 +592,28 @@ final class ErrorType: @unchecked Sendable {
             return nil
         }
 
-        /// The entry of `key`: `value`, or the one another thread put first.
-        mutating func insert(_ key: UInt, _ value: ErrorType) -> ErrorType {
-            if let known = find(key) { return known }
-            if (count + 1) * 2 > keys.count {
-                var larger = Table(
-                    keys: [UInt](repeating: 0, count: keys.count * 2),
-                    values: [ErrorType](repeating: placeholder, count: keys.count * 2))
-                for slot in keys.indices where keys[slot] != 0 { _ = larger.insert(keys[slot], values[slot]) }
-                self = larger
+        /// A copy with `key` added, twice as large when it would be more than half full.
+        func adding(_ key: UInt, _ value: ErrorType) -> Table {
+            let capacity = (count + 1) * 2 > keys.count ? keys.count * 2 : keys.count
+            var keys = [UInt](repeating: 0, count: capacity)
+            var values = [ErrorType](repeating: ErrorType.placeholder, count: capacity)
+            func put(_ key: UInt, _ value: ErrorType) {
+                var slot = Int(truncatingIfNeeded: key >> 4) & (capacity - 1)
+                while keys[slot] != 0 { slot = (slot + 1) & (capacity - 1) }
+                keys[slot] = key
+                values[slot] = value
             }
-            let mask = keys.count - 1
-            var slot = Int(truncatingIfNeeded: key >> 4) & mask
-            while keys[slot] != 0 { slot = (slot + 1) & mask }
-            keys[slot] = key
-            values[slot] = value
-            count += 1
-            return value
+            for slot in self.keys.indices where self.keys[slot] != 0 { put(self.keys[slot], self.values[slot]) }
+            put(key, value)
+            return Table(keys: keys, values: values, count: count + 1)
         }
     }
 
-    private static let table = Locked(Table())
+    private static let tables = Locked<[Table]>([])
+    /// The newest table's address (0: none yet).
+    private static let published = Atomic<UInt>(0)
     /// What an empty slot holds (its key is 0).
-    private static let placeholder = ErrorType(name: "", describe: { _ in "" })
+    fileprivate static let placeholder = ErrorType(name: "", describe: { _ in "" })
 
     /// `String(describing:)`'s order: `TextOutputStreamable`, `CustomStringConvertible`,
     /// `CustomDebugStringConvertible`, then reflection.
