@@ -213,7 +213,7 @@ extension LogMetadata: ExpressibleByDictionaryLiteral {
         for index in 0..<count {
             var later = index + 1
             while later < count {
-                if elements[later].0 == elements[index].0 {
+                if StringBits.equal(elements[later].0, elements[index].0) {
                     repeated |= 1 << index
                     break
                 }
@@ -223,8 +223,20 @@ extension LogMetadata: ExpressibleByDictionaryLiteral {
         lb_record_put_container(
             writer, UInt8(LB_ARG_METADATA.rawValue), UInt32(truncatingIfNeeded: count - repeated.nonzeroBitCount))
         for index in 0..<count where repeated & (1 << index) == 0 {
-            elements[index].0.writeLogArgument(to: writer)
+            writeKey(elements[index].0, to: writer)
             elements[index].1.write(to: writer, depth: 2)
+        }
+    }
+
+    /// A key: most are small strings, whose bytes are written from the string's own words.
+    @inline(__always)
+    static func writeKey(_ key: String, to writer: UnsafeMutablePointer<lb_writer>) {
+        if let words = StringBits.smallWords(key) {
+            withUnsafeBytes(of: words) {
+                lb_record_put_data(writer, LogArgumentType.string.rawValue, $0.baseAddress, StringBits.byteCount(ofSmall: words))
+            }
+        } else {
+            key.writeLogArgument(to: writer)
         }
     }
 

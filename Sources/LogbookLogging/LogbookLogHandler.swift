@@ -151,7 +151,7 @@ public struct LogbookLogHandler: LogHandler {
 /// swift-log hands a backend `#fileID` and `#function` as `String`s, which are nearly always
 /// literals: immortal strings whose bytes never move or change. Such a string is identified by its
 /// 16 bytes alone (a small string holds its text in them; a large immortal one, the address and
-/// length of its constant text), so its identity is hashed from those bytes instead of its text,
+/// length of its constant text: `StringBits`), so its identity is hashed from those bytes instead of its text,
 /// which costs a fixed handful of multiplications instead of one per 8 bytes of text, and no
 /// borrowing of the bytes. Any other string is hashed by its text (`lb_site_text_key_make`). The two
 /// kinds of key are different 128-bit hashes: a site reached both ways is registered twice, with
@@ -161,34 +161,15 @@ enum SiteIdentity {
     /// of immortal strings, which `file` already determines; a text key hashes the derived one.
     @inline(__always)
     static func key(file: String, function: String, source: String?, derivedSource: () -> String) -> lb_site_text_key {
-        if let file = immortalBits(file), let function = immortalBits(function) {
+        if let file = StringBits.immortalWords(file), let function = StringBits.immortalWords(function) {
             if let source {
-                if let bits = immortalBits(source) { return bitsKey(file, function, bits, kind: 1) }
+                if let bits = StringBits.immortalWords(source) { return bitsKey(file, function, bits, kind: 1) }
             } else {
                 return bitsKey(file, function, (0, 0), kind: 0)
             }
         }
         return textKey(file: file, function: function, source: source ?? derivedSource())
     }
-
-    /// The string's two words, when it is immortal: a literal or a small string (the discriminator
-    /// bit that says so is checked against strings of each kind once, see `bitsAreUsable`).
-    @inline(__always)
-    static func immortalBits(_ text: String) -> (UInt64, UInt64)? {
-        guard bitsAreUsable else { return nil }
-        let bits = unsafeBitCast(text, to: (UInt64, UInt64).self)
-        return bits.1 & (1 << 63) != 0 ? bits : nil
-    }
-
-    /// Whether this platform's `String` is two words with an immortal flag in the top bit of the
-    /// second, as on 64-bit Linux: checked on a literal, a small string and a heap string.
-    static let bitsAreUsable: Bool = {
-        guard MemoryLayout<String>.size == 16 else { return false }
-        func top(_ text: String) -> Bool { unsafeBitCast(text, to: (UInt64, UInt64).self).1 & (1 << 63) != 0 }
-        var heap = String(repeating: "x", count: 40)
-        heap.append("y")
-        return top("a literal that is longer than fifteen bytes") && top("small") && !top(heap)
-    }()
 
     private static func bitsKey(
         _ file: (UInt64, UInt64), _ function: (UInt64, UInt64), _ source: (UInt64, UInt64), kind: UInt64

@@ -280,4 +280,29 @@ final class NativeMetadataTests: XCTestCase {
         XCTAssertEqual(LoggedError(Local(n: 9)).type, "LogbookTests.NativeMetadataTests.Local")
         for _ in 0..<3 { XCTAssertEqual(LoggedError(Mirrored()).description, String(describing: Mirrored())) }
     }
+
+    /// `StringBits.equal` says what `==` says, for strings of every kind, and a small string's words
+    /// hold its bytes.
+    func testStringWordsAgreeWithTheStringAPI() {
+        XCTAssertTrue(StringBits.isUsable)
+        var built = String(repeating: "k", count: 3)
+        built += "ey"
+        var long = String(repeating: "a-long-key-", count: 3)
+        long += "!"
+        let strings = [
+            "", "key", "kez", built, "kkkey", "caf\u{E9}", "cafe\u{301}", "fifteen bytes!!", "sixteen bytes!!!",
+            long, "a-long-key-a-long-key-a-long-key-!", String(decoding: Array("key".utf8), as: UTF8.self),
+        ]
+        for a in strings {
+            for b in strings { XCTAssertEqual(StringBits.equal(a, b), a == b, "\(a.debugDescription) \(b.debugDescription)") }
+            if let words = StringBits.smallWords(a) {
+                let bytes = withUnsafeBytes(of: words) { Array($0.prefix(StringBits.byteCount(ofSmall: words))) }
+                XCTAssertEqual(bytes, Array(a.utf8))
+            } else {
+                XCTAssertGreaterThan(a.utf8.count, 15)
+            }
+        }
+        XCTAssertNotNil(StringBits.immortalWords("a literal longer than fifteen bytes"))
+        XCTAssertNil(StringBits.immortalWords(long))
+    }
 }

@@ -120,7 +120,7 @@ final class SwiftLogBackendTests: XCTestCase {
     /// gave; and the layout read that avoids deriving the source was checked and is in use.
     func testSiteIdentityFollowsTheCallsStringsWhateverTheirKind() throws {
         XCTAssertNotNil(SwiftLogEventLayout.sourceOffset)
-        XCTAssertTrue(SiteIdentity.bitsAreUsable)
+        XCTAssertTrue(StringBits.isUsable)
         let capture = try LogCapture()
         let logger = makeLogger(capture, "ident")
         var expected: [(message: String, source: String, file: String, function: String)] = []
