@@ -57,13 +57,13 @@ public struct LogMetadata: Equatable, Sendable, RandomAccessCollection, CustomSt
             case .literal(let elements): return Self.normalized(elements)
             }
         }
-        set { storage = .sorted(newValue) }
+        set { storage = .sorted(Self.normalized(newValue)) }
     }
 
+    /// Metadata of these pairs, sorted by key; of pairs with the same key, the last is kept (as in
+    /// a literal).
     public init(_ pairs: [Pair] = []) {
-        var pairs = pairs
-        Self.sortByKey(&pairs)
-        storage = .sorted(pairs)
+        storage = .sorted(Self.normalized(pairs))
     }
 
     /// Whether there is no pair.
@@ -80,7 +80,12 @@ public struct LogMetadata: Equatable, Sendable, RandomAccessCollection, CustomSt
     /// A literal's pairs sorted by key, a repeated key keeping its last value.
     @usableFromInline
     static func normalized(_ elements: [(String, LogMetadataValue)]) -> [Pair] {
-        var pairs = elements.map { Pair(key: $0.0, value: $0.1) }
+        normalized(elements.map { Pair(key: $0.0, value: $0.1) })
+    }
+
+    /// Pairs sorted by key (stable), a repeated key keeping its last value.
+    static func normalized(_ pairs: [Pair]) -> [Pair] {
+        var pairs = pairs
         sortByKey(&pairs)
         var kept = 0
         for index in pairs.indices {
@@ -645,7 +650,7 @@ final class ErrorType: @unchecked Sendable {
         }
         let descriptions = Locked<[UInt64: String]>([:])
         return { error in
-            var value = value(error, as: E.self)
+            guard var value = value(error, as: E.self) else { return String(describing: error) }
             var bits: UInt64 = 0
             withUnsafeBytes(of: &value) { bytes in withUnsafeMutableBytes(of: &bits) { $0.copyMemory(from: bytes) } }
             if let known = descriptions.withLock({ $0[bits] }) { return known }
@@ -658,14 +663,16 @@ final class ErrorType: @unchecked Sendable {
 
 extension ErrorType {
     private static func describer<E: Error & CustomStringConvertible>(_ type: E.Type) -> (any Error) -> String {
-        { value($0, as: E.self).description }
+        { value($0, as: E.self)?.description ?? String(describing: $0) }
     }
 
-    /// `error` as the type it is: a describer is only ever called with errors of its own type (the
-    /// table is keyed by the type), so the opened value is read as that type, with no cast.
-    private static func value<E: Error>(_ error: any Error, as type: E.Type) -> E {
-        func open<Actual: Error>(_ actual: Actual) -> E {
-            precondition(Actual.self == E.self)
+    /// `error` as its dynamic type `E` (the table is keyed by `type(of: error)`). A value boxed as
+    /// its own type opens as `E` and is read as one, with no cast. An instance of a subclass boxed
+    /// as its superclass (`let e: Base = Sub()`, `catch let e as Base`) opens as the superclass:
+    /// a class cast, which finds it is an `E`.
+    private static func value<E: Error>(_ error: any Error, as type: E.Type) -> E? {
+        func open<Actual: Error>(_ actual: Actual) -> E? {
+            guard Actual.self == E.self else { return actual as? E }
             return withUnsafePointer(to: actual) { $0.withMemoryRebound(to: E.self, capacity: 1) { $0.pointee } }
         }
         return open(error)

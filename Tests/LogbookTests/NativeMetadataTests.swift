@@ -179,6 +179,18 @@ final class NativeMetadataTests: XCTestCase {
         XCTAssertEqual(canonical.first?.value, .value(.signed(2, .int)))
         XCTAssertEqual(try capture.expect(message: "long keys").metadata.map(\.value.string), ["z", "y"])
 
+        // Built from pairs, set as pairs, or nested: each key once too, the last value kept (found
+        // by adversarial review: these kept every pair, and the subscript found the first).
+        let built = LogMetadata([.init(key: "b", value: 1), .init(key: "a", value: 1), .init(key: "a", value: 2), .init(key: "b", value: 3)])
+        XCTAssertEqual(built.pairs, [.init(key: "a", value: 2), .init(key: "b", value: 3)])
+        XCTAssertEqual(built["a"], .value(.signed(2, .int)))
+        var set = LogMetadata()
+        set.pairs = [.init(key: "z", value: 1), .init(key: "y", value: 2), .init(key: "z", value: 3)]
+        XCTAssertEqual(set.pairs, [.init(key: "y", value: 2), .init(key: "z", value: 3)])
+        log.info("nested", metadata: ["m": ["a": 1, "b": 2, "a": 3]])
+        XCTAssertEqual(try capture.expect(message: "nested").metadata["m"], .map(LogMetadata([.init(key: "a", value: 3), .init(key: "b", value: 2)])))
+        XCTAssertEqual(try capture.expect(message: "nested").metadata["m"]?.description, "{a=3, b=2}")
+
         for count in [0, 1, 2, 15, 16, 17, 63, 64, 65, 100] {
             // Keys in descending order, every third one repeated later with a new value.
             var elements: [(String, LogMetadataValue)] = (0..<count).reversed().map { ("k\($0)", .init($0)) }
@@ -227,6 +239,10 @@ final class NativeMetadataTests: XCTestCase {
     struct PlainCode: Error { var value: Int32 }
     struct Wide: Error { var a: Int, b: Int }
     final class Boxed: Error { let reason = "boxed" }
+    class BaseError: Error, CustomStringConvertible, @unchecked Sendable { var description: String { "base" } }
+    final class SubError: BaseError { override var description: String { "sub" } }
+    class PlainBase: Error, @unchecked Sendable {}
+    final class PlainSub: PlainBase {}
     struct Streamed: Error, TextOutputStreamable, CustomStringConvertible {
         var description: String { "the description" }
         func write<Target: TextOutputStream>(to target: inout Target) { target.write("streamed") }
@@ -254,6 +270,13 @@ final class NativeMetadataTests: XCTestCase {
             PlainCode(value: 3), PlainCode(value: -3), Wide(a: 1, b: 2), Boxed(), Streamed(), Debugged(),
             Generic(value: 1), Generic(value: "one"), Generic(value: [1.5]), Local(n: 9), Local(n: 10),
             FetchError(code: 5), CocoaError(.fileNoSuchFile), URLError(.timedOut),
+            // Subclass instances boxed as their superclass (found by adversarial review: a crash).
+            SubError() as BaseError, BaseError(), SubError(), PlainSub() as PlainBase, PlainSub(),
+            NSError(domain: "d", code: 1), { () -> any Error in
+                final class SubNSError: NSError, @unchecked Sendable {}
+                let error: NSError = SubNSError(domain: "sub", code: 2)
+                return error
+            }(),
         ]
         let capture = try LogCapture()
         let log = try capture.logger("errors")
@@ -277,6 +300,15 @@ final class NativeMetadataTests: XCTestCase {
         XCTAssertEqual(LoggedError(Streamed()).description, "streamed")
         XCTAssertEqual(LoggedError(Debugged()).description, "debugged")
         XCTAssertEqual(LoggedError(Phase.handshake).description, "handshake")
+        do {
+            throw SubError()
+        } catch let error as BaseError {
+            XCTAssertEqual(LoggedError(error), LoggedError(type: "LogbookTests.NativeMetadataTests.SubError", description: "sub"))
+            log.error("caught", error: error)
+            XCTAssertEqual(try capture.expect(message: "caught").error?.description, "sub")
+        } catch {
+            XCTFail("\(error)")
+        }
         XCTAssertEqual(LoggedError(Local(n: 9)).type, "LogbookTests.NativeMetadataTests.Local")
         for _ in 0..<3 { XCTAssertEqual(LoggedError(Mirrored()).description, String(describing: Mirrored())) }
     }
