@@ -316,7 +316,12 @@ void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nest
         writer_drop_chunk(w);
     }
     if (!b || atomic_load(&b->closed)) {
-        writer_drop_chunk(w);
+        /* The chunk this thread still holds has committed records: seal it, so that they are
+         * counted and archived (shutdown's stealer waits on our lock and then finds no chunk; the
+         * archiver is stopped only after every writer was detached). Dropping it unsealed lost up to
+         * a chunk of records logged while close() ran (found by adversarial review). */
+        if (b) writer_seal(w, b);
+        else writer_drop_chunk(w);
         pthread_mutex_unlock(&c->lock);
         w->mode = LB_WRITER_DIRECT;
         writer_discard(w, b ? LB_DROP_CLOSED : c->orphan_reason);
