@@ -209,7 +209,7 @@ final class LifecycleTests: XCTestCase {
 
     /// Starts the example, waits for "ready", runs `before`, sends SIGTERM, and waits for exit 0.
     func runChild(drain: Int, logbookLast: Bool = false, before: () -> Void) throws -> ChildRun {
-        let executable = try XCTUnwrap(serviceExampleExecutable(), "swift build --build-tests builds LogbookServiceExample")
+        let executable = try XCTUnwrap(builtExecutable("LogbookServiceExample"), "swift build --build-tests builds LogbookServiceExample")
         let directory = makeTemporaryDirectory(self)
         let bundle = directory + "/server.logbook"
         let archive = directory + "/archive"
@@ -297,13 +297,6 @@ final class LifecycleTests: XCTestCase {
         logger.logLevel = .critical
         return logger
     }
-}
-
-/// `LogbookServiceExample`, built next to the test bundle.
-private func serviceExampleExecutable() -> String? {
-    let binDirectory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-    let path = binDirectory.appendingPathComponent("LogbookServiceExample").path
-    return FileManager.default.isExecutableFile(atPath: path) ? path : nil
 }
 
 /// A service that logs numbered records ("item N" with text of different lengths) until its

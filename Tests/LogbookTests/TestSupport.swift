@@ -26,9 +26,12 @@ let repositoryRoot: String = {
 }()
 
 /// The `logbook` executable that `swift test` builds next to the test bundle.
-func logbookExecutable() -> String? {
+func logbookExecutable() -> String? { builtExecutable("logbook") }
+
+/// An executable of this package that `swift build --build-tests` builds next to the test bundle.
+func builtExecutable(_ name: String) -> String? {
     let binDirectory = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-    let path = binDirectory.appendingPathComponent("logbook").path
+    let path = binDirectory.appendingPathComponent(name).path
     return FileManager.default.isExecutableFile(atPath: path) ? path : nil
 }
 
