@@ -343,16 +343,26 @@ final class CompressedArchiveTests: XCTestCase {
                                                            onFileRolled: { file in rolled.withLock { $0.append(file.number) } }))
         let log = try bundle.logger("busy")
         let stop = Atomic<Bool>(false)
+        let logged = Atomic<Int>(0)
         let writer = Thread {
             var i = 0
-            while !stop.load(ordering: .relaxed) { log.info("request \(i) path \(String(repeating: "p", count: (i * 37) % 700))"); i += 1 }
+            while !stop.load(ordering: .relaxed) {
+                log.info("request \(i) path \(String(repeating: "p", count: (i * 37) % 700))")
+                i += 1
+                logged.store(i, ordering: .releasing)
+            }
         }
         writer.start()
         let done = DispatchSemaphore(value: 0)
         let failure = Locked<String?>(nil)
         Thread {
             do {
+                var seen = 0
                 for _ in 0..<5 {
+                    // A roll completes a file only when it holds something: each one waits for a
+                    // record logged since the last (the writer thread may not have started yet).
+                    while logged.load(ordering: .acquiring) == seen { usleep(100) }
+                    seen = logged.load(ordering: .acquiring)
                     let before = bundle.archiveStats?.filesRolled ?? 0
                     try bundle.rollArchive()
                     let newest = rolled.withLock { $0.max() ?? 0 }

@@ -1,7 +1,13 @@
 import CLogbook
 import Foundation
+import Synchronization
 import XCTest
 @testable import Logbook
+
+/// How many records a thread has committed, published after each.
+final class CommittedCount: Sendable {
+    let value = Atomic<Int>(0)
+}
 
 /// A value whose conversion logs: the nested record must be dropped, the outer one kept.
 struct Chatty: LogArgumentConvertible {
@@ -159,6 +165,70 @@ final class LimitsTests: XCTestCase {
         XCTAssertEqual(info.chunksSealed, 2)
         XCTAssertEqual(info.counters.records, 2)
         finish.signal()
+        try bundle.close()
+    }
+
+    /// Flush and sync seal what threads that log without a pause committed before the call: such
+    /// a thread is in the middle of its next record at almost every instant, and flush used to
+    /// leave its chunk alone, so `syncArchive` returned without the records it promises to have
+    /// made durable (and `rollArchive` often completed no file). Record sizes vary from a few
+    /// bytes to nearly a chunk and past it (fragments), in a lossless ring of 8 chunks.
+    func testSyncArchivesWhatBusyThreadsLoggedBeforeIt() throws {
+        @Sendable func padding(_ n: Int) -> Int { n % 997 == 0 ? 40_000 : n % 89 == 0 ? 15_000 : (n * 37) % 300 }
+        let path = makeTemporaryDirectory(self) + "/busy.logbook"
+        let bundle = try LogBundle(path: path, capacity: 8 << 14, chunkSize: 16 << 10, wrapPolicy: .lossless,
+                                   idleSealMilliseconds: 0, losslessWaitMilliseconds: 5000,
+                                   archive: ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil, compressionLevel: nil))
+        let log = try bundle.logger("busy")
+        let threads = 3
+        let committed = (0..<threads).map { _ in CommittedCount() }
+        let stop = Atomic<Bool>(false), paused = Atomic<Bool>(false)
+        let group = DispatchGroup()
+        for thread in 0..<threads {
+            group.enter()
+            Thread.detachNewThread {
+                var n = 0
+                while !stop.load(ordering: .relaxed) {
+                    if paused.load(ordering: .relaxed) {
+                        usleep(200)
+                        continue
+                    }
+                    log.info("t\(thread) n\(n) \(String(repeating: "x", count: padding(n)))")
+                    n += 1
+                    committed[thread].value.store(n, ordering: .releasing)
+                }
+                group.leave()
+            }
+        }
+        defer {
+            stop.store(true, ordering: .relaxed)
+            group.wait()
+        }
+        while committed.contains(where: { $0.value.load(ordering: .acquiring) == 0 }) { usleep(100) }
+        for round in 0..<16 {
+            usleep(useconds_t(1_000 + (round % 4) * 3_000))
+            let before = committed.map { $0.value.load(ordering: .acquiring) }
+            try bundle.syncArchive()
+            // Reading takes long: the threads wait meanwhile (after the sync, not during it).
+            paused.store(true, ordering: .relaxed)
+            defer { paused.store(false, ordering: .relaxed) }
+            var seen = [Set<Int>](repeating: [], count: threads)
+            let reader = try LogReader(path: path + "/archive")
+            let entries = try reader.readAll()
+            for entry in entries where entry.logger == "busy" {
+                let parts = entry.message.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
+                guard parts.count == 3, let thread = Int(parts[0].dropFirst()), thread < threads,
+                      let n = Int(parts[1].dropFirst()) else { return XCTFail("round \(round): \(entry.message.prefix(40))") }
+                XCTAssertEqual(parts[2].count, padding(n), "round \(round): t\(thread) n\(n)")
+                XCTAssertTrue(seen[thread].insert(n).inserted, "round \(round): t\(thread) n\(n) twice")
+            }
+            for thread in 0..<threads {
+                let missing = (0..<before[thread]).filter { !seen[thread].contains($0) }
+                XCTAssertEqual(missing.count, 0, "round \(round): thread \(thread) logged \(before[thread]) before the sync; not archived: \(missing.prefix(5))…")
+            }
+        }
+        stop.store(true, ordering: .relaxed)
+        group.wait()
         try bundle.close()
     }
 

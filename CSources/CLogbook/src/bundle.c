@@ -744,7 +744,7 @@ int lb_bundle_shutdown(lb_bundle *b) {
     pthread_mutex_unlock(&b->lock);
     stop_sealer(b);
     lb_bundle_chunks_released(b);  /* lossless writers waiting for a chunk see `closed` */
-    lb_writers_detach_all(b, 1);
+    lb_writers_detach_all(b);
     int rc = 0;
     if (b->archiver_stop) {
         /* Every chunk is sealed now: the archiver persists them all, then stops. */
@@ -783,7 +783,7 @@ int lb_bundle_close(lb_bundle *b) {
 int lb_bundle_flush(lb_bundle *b) {
     if (!b) return -EINVAL;
     if (atomic_load(&b->closed) || b->forked) return -EBADF;
-    lb_writers_seal_all(b, 0);
+    lb_writers_seal_all(b);
     if (msync(b->ring, b->map_length, MS_ASYNC) != 0) return -errno;
     return 0;
 }

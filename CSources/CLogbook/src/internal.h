@@ -276,8 +276,8 @@ void lb_registry_add_bundle(lb_bundle *bundle);
 void lb_registry_remove_bundle(lb_bundle *bundle);
 
 /* Writer operations used by the bundle (writer.c). */
-void lb_writers_detach_all(lb_bundle *bundle, int force);  /* close: steal and detach */
-void lb_writers_seal_all(lb_bundle *bundle, int force);    /* flush: steal chunks, keep writers */
+void lb_writers_detach_all(lb_bundle *bundle);  /* close: seal every chunk and detach */
+void lb_writers_seal_all(lb_bundle *bundle);    /* flush: seal every chunk, keep writers */
 void lb_writers_seal_idle(lb_bundle *bundle, uint64_t idle_ticks);
 uint64_t lb_writers_active_records(lb_bundle *bundle, uint64_t *bytes);
 void lb_bundle_count_drop(lb_bundle *bundle, unsigned reason);

@@ -6,8 +6,13 @@
  *   owner, per record:  building = 1; signal fence; if (steal) slow path;  ... commit: building = 0
  *   stealer:            steal = 1; membarrier(); lock;
  *                       if (!building) { seal the chunk; stolen = 1 }  (steal stays set)
- *                       else steal = 0;  unlock
- *   owner, slow path:   lock; if (stolen) { forget the chunk; stolen = 0; steal = 0 }; unlock
+ *                       else steal = 0 (the idle sealer) or stays 1 (flush, close); unlock
+ *   owner, slow path:   lock; if (stolen) { forget the chunk; stolen = 0; steal = 0 }
+ *                       else if (steal) seal its own chunk (seals++);  unlock
+ * Flush and close must seal every record committed before they were called, also of a thread that
+ * logs without pause (it is in the middle of its next record at almost every instant): their
+ * request stays set, and they wait until the owner sealed its chunk at its next record, or the
+ * chunk could be taken between two records (`seals` tells them the first happened).
  * membarrier() runs a full barrier on every thread of the process, so either the owner's
  * `building = 1` is visible to the stealer, or the owner's later load sees `steal == 1` and goes to
  * the slow path, where it waits for the stealer's lock. The stealer touches only the chunk (shared
@@ -18,8 +23,10 @@
 
 #include <errno.h>
 #include <linux/membarrier.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 _Thread_local lb_bundle *lb_tls_bundle;
@@ -37,6 +44,7 @@ typedef struct lb_writer_cold {
     uint64_t prev_sequence;        /* sequence of this writer's previous chunk */
     uint32_t thread_id;
     uint32_t stolen;               /* the chunk was sealed by another thread; under `lock` */
+    uint64_t seals;                /* chunks the owner sealed (or forgot); under `lock` */
     uint32_t drop_reason;          /* for LB_WRITER_DISCARD */
     uint8_t *resume;               /* chunk position to return to after a discarded record */
     uint8_t *staging;
@@ -142,6 +150,7 @@ static void writer_drop_chunk(lb_writer *w) {
 static void writer_seal(lb_writer *w, lb_bundle *b) {
     lb_writer_cold *c = COLD(w);
     if (w->chunk && !c->stolen) lb_chunk_seal(b, w->chunk);
+    c->seals++;
     c->stolen = 0;
     atomic_store_explicit(&w->steal, 0, memory_order_relaxed);
     writer_drop_chunk(w);
@@ -314,6 +323,11 @@ void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nest
         c->stolen = 0;
         atomic_store_explicit(&w->steal, 0, memory_order_relaxed);
         writer_drop_chunk(w);
+    }
+    if (b && w->chunk && atomic_load_explicit(&w->steal, memory_order_relaxed)) {
+        /* Flush or close asked for our chunk while we were building the previous record: seal it
+         * (it holds every record committed before they asked) and go on in a new one. */
+        writer_seal(w, b);
     }
     if (!b || atomic_load(&b->closed)) {
         /* The chunk this thread still holds has committed records: seal it, so that they are
@@ -567,8 +581,9 @@ int lb_record_commit_slow(lb_writer *w, uint32_t site) {
 
 /* ---- stealing: seal another thread's chunk ---- */
 
-/* Returns 1 when the chunk was sealed (or there was none), 0 when the owner was busy. */
-static int steal_chunk(lb_writer *w, lb_bundle *b) {
+/* Returns 1 when the chunk was sealed (or there was none), 0 when the owner was busy. A busy
+ * owner's request is withdrawn, unless `keep_request`: the owner then seals at its next record. */
+static int steal_chunk(lb_writer *w, lb_bundle *b, int keep_request) {
     lb_writer_cold *c = COLD(w);
     pthread_mutex_lock(&c->lock);
     int done = c->stolen || !w->chunk;
@@ -582,7 +597,7 @@ static int steal_chunk(lb_writer *w, lb_bundle *b) {
         if (w->chunk && !c->stolen) lb_chunk_seal(b, w->chunk);
         c->stolen = 1;  /* `steal` stays set: the owner forgets the chunk on its slow path */
         taken = 1;
-    } else {
+    } else if (!keep_request) {
         atomic_store(&w->steal, 0);
     }
     pthread_mutex_unlock(&c->lock);
@@ -595,7 +610,7 @@ static int is_own(lb_writer *w) {
     return 0;
 }
 
-static void seal_writer(lb_writer *w, lb_bundle *b, int force) {
+static void seal_writer(lb_writer *w, lb_bundle *b, int detaching) {
     if (is_own(w)) {
         if (atomic_load(&w->building) == 0) {
             pthread_mutex_lock(&COLD(w)->lock);
@@ -604,27 +619,45 @@ static void seal_writer(lb_writer *w, lb_bundle *b, int force) {
         }
         return;
     }
-    /* Another thread's writer: steal, unless the owner is in the middle of a record. */
-    /* Under force (close), wait up to 2 s for a record in progress to be committed. */
-    for (int tries = 0; !steal_chunk(w, b) && force && tries < 2000; tries++) {
-        struct timespec ms = {0, 1000000};
-        nanosleep(&ms, NULL);
+    /* Another thread's writer: its chunk holds records committed before this call, and perhaps
+     * one in progress. Taken when the owner is between records; else the request stays and the
+     * owner seals at its next record. Flush waits for either (a record takes nanoseconds, but its
+     * thread may be descheduled). Close (`detaching`) waits until the chunk is taken or the owner
+     * holds none: the record in progress may have moved to a new chunk when the owner sealed the
+     * old one, and it must not be committed there once the writer is detached (uncounted in an
+     * unsealed chunk). Either gives up after 2 s (a thread stuck inside a record); the owner
+     * seals at its next record. */
+    lb_writer_cold *c = COLD(w);
+    pthread_mutex_lock(&c->lock);
+    uint64_t seals = c->seals;
+    pthread_mutex_unlock(&c->lock);
+    for (int tries = 0; !steal_chunk(w, b, 1) && tries < 4000; tries++) {
+        pthread_mutex_lock(&c->lock);
+        int sealed = c->seals != seals;
+        pthread_mutex_unlock(&c->lock);
+        if (sealed && !detaching) return;
+        if (tries < 16) {
+            sched_yield();
+        } else {
+            struct timespec pause = {0, 500000};
+            nanosleep(&pause, NULL);
+        }
     }
 }
 
-void lb_writers_seal_all(lb_bundle *b, int force) {
+void lb_writers_seal_all(lb_bundle *b) {
     lb_registry_lock();
-    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) seal_writer(w, b, force);
+    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) seal_writer(w, b, 0);
     lb_registry_unlock();
 }
 
-void lb_writers_detach_all(lb_bundle *b, int force) {
+void lb_writers_detach_all(lb_bundle *b) {
     lb_registry_lock();
     lb_writer *w = b->writers;
     while (w) {
         lb_writer_cold *c = COLD(w);
         lb_writer *next = c->next_in_bundle;
-        seal_writer(w, b, force);
+        seal_writer(w, b, 1);
         /* The owner finds `bundle == NULL` on its next slow path; `steal` sends it there. */
         pthread_mutex_lock(&c->lock);
         c->bundle = NULL;
@@ -651,7 +684,7 @@ void lb_writers_seal_idle(lb_bundle *b, uint64_t idle_ticks) {
         int idle = h && atomic_load_explicit(&h->record_count, memory_order_relaxed) > 0;
         pthread_mutex_unlock(&c->lock);
         uint64_t last = atomic_load_explicit(&w->last_ticks, memory_order_relaxed);
-        if (idle && now > last && now - last >= idle_ticks) steal_chunk(w, b);
+        if (idle && now > last && now - last >= idle_ticks) steal_chunk(w, b, 0);
     }
     lb_registry_unlock();
 }
