@@ -146,8 +146,8 @@ public struct LoggedError: Equatable, Sendable, CustomStringConvertible {
     /// What a log call records of `error`. The type name drops the "(unknown context at $55e5…)."
     /// parts Swift gives types declared inside functions, which differ from run to run.
     public init(_ error: any Error) {
-        let errorType = ErrorType.of(error)
-        self.init(type: errorType.name, description: errorType.describe(error))
+        let (name, description) = ErrorType.withValue(in: error) { ($0.name, $0.describeValue($1)) }
+        self.init(type: name, description: description)
     }
 
     static func typeName(_ type: any Error.Type) -> String { ErrorType.of(type).name }
@@ -166,10 +166,18 @@ public struct LoggedError: Equatable, Sendable, CustomStringConvertible {
 
     @usableFromInline
     static func writeError(_ error: any Error, to writer: UnsafeMutablePointer<lb_writer>) {
-        let errorType = ErrorType.of(error)
-        lb_record_put_container(writer, UInt8(LB_ARG_ERROR.rawValue), 2)
-        errorType.name.writeLogArgument(to: writer)
-        errorType.describe(error).writeLogArgument(to: writer)
+        ErrorType.withValue(in: error) { $0.write(valueAt: $1, to: writer) }
+    }
+
+    /// `writeError` for an error of a concrete type: described where it is, never boxed.
+    @inlinable @inline(__always)
+    static func writeTypedError<E: Error>(_ error: borrowing E, to writer: UnsafeMutablePointer<lb_writer>) {
+        if E.self == (any Error).self {
+            // `any Error` as a generic argument (from generic code of the caller's): its box.
+            return writeError(unsafeBitCast(copy error, to: (any Error).self), to: writer)
+        }
+        let errorType = ErrorType.of(Swift.type(of: copy error))
+        withUnsafePointer(to: error) { errorType.write(valueAt: UnsafeRawPointer($0), to: writer) }
     }
 }
 
@@ -192,7 +200,7 @@ extension LogMetadata: ExpressibleByDictionaryLiteral {
     @inlinable
     public func write(to writer: UnsafeMutablePointer<lb_writer>) { writePairs(to: writer) }
 
-    @inlinable
+    @inlinable @inline(__always)
     func writePairs(to writer: UnsafeMutablePointer<lb_writer>) {
         switch storage {
         case .sorted(let pairs):
@@ -204,21 +212,22 @@ extension LogMetadata: ExpressibleByDictionaryLiteral {
 
     /// The pairs of a call's literal as they are, in the call's order (readers sort by key): no
     /// copy, no sort. Of a repeated key only the last pair is written.
-    @usableFromInline
+    @inlinable @inline(__always)
     static func writeLiteral(
         _ elements: UnsafeBufferPointer<(String, LogMetadataValue)>, to writer: UnsafeMutablePointer<lb_writer>
     ) {
         let count = elements.count
         guard count <= 64 else {
-            writeSorted(normalized(Array(elements)), to: writer)
+            writeLongLiteral(elements, to: writer)
             return
         }
         // The pairs whose key comes again later (as `==` says: "é" is "e\u{301}"), as bits.
+        let usable = StringBits.isUsable
         var repeated: UInt64 = 0
         for index in 0..<count {
             var later = index + 1
             while later < count {
-                if StringBits.equal(elements[later].0, elements[index].0) {
+                if StringBits.equal(elements[later].0, elements[index].0, usable: usable) {
                     repeated |= 1 << index
                     break
                 }
@@ -228,17 +237,37 @@ extension LogMetadata: ExpressibleByDictionaryLiteral {
         lb_record_put_container(
             writer, UInt8(LB_ARG_METADATA.rawValue), UInt32(truncatingIfNeeded: count - repeated.nonzeroBitCount))
         for index in 0..<count where repeated & (1 << index) == 0 {
-            writeKey(elements[index].0, to: writer)
+            writeKey(elements[index].0, to: writer, usable: usable)
             elements[index].1.write(to: writer, depth: 2)
         }
     }
 
+    @usableFromInline
+    static func writeLongLiteral(
+        _ elements: UnsafeBufferPointer<(String, LogMetadataValue)>, to writer: UnsafeMutablePointer<lb_writer>
+    ) {
+        writeSorted(normalized(Array(elements)), to: writer)
+    }
+
     /// A key: most are small strings, whose bytes are written from the string's own words.
-    @inline(__always)
-    static func writeKey(_ key: String, to writer: UnsafeMutablePointer<lb_writer>) {
-        if let words = StringBits.smallWords(key) {
+    @inlinable @inline(__always)
+    static func writeKey(_ key: String, to writer: UnsafeMutablePointer<lb_writer>, usable: Bool) {
+        if let words = StringBits.smallWords(key, usable: usable) {
+            let count = StringBits.byteCount(ofSmall: words)
+            // With 21 bytes of room: the tag, the length and both words with the flags byte zeroed
+            // (a small string's bytes past its count are zero), in three stores, no copy call; the
+            // zeros past the key land where the record goes on (or in its padding).
+            if let cur = writer.pointee.cur, let end = writer.pointee.end, end - cur >= 21 {
+                let raw = UnsafeMutableRawPointer(cur)
+                raw.storeBytes(of: LogArgumentType.string.rawValue, as: UInt8.self)
+                raw.storeBytes(of: UInt32(truncatingIfNeeded: count).littleEndian, toByteOffset: 1, as: UInt32.self)
+                raw.storeBytes(of: words.0, toByteOffset: 5, as: UInt64.self)
+                raw.storeBytes(of: words.1 & 0x00FF_FFFF_FFFF_FFFF, toByteOffset: 13, as: UInt64.self)
+                writer.pointee.cur = cur + 5 + count
+                return
+            }
             withUnsafeBytes(of: words) {
-                lb_record_put_data(writer, LogArgumentType.string.rawValue, $0.baseAddress, StringBits.byteCount(ofSmall: words))
+                lb_record_put_data(writer, LogArgumentType.string.rawValue, $0.baseAddress, count)
             }
         } else {
             key.writeLogArgument(to: writer)
@@ -425,7 +454,7 @@ extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByInteg
 
     /// `depth` counts the open containers including this value's own: past the format's limit
     /// (`LB_ARG_MAX_DEPTH`) a list or map is stored as its text.
-    @inlinable
+    @inlinable @inline(__always)
     func write(to writer: UnsafeMutablePointer<lb_writer>, depth: Int) {
         if case .value(let value) = self {
             value.write(to: writer)
@@ -457,7 +486,7 @@ extension LogMetadataValue: ExpressibleByStringInterpolation, ExpressibleByInteg
 extension LogValue {
     /// Appends the value with its type, as the reader decoded it (a static string stays static).
     /// Inlinable: in a log call's literal the case is known where the value is built.
-    @inlinable
+    @inlinable @inline(__always)
     func write(to writer: UnsafeMutablePointer<lb_writer>) {
         switch self {
         case .bool(let value):
@@ -536,145 +565,5 @@ struct RecordTailDecoder {
 
     mutating func strings(count: UInt64) -> [String] {
         (0..<count).compactMap { _ in next().flatMap(LogValue.init)?.description }
-    }
-}
-
-/// What a log call records of an error, found once per error type: the type's name
-/// (`String(reflecting:)` demangles, which takes microseconds) and how to describe a value the way
-/// `String(describing:)` does without its dynamic casts (three protocol lookups per call, most of
-/// what an `error:` cost). A plain value type of at most 8 bytes without a description or mirror
-/// of its own (an enum of cases, a struct of a code) is described by reflection once per value:
-/// its descriptions are kept by its bytes (256 per type at most).
-final class ErrorType: @unchecked Sendable {
-    let name: String
-    let describe: (any Error) -> String
-
-    private init(name: String, describe: @escaping (any Error) -> String) {
-        self.name = name
-        self.describe = describe
-    }
-
-    static func of(_ error: any Error) -> ErrorType { of(Swift.type(of: error)) }
-
-    static func of(_ type: any Error.Type) -> ErrorType {
-        let key = UInt(bitPattern: ObjectIdentifier(type))
-        if let snapshot = UnsafeMutableRawPointer(bitPattern: published.load(ordering: .acquiring)) {
-            let found = Unmanaged<Table>.fromOpaque(snapshot)._withUnsafeGuaranteedRef { $0.find(key) }
-            if let found { return found }
-        }
-        var name = String(reflecting: type)
-        while let start = name.firstRange(of: "(unknown context at "),
-              let end = name[start.upperBound...].firstRange(of: ").") {
-            name.removeSubrange(start.lowerBound..<end.upperBound)
-        }
-        let made = ErrorType(name: name, describe: describer(type))
-        return tables.withLock { tables in
-            let current = tables.last ?? Table(capacity: 64)
-            if let known = current.find(key) { return known }
-            let next = current.adding(key, made)
-            tables.append(next)
-            published.store(UInt(bitPattern: Unmanaged.passUnretained(next).toOpaque()), ordering: .releasing)
-            return made
-        }
-    }
-
-    /// Types seen so far, an immutable table: open addressing on the type's address (no hashing of
-    /// a dictionary key). A log call reads the published one without a lock; a new type publishes
-    /// a copy with it added. Every table stays alive (`tables`): a reader may still be in an older
-    /// one, and there are as many as error types the program logs.
-    private final class Table: Sendable {
-        let keys: [UInt]
-        let values: [ErrorType]
-        let count: Int
-
-        init(capacity: Int) {
-            keys = [UInt](repeating: 0, count: capacity)
-            values = [ErrorType](repeating: placeholder, count: capacity)
-            count = 0
-        }
-
-        private init(keys: [UInt], values: [ErrorType], count: Int) {
-            self.keys = keys
-            self.values = values
-            self.count = count
-        }
-
-        func find(_ key: UInt) -> ErrorType? {
-            let mask = keys.count - 1
-            var slot = Int(truncatingIfNeeded: key >> 4) & mask
-            while keys[slot] != 0 {
-                if keys[slot] == key { return values[slot] }
-                slot = (slot + 1) & mask
-            }
-            return nil
-        }
-
-        /// A copy with `key` added, twice as large when it would be more than half full.
-        func adding(_ key: UInt, _ value: ErrorType) -> Table {
-            let capacity = (count + 1) * 2 > keys.count ? keys.count * 2 : keys.count
-            var keys = [UInt](repeating: 0, count: capacity)
-            var values = [ErrorType](repeating: ErrorType.placeholder, count: capacity)
-            func put(_ key: UInt, _ value: ErrorType) {
-                var slot = Int(truncatingIfNeeded: key >> 4) & (capacity - 1)
-                while keys[slot] != 0 { slot = (slot + 1) & (capacity - 1) }
-                keys[slot] = key
-                values[slot] = value
-            }
-            for slot in self.keys.indices where self.keys[slot] != 0 { put(self.keys[slot], self.values[slot]) }
-            put(key, value)
-            return Table(keys: keys, values: values, count: count + 1)
-        }
-    }
-
-    private static let tables = Locked<[Table]>([])
-    /// The newest table's address (0: none yet).
-    private static let published = Atomic<UInt>(0)
-    /// What an empty slot holds (its key is 0).
-    fileprivate static let placeholder = ErrorType(name: "", describe: { _ in "" })
-
-    /// `String(describing:)`'s order: `TextOutputStreamable`, `CustomStringConvertible`,
-    /// `CustomDebugStringConvertible`, then reflection.
-    private static func describer<E: Error>(_ type: E.Type) -> (any Error) -> String {
-        if type is any TextOutputStreamable.Type {
-            return { String(describing: $0) }
-        }
-        if let convertible = type as? any (Error & CustomStringConvertible).Type {
-            return describer(convertible)
-        }
-        // Reflection of a plain value depends on its bytes alone, unless the type makes its own
-        // mirror.
-        if type is any CustomDebugStringConvertible.Type || type is any CustomReflectable.Type || !_isPOD(type)
-            || MemoryLayout<E>.size > 8
-        {
-            return { String(describing: $0) }
-        }
-        let descriptions = Locked<[UInt64: String]>([:])
-        return { error in
-            guard var value = value(error, as: E.self) else { return String(describing: error) }
-            var bits: UInt64 = 0
-            withUnsafeBytes(of: &value) { bytes in withUnsafeMutableBytes(of: &bits) { $0.copyMemory(from: bytes) } }
-            if let known = descriptions.withLock({ $0[bits] }) { return known }
-            let text = String(describing: value)
-            descriptions.withLock { if $0.count < 256 { $0[bits] = text } }
-            return text
-        }
-    }
-}
-
-extension ErrorType {
-    private static func describer<E: Error & CustomStringConvertible>(_ type: E.Type) -> (any Error) -> String {
-        { value($0, as: E.self)?.description ?? String(describing: $0) }
-    }
-
-    /// `error` as its dynamic type `E` (the table is keyed by `type(of: error)`). A value boxed as
-    /// its own type opens as `E` and is read as one, with no cast. An instance of a subclass boxed
-    /// as its superclass (`let e: Base = Sub()`, `catch let e as Base`) opens as the superclass:
-    /// a class cast, which finds it is an `E`.
-    private static func value<E: Error>(_ error: any Error, as type: E.Type) -> E? {
-        func open<Actual: Error>(_ actual: Actual) -> E? {
-            guard Actual.self == E.self else { return actual as? E }
-            return withUnsafePointer(to: actual) { $0.withMemoryRebound(to: E.self, capacity: 1) { $0.pointee } }
-        }
-        return open(error)
     }
 }

@@ -149,7 +149,7 @@ public struct Logger: @unchecked Sendable {
     ///
     /// A filtered-out call evaluates neither the message nor the metadata. Calls without either
     /// argument take the plain overloads above, whose path is unchanged.
-    @inlinable @inline(__always)
+    @inlinable @inline(__always) @_disfavoredOverload
     public func log(
         _ level: LogLevel, _ message: @autoclosure () -> LogMessage,
         metadata: @autoclosure () -> LogMetadata = [:], error: (any Error)? = nil,
@@ -160,7 +160,7 @@ public struct Logger: @unchecked Sendable {
         write(level, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable @inline(__always)
+    @inlinable @inline(__always) @_disfavoredOverload
     public func trace(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -170,7 +170,7 @@ public struct Logger: @unchecked Sendable {
         write(.trace, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable @inline(__always)
+    @inlinable @inline(__always) @_disfavoredOverload
     public func debug(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -180,7 +180,7 @@ public struct Logger: @unchecked Sendable {
         write(.debug, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable @inline(__always)
+    @inlinable @inline(__always) @_disfavoredOverload
     public func info(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -190,7 +190,7 @@ public struct Logger: @unchecked Sendable {
         write(.info, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable @inline(__always)
+    @inlinable @inline(__always) @_disfavoredOverload
     public func notice(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -200,7 +200,7 @@ public struct Logger: @unchecked Sendable {
         write(.notice, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable @inline(__always)
+    @inlinable @inline(__always) @_disfavoredOverload
     public func warning(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -210,7 +210,7 @@ public struct Logger: @unchecked Sendable {
         write(.warning, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable @inline(__always)
+    @inlinable @inline(__always) @_disfavoredOverload
     public func error(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -220,7 +220,7 @@ public struct Logger: @unchecked Sendable {
         write(.error, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
     }
 
-    @inlinable @inline(__always)
+    @inlinable @inline(__always) @_disfavoredOverload
     public func critical(
         _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
         error: (any Error)? = nil, file: StaticString = #fileID, function: StaticString = #function,
@@ -228,6 +228,117 @@ public struct Logger: @unchecked Sendable {
     ) {
         guard lb_logger_enabled(control, LogLevel.critical.rawValue) else { return }
         write(.critical, message, metadata: metadata, error: error, file: file, function: function, line: line, column: column)
+    }
+
+    // An error of a concrete type (`error: Timeout()`, or an `any Error` opened to its type) is
+    // described where it is: these overloads spare the `any Error` box (an allocation) that the
+    // ones above take.
+
+    @inlinable @inline(__always)
+    public func log(
+        _ level: LogLevel, _ message: @autoclosure () -> LogMessage,
+        metadata: @autoclosure () -> LogMetadata = [:], error: some Error,
+        file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, level.rawValue) else { return }
+        write(level, message, metadata: metadata, typedError: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable @inline(__always)
+    public func trace(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: some Error, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.trace.rawValue) else { return }
+        write(.trace, message, metadata: metadata, typedError: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable @inline(__always)
+    public func debug(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: some Error, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.debug.rawValue) else { return }
+        write(.debug, message, metadata: metadata, typedError: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable @inline(__always)
+    public func info(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: some Error, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.info.rawValue) else { return }
+        write(.info, message, metadata: metadata, typedError: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable @inline(__always)
+    public func notice(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: some Error, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.notice.rawValue) else { return }
+        write(.notice, message, metadata: metadata, typedError: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable @inline(__always)
+    public func warning(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: some Error, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.warning.rawValue) else { return }
+        write(.warning, message, metadata: metadata, typedError: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable @inline(__always)
+    public func error(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: some Error, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.error.rawValue) else { return }
+        write(.error, message, metadata: metadata, typedError: error, file: file, function: function, line: line, column: column)
+    }
+
+    @inlinable @inline(__always)
+    public func critical(
+        _ message: @autoclosure () -> LogMessage, metadata: @autoclosure () -> LogMetadata = [:],
+        error: some Error, file: StaticString = #fileID, function: StaticString = #function,
+        line: UInt = #line, column: UInt = #column
+    ) {
+        guard lb_logger_enabled(control, LogLevel.critical.rawValue) else { return }
+        write(.critical, message, metadata: metadata, typedError: error, file: file, function: function, line: line, column: column)
+    }
+
+    /// The enabled path of a call with an error of a concrete type.
+    @inlinable @inline(__always)
+    func write<E: Error>(
+        _ level: LogLevel, _ message: () -> LogMessage, metadata: () -> LogMetadata, typedError error: E,
+        file: StaticString, function: StaticString, line: UInt, column: UInt
+    ) {
+        let bundle = control.pointee.bundle!
+        let writer = lb_writer_get(bundle)!
+        lb_record_begin(writer, control.pointee.id, level.rawValue)
+        let site = lb_site_lookup(
+            bundle, file.utf8Start, nil, UInt32(truncatingIfNeeded: line), UInt32(truncatingIfNeeded: column))
+        if _fastPath(site != 0) {
+            _ = message()
+            let pairs = metadata()
+            if !pairs.isEmpty { pairs.writePairs(to: writer) }
+            LoggedError.writeTypedError(error, to: writer)
+            lb_record_commit(writer, site)
+        } else {
+            writeFirstAtSite(writer, message, tail: { writer in
+                let pairs = metadata()
+                if !pairs.isEmpty { pairs.writePairs(to: writer) }
+                LoggedError.writeTypedError(error, to: writer)
+            }, file: file, function: function, line: line, column: column)
+        }
     }
 
     /// The enabled path of a call with metadata or an error: the message's arguments, then the tail.

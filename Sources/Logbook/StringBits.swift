@@ -4,10 +4,11 @@
 /// change. Used where the logging path would otherwise borrow a string's bytes or compare its text:
 /// metadata keys and the swift-log backend's call-site identity. Every use falls back to the
 /// `String` API when `isUsable` is false.
+@usableFromInline
 package enum StringBits {
     /// Whether the layout holds here: checked once on a literal, small strings (ASCII and not,
     /// empty, 15 bytes) and a heap string.
-    package static let isUsable: Bool = {
+    @usableFromInline package static let isUsable: Bool = {
         guard MemoryLayout<String>.size == 16 else { return false }
         func check(_ text: String, small: Bool, immortal: Bool) -> Bool {
             let (low, high) = unsafeBitCast(text, to: (UInt64, UInt64).self)
@@ -27,7 +28,7 @@ package enum StringBits {
 
     /// The string's words, when it is immortal: a literal or a small string. Equal words then mean
     /// the same bytes (a literal's words hold the address and length of constant text).
-    @inline(__always)
+    @inlinable @inline(__always)
     package static func immortalWords(_ text: String) -> (UInt64, UInt64)? {
         guard isUsable else { return nil }
         let words = unsafeBitCast(text, to: (UInt64, UInt64).self)
@@ -36,22 +37,31 @@ package enum StringBits {
 
     /// The string's words, when it is small: its UTF-8 is their first `byteCount(of:)` bytes in
     /// memory order.
-    @inline(__always)
-    package static func smallWords(_ text: String) -> (UInt64, UInt64)? {
-        guard isUsable else { return nil }
+    @inlinable @inline(__always)
+    package static func smallWords(_ text: String) -> (UInt64, UInt64)? { smallWords(text, usable: isUsable) }
+
+    /// `smallWords(_:)`, with `isUsable` read by the caller (once for many strings: each read is a
+    /// call).
+    @inlinable @inline(__always)
+    package static func smallWords(_ text: String, usable: Bool) -> (UInt64, UInt64)? {
+        guard usable else { return nil }
         let words = unsafeBitCast(text, to: (UInt64, UInt64).self)
         return words.1 >> 61 & 0b101 == 0b101 ? words : nil
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     package static func byteCount(ofSmall words: (UInt64, UInt64)) -> Int { Int(truncatingIfNeeded: words.1 >> 56 & 0xF) }
 
     /// Whether two strings are equal, as `==` says: two small ASCII strings are equal exactly when
     /// their words are (ASCII has one spelling per text), which spares `==`'s comparison call;
     /// anything else is compared by `==`.
-    @inline(__always)
-    package static func equal(_ a: String, _ b: String) -> Bool {
-        if isUsable {
+    @inlinable @inline(__always)
+    package static func equal(_ a: String, _ b: String) -> Bool { equal(a, b, usable: isUsable) }
+
+    /// `equal(_:_:)`, with `isUsable` read by the caller.
+    @inlinable @inline(__always)
+    package static func equal(_ a: String, _ b: String, usable: Bool) -> Bool {
+        if usable {
             let x = unsafeBitCast(a, to: (UInt64, UInt64).self), y = unsafeBitCast(b, to: (UInt64, UInt64).self)
             if x == y { return true }
             if x.1 >> 60 == 0xE && y.1 >> 60 == 0xE { return false }

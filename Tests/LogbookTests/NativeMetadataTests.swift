@@ -262,7 +262,9 @@ final class NativeMetadataTests: XCTestCase {
     /// whatever it is: enums with and without payloads (each case, repeatedly: descriptions of a
     /// plain value are kept by its bytes), plain structs, classes, the description protocols in
     /// `String(describing:)`'s order, generic types with different arguments, types inside a
-    /// function; from many threads at once.
+    /// function; from many threads at once. Each is logged the four ways a call can hold it: as
+    /// `any Error` (opened to its type: no box), as `(any Error)?` (the box), as a generic argument
+    /// that is `any Error` itself, and with its static type (below: the generic overloads).
     func testErrorsOfEveryKindAreDescribedAsStringDescribingDoes() throws {
         struct Local: Error { var n: UInt8 }
         let errors: [any Error] = [
@@ -281,15 +283,19 @@ final class NativeMetadataTests: XCTestCase {
         let capture = try LogCapture()
         let log = try capture.logger("errors")
         let threads = 4, rounds = 50
+        @Sendable func viaGeneric<E: Error>(_ errors: [E], _ index: Int, _ message: String) { log.error("\(message)", error: errors[index]) }
         DispatchQueue.concurrentPerform(iterations: threads) { thread in
             for round in 0..<rounds {
                 for (index, error) in errors.enumerated() {
-                    log.error("t\(thread) r\(round) e\(index)", error: error)
+                    log.error("t\(thread) r\(round) opened e\(index)", error: error)
+                    let optional: (any Error)? = error
+                    log.error("t\(thread) r\(round) boxed e\(index)", error: optional)
+                    viaGeneric(errors, index, "t\(thread) r\(round) generic e\(index)")
                 }
             }
         }
         let entries = try capture.entries(logger: "errors")
-        XCTAssertEqual(entries.count, threads * rounds * errors.count)
+        XCTAssertEqual(entries.count, threads * rounds * errors.count * 3)
         for entry in entries {
             let index = Int(entry.message.split(separator: "e").last!)!
             let expected = LoggedError(type: String(reflecting: type(of: errors[index])), description: String(describing: errors[index]))
@@ -297,6 +303,20 @@ final class NativeMetadataTests: XCTestCase {
             XCTAssertEqual(entry.error, LoggedError(errors[index]), entry.message)
             if !expected.type.contains("unknown context") { XCTAssertEqual(entry.error?.type, expected.type) }
         }
+        // Static types: a value of its own type, generic types, a local type, classes boxed as
+        // their superclass.
+        log.error("static 1", error: Phase.handshake)
+        log.error("static 2", error: Generic(value: "one"))
+        log.error("static 3", error: Local(n: 9))
+        log.error("static 4", error: SubError() as BaseError)
+        log.error("static 5", metadata: ["k": 1], error: PlainSub() as PlainBase)
+        log.log(.warning, "static 6", error: Streamed())
+        log.error("static 7", error: Mirrored())
+        let statics: [any Error] = [Phase.handshake, Generic(value: "one"), Local(n: 9), SubError(), PlainSub(), Streamed()]
+        for (index, error) in statics.enumerated() {
+            XCTAssertEqual(try capture.expect(message: "static \(index + 1)").error, LoggedError(error))
+        }
+        XCTAssertEqual(try capture.expect(message: "static 7").error?.description, String(describing: Mirrored()))
         XCTAssertEqual(LoggedError(Streamed()).description, "streamed")
         XCTAssertEqual(LoggedError(Debugged()).description, "debugged")
         XCTAssertEqual(LoggedError(Phase.handshake).description, "handshake")
