@@ -321,33 +321,30 @@ public struct Logger: @unchecked Sendable {
         _ level: LogLevel, _ message: () -> LogMessage, metadata: () -> LogMetadata, typedError error: E,
         file: StaticString, function: StaticString, line: UInt, column: UInt
     ) {
-        let bundle = control.pointee.bundle!
-        let writer = lb_writer_get(bundle)!
-        lb_record_begin(writer, control.pointee.id, level.rawValue)
-        let site = lb_site_lookup(
-            bundle, file.utf8Start, nil, UInt32(truncatingIfNeeded: line), UInt32(truncatingIfNeeded: column))
-        if _fastPath(site != 0) {
-            _ = message()
-            let pairs = metadata()
-            if !pairs.isEmpty { pairs.writePairs(to: writer) }
-            LoggedError.writeTypedError(error, to: writer)
-            lb_record_commit(writer, site)
-        } else {
-            writeFirstAtSite(writer, message, tail: { writer in
-                let pairs = metadata()
-                if !pairs.isEmpty { pairs.writePairs(to: writer) }
-                LoggedError.writeTypedError(error, to: writer)
-            }, file: file, function: function, line: line, column: column)
+        write(level, message, metadata: metadata, file: file, function: function, line: line, column: column) {
+            LoggedError.writeTypedError(error, to: $0)
         }
     }
 
-    /// The enabled path of a call with metadata or an error: the message's arguments, then the tail.
-    /// Inlined into the call, like the plain path: the metadata literal is built, written and
-    /// released in one function, so its array lives on the stack and the call allocates nothing.
     @inlinable @inline(__always)
     func write(
         _ level: LogLevel, _ message: () -> LogMessage, metadata: () -> LogMetadata, error: (any Error)?,
         file: StaticString, function: StaticString, line: UInt, column: UInt
+    ) {
+        write(level, message, metadata: metadata, file: file, function: function, line: line, column: column) {
+            if let error { LoggedError.writeError(error, to: $0) }
+        }
+    }
+
+    /// The enabled path of a call with metadata or an error: the message's arguments, then the tail
+    /// (metadata, then the error). Inlined into the call, like the plain path: the metadata literal
+    /// is built, written and released in one function, so its array lives on the stack and the call
+    /// allocates nothing.
+    @inlinable @inline(__always)
+    func write(
+        _ level: LogLevel, _ message: () -> LogMessage, metadata: () -> LogMetadata,
+        file: StaticString, function: StaticString, line: UInt, column: UInt,
+        writeError: (UnsafeMutablePointer<lb_writer>) -> Void
     ) {
         let bundle = control.pointee.bundle!
         let writer = lb_writer_get(bundle)!
@@ -358,13 +355,13 @@ public struct Logger: @unchecked Sendable {
             _ = message()
             let pairs = metadata()
             if !pairs.isEmpty { pairs.writePairs(to: writer) }
-            if let error { LoggedError.writeError(error, to: writer) }
+            writeError(writer)
             lb_record_commit(writer, site)
         } else {
             writeFirstAtSite(writer, message, tail: { writer in
                 let pairs = metadata()
                 if !pairs.isEmpty { pairs.writePairs(to: writer) }
-                if let error { LoggedError.writeError(error, to: writer) }
+                writeError(writer)
             }, file: file, function: function, line: line, column: column)
         }
     }
