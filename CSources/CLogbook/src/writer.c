@@ -5,7 +5,7 @@
  * Steal protocol (an asymmetric Dekker handshake):
  *   owner, per record:  building = 1; signal fence; if (steal) slow path;  ... commit: building = 0
  *   stealer:            steal = 1; membarrier(); lock;
- *                       if (!building) { seal the chunk; stolen = 1 }  (steal stays set)
+ *                       if (steal && !building) { seal the chunk; stolen = 1 }  (steal stays set)
  *                       else steal = 0 (the idle sealer) or stays 1 (flush, close); unlock
  *   owner, slow path:   lock; if (stolen) { forget the chunk; stolen = 0; steal = 0 }
  *                       else if (steal) seal its own chunk (seals++);  unlock
@@ -593,7 +593,10 @@ static int steal_chunk(lb_writer *w, lb_bundle *b, int keep_request) {
     int fenced = lb_membarrier() == 0;
     pthread_mutex_lock(&c->lock);
     int taken = 0;
-    if (fenced && !atomic_load(&w->building)) {
+    /* `steal` is still set: the owner did not seal on its own meanwhile. Its writer_seal clears
+     * `steal` under this lock; taking the chunk after that would leave the owner on its fast path
+     * (steal == 0) writing into a sealed chunk, which the archiver persists and a writer reuses. */
+    if (fenced && atomic_load(&w->steal) && !atomic_load(&w->building)) {
         if (w->chunk && !c->stolen) lb_chunk_seal(b, w->chunk);
         c->stolen = 1;  /* `steal` stays set: the owner forgets the chunk on its slow path */
         taken = 1;
