@@ -62,6 +62,40 @@ final class LimitsTests: XCTestCase {
         XCTAssertEqual(try readBundle(path).entries.map(\.message), ["outer 1 then 7 and 3"])
     }
 
+    /// A call made while the first record of another call site is built (from a description) must
+    /// not put its text into that site's template: it read "P INNERv" for "P v", for good (found
+    /// by adversarial review). Inner calls of each shape, outer calls with metadata and an error.
+    func testNestedCallsLeaveTheTextOfTheOuterCallSiteAlone() throws {
+        struct Loud: CustomStringConvertible {
+            let log: Logger
+            let shape: Int
+            var description: String {
+                switch shape {
+                case 0: log.info("INNER")
+                case 1: log.info("INNER2 \(42) \("str")")
+                case 2: log.info("INNER3", metadata: ["k": 1], error: CancellationError())
+                default: break
+                }
+                return "v"
+            }
+        }
+        let path = makeTemporaryDirectory(self) + "/nested-site.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+        let log = try bundle.logger("outer")
+        for round in 0..<2 {
+            let loud = { (shape: Int) in Loud(log: log, shape: round == 0 ? shape : -1) }
+            log.info("A \(describing: loud(0))")
+            log.info("B \(describing: loud(1)) end")
+            log.info("C \(1) \(describing: loud(2))")
+            log.info("D \(describing: loud(0))", metadata: ["m": 2])
+            log.info("E \(describing: loud(1))", error: CancellationError())
+        }
+        XCTAssertEqual(bundle.counters.drops["reentrant"], 5)
+        try bundle.close()
+        let expected = ["A v", "B v end", "C 1 v", "D v", "E v"]
+        XCTAssertEqual(try readBundle(path).entries.map(\.message), expected + expected)
+    }
+
     func testLoggingAfterCloseIsDroppedNotACrash() throws {
         let path = makeTemporaryDirectory(self) + "/closed.logbook"
         let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)

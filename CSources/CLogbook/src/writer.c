@@ -54,6 +54,7 @@ typedef struct lb_writer_cold {
     uint8_t *saved_cur, *saved_end, *saved_record, *saved_resume;
     uint32_t saved_reason;
     uint32_t saved_mode;
+    void *saved_capture;  /* the outer record's call-site capture, hidden from nested records */
     uint8_t scratch[256];
 } lb_writer_cold;
 
@@ -306,6 +307,10 @@ void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nest
             c->saved_record = w->record;
             c->saved_mode = w->mode;
             c->saved_reason = c->drop_reason;
+            /* The outer call site's text is being captured (its first record): a nested call's
+             * literals and arguments must not land in it. */
+            c->saved_capture = w->capture;
+            w->capture = NULL;
         }
         atomic_store_explicit(&w->building, depth + 1, memory_order_relaxed);
         c->depth = depth + 1;
@@ -547,6 +552,7 @@ int lb_record_commit_slow(lb_writer *w, uint32_t site) {
             w->end = c->saved_end;
             w->record = c->saved_record;
             w->mode = c->saved_mode;
+            w->capture = c->saved_capture;
             c->resume = c->saved_resume;
             c->drop_reason = c->saved_reason;
         } else {
