@@ -265,6 +265,42 @@ final class CompressedArchiveTests: XCTestCase {
         XCTAssertEqual(try readAll(path).messages.count, 30_000)
     }
 
+    /// A follower that opened a `.lba.writing` while it was being created keeps reading that file
+    /// (the same bytes) after it was completed, compressed and its `.lba` deleted: what its name
+    /// says now (`.lba.zst`) is not what the open file holds, and that is no damage. Found by
+    /// `FollowerTests` in CI: "a plain archive file under a compressed file's name".
+    func testAFileCompressedWhileAFollowerReadsItIsReadOnceWithoutAnIssue() throws {
+        let path = try makeBundle(records: 20_000, maxFileSize: 1 << 20, level: nil)
+        let plainName = try XCTUnwrap(try archiveNames(path).first)
+        let plain = try Data(contentsOf: URL(fileURLWithPath: path + "/archive/" + plainName))
+        let expected = try readAll(path + "/archive/" + plainName).messages
+        XCTAssertGreaterThan(expected.count, 1000)
+        // The same file compressed, as the archiver does for the files of an earlier run.
+        try LogBundle(path: path, capacity: 1 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless,
+                      archive: ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil)).close()
+        let compressed = try Data(contentsOf: URL(fileURLWithPath: path + "/archive/" + plainName + ".zst"))
+
+        let directory = makeTemporaryDirectory(self)
+        let writing = directory + "/" + plainName + ".writing"
+        try plain.prefix(10).write(to: URL(fileURLWithPath: writing))  // shorter than its header
+        let reader = try LogReader(path: directory)
+        var seen = try reader.readNew().map(\.message)
+        XCTAssertEqual(seen, [])
+        let handle = try XCTUnwrap(FileHandle(forWritingAtPath: writing))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: plain.dropFirst(10))
+        try handle.close()
+        XCTAssertEqual(rename(writing, directory + "/" + plainName), 0)
+        try compressed.write(to: URL(fileURLWithPath: directory + "/" + plainName + ".zst"))
+        try FileManager.default.removeItem(atPath: directory + "/" + plainName)
+        seen += try reader.readNew().map(\.message)
+        XCTAssertEqual(seen, expected)
+        XCTAssertEqual(reader.issues.map(\.description), [])
+        // A new reader opens the .lba.zst and reads the same.
+        XCTAssertEqual(try readAll(directory).messages, expected)
+        XCTAssertEqual(try readAll(directory).issues.map(\.description), [])
+    }
+
     /// The quota counts bytes on disk: compressed, the same quota keeps several times the records.
     func testQuotaCountsCompressedBytes() throws {
         var kept: [Int] = []

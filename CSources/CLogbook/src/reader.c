@@ -68,7 +68,9 @@ typedef struct archive_file {
     int fd;
     lb_archive_source src;  /* reads at uncompressed offsets (a .lba.zst is decompressed) */
     struct source_damage *damage;  /* the context of src's damage reports */
-    int kind;            /* lb_archive_name_kind */
+    int kind;            /* lb_archive_name_kind of `name` */
+    int opened_kind;     /* the kind of the name `fd` was opened by (the file may have been
+                          * renamed or compressed since: fd still reads the bytes it named) */
     int header_ok, done;
     int in_directory;    /* found by listing a directory (a symlink there is never followed) */
     int named;           /* its name is an archive file's (its suffix must match what it holds) */
@@ -1404,7 +1406,10 @@ static int open_archive_file(lb_reader *r, uint64_t number) {
         if (!f) return ENOENT;
         int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (f->in_directory ? O_NOFOLLOW : 0);
         f->fd = open(f->name, flags);
-        if (f->fd >= 0) return 0;
+        if (f->fd >= 0) {
+            f->opened_kind = f->kind;
+            return 0;
+        }
         int err = errno;
         f->fd = -1;
         if (err != ENOENT || !f->in_directory || attempt == 2) return err;
@@ -1457,7 +1462,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         /* Read by what it holds; but its name must say the same (an uploader sends a .zst as
          * zstd, and `zstd -d` must work on it). */
         if ((f->in_directory || f->named) &&
-            (f->kind == LB_ARCHIVE_NAME_COMPRESSED) != (f->src.zst != NULL))
+            (f->opened_kind == LB_ARCHIVE_NAME_COMPRESSED) != (f->src.zst != NULL))
             add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0,
                       f->src.zst ? "a compressed archive file under a plain file's name: renamed "
                                    "or replaced (read as what it holds)"
