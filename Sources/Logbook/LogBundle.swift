@@ -201,7 +201,8 @@ public final class LogBundle: @unchecked Sendable {
     }
 
     /// Seals all chunks and releases the writer lock. Later log calls are dropped and counted
-    /// (`closed`). With an archiver, everything sealed is archived and the file being written is
+    /// (`closed`); a call another thread was in the middle of is kept, so each thread's records
+    /// are an unbroken run, its dropped calls after them. With an archiver, everything sealed is archived and the file being written is
     /// completed (END frame, fsync, rename, ``ArchiveOptions/onFileRolled``) first. A second
     /// `close()` throws ``LogbookError`` "the bundle is closed" (``LogbookError/isClosed``), as do
     /// ``flush()``, ``logger(_:)`` and the archive calls after it.

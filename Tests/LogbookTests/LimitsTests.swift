@@ -181,6 +181,9 @@ final class LimitsTests: XCTestCase {
     /// dropped its chunk unsealed, so up to a chunk of committed records was neither counted nor
     /// archived). Record sizes from a few bytes to nearly a chunk and past it (fragments); a
     /// lossless ring of 8 chunks with its archiver, and an overwrite ring of 4 KiB chunks without.
+    /// A thread's records are an unbroken run from its first call: the calls close drops come after
+    /// them (a record larger than a chunk was dropped as `closed` while the thread's smaller
+    /// records after it were still kept, until every thread was detached).
     func testRecordsLoggedWhileCloseRunsAreCountedAndArchived() throws {
         @Sendable func padding(_ n: Int) -> Int { n % 1009 == 0 ? 40_000 : n % 97 == 0 ? 15_000 : n % 40 }
         for round in 0..<4 {
@@ -220,6 +223,13 @@ final class LimitsTests: XCTestCase {
             /// Each record once, with the padding its number says.
             func check(_ entries: [LogEntry], _ place: String) {
                 var seen = Set<String>()
+                var numbers = [[Int]](repeating: [], count: threads)
+                defer {
+                    // Only a call the full ring dropped leaves a gap in its thread's run.
+                    let gaps = numbers.map { kept in (kept.max() ?? -1) + 1 - kept.count }
+                    XCTAssertLessThanOrEqual(UInt64(gaps.reduce(0, +)), counters.drops["ring_full"] ?? 0,
+                                             "round \(round), \(place): calls dropped before records kept: \(gaps)")
+                }
                 for entry in entries where entry.logger == "closing" {
                     let parts = entry.message.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
                     guard parts.count == 3, let n = Int(parts[1].dropFirst()) else {
@@ -227,6 +237,7 @@ final class LimitsTests: XCTestCase {
                     }
                     XCTAssertEqual(parts[2].count, padding(n), "round \(round), \(place): \(parts[0]) \(parts[1])")
                     XCTAssertTrue(seen.insert("\(parts[0]) \(parts[1])").inserted, "round \(round), \(place): twice")
+                    if let thread = Int(parts[0].dropFirst()), numbers.indices.contains(thread) { numbers[thread].append(n) }
                 }
                 XCTAssertEqual(UInt64(seen.count), counters.records, "round \(round), \(place): every counted record")
             }

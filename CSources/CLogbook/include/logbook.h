@@ -111,8 +111,9 @@ const char *lb_error_detail(void);
  * child's copy only: the parent's chunks, lock, archiver and threads are left alone. */
 int lb_bundle_close(lb_bundle *bundle);
 
-/* Stops accepting records (later ones are dropped and counted as LB_DROP_CLOSED), seals every
- * thread's chunk and releases the writer lock, but keeps the memory valid so that a racing writer
+/* Stops accepting records (later ones are dropped and counted as LB_DROP_CLOSED; a record a
+ * thread began before is kept, so each thread's records are an unbroken run and its drops come
+ * after them), seals every thread's chunk and releases the writer lock, but keeps the memory valid so that a racing writer
  * never touches unmapped memory. lb_bundle_close does this and then frees. -EBADF when the bundle
  * was already shut down. */
 int lb_bundle_shutdown(lb_bundle *bundle);

@@ -738,6 +738,9 @@ int lb_bundle_shutdown(lb_bundle *b) {
     if (b->forked) return 0;  /* a forked child leaves the parent's chunks and lock alone */
     int expected = 0;
     if (!atomic_compare_exchange_strong(&b->closed, &expected, 1)) return -EBADF;
+    /* From here each thread's next record is dropped (counted `closed`); the ones it began before
+     * are kept (detach waits for them), so a thread's records are an unbroken run. */
+    lb_writers_stop_all(b);
     /* A meta entry being appended right now (under the lock) completes before the writer lock
      * is released below; every later one sees `closed` and is refused. */
     pthread_mutex_lock(&b->lock);

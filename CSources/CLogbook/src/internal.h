@@ -276,6 +276,9 @@ void lb_registry_add_bundle(lb_bundle *bundle);
 void lb_registry_remove_bundle(lb_bundle *bundle);
 
 /* Writer operations used by the bundle (writer.c). */
+/* close, first: every writer's next record goes to the slow path, which sees `closed` (a thread
+ * whose chunk has room would go on logging into it on its fast path until detached) */
+void lb_writers_stop_all(lb_bundle *bundle);
 void lb_writers_detach_all(lb_bundle *bundle);  /* close: seal every chunk and detach */
 void lb_writers_seal_all(lb_bundle *bundle);    /* flush: seal every chunk, keep writers */
 void lb_writers_seal_idle(lb_bundle *bundle, uint64_t idle_ticks);

@@ -157,10 +157,10 @@ static void writer_seal(lb_writer *w, lb_bundle *b) {
     writer_drop_chunk(w);
 }
 
-/* Why a failed claim drops the record: a lossless ring waiting for its archiver, or every chunk
- * owned by a writer. */
+/* Why a failed claim drops the record: a lossless ring waiting for its archiver, the writer
+ * detached by close, or every chunk owned by a writer. */
 static unsigned claim_drop_reason(int rc) {
-    return rc == -ENOBUFS ? LB_DROP_RING_FULL : LB_DROP_NO_CHUNK;
+    return rc == -ENOBUFS ? LB_DROP_RING_FULL : rc == -EBADF ? LB_DROP_CLOSED : LB_DROP_NO_CHUNK;
 }
 
 static int writer_claim(lb_writer *w, lb_bundle *b) {
@@ -492,7 +492,10 @@ static int commit_staged(lb_writer *w, uint32_t site) {
     w->end = w->chunk_end;
     w->cur = w->chunk ? c->resume : NULL;
     w->mode = LB_WRITER_DIRECT;
-    if (!b || atomic_load(&b->closed)) {
+    /* A record begun before close is kept while its writer is attached, as one built in its chunk
+     * is: dropping it for `closed` left a gap in the thread's records, with its smaller records
+     * after it kept. Close waits for it before it detaches the writer. */
+    if (!b) {
         rc = -EBADF;
         lb_bundle_count_drop(c->counted_in, LB_DROP_CLOSED);
         goto done;
@@ -657,6 +660,12 @@ static void seal_writer(lb_writer *w, lb_bundle *b, int detaching) {
 void lb_writers_seal_all(lb_bundle *b) {
     lb_registry_lock();
     for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) seal_writer(w, b, 0);
+    lb_registry_unlock();
+}
+
+void lb_writers_stop_all(lb_bundle *b) {
+    lb_registry_lock();
+    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) atomic_store(&w->steal, 1);
     lb_registry_unlock();
 }
 
