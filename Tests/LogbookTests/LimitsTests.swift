@@ -273,6 +273,47 @@ final class LimitsTests: XCTestCase {
         try bundle.close()
     }
 
+    /// Threads stuck inside a record (in a description that blocks) keep their chunks: flush
+    /// waits for them together, 2 s in all, not 2 s each (it held every other thread's first log
+    /// call, thread exit and fork for that long, under the registry lock). What they committed
+    /// before and the stuck records themselves are kept once they go on.
+    func testFlushWaitsForThreadsStuckInsideARecordTogether() throws {
+        final class Blocking: CustomStringConvertible, Sendable {
+            let release = DispatchSemaphore(value: 0)
+            let entered = DispatchSemaphore(value: 0)
+            var description: String {
+                entered.signal()
+                release.wait()
+                return "went on"
+            }
+        }
+        let path = makeTemporaryDirectory(self) + "/stuck.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10, idleSealMilliseconds: 0)
+        let log = try bundle.logger("stuck")
+        let stuck = 6
+        let blocking = Blocking()
+        let group = DispatchGroup()
+        for thread in 0..<stuck {
+            group.enter()
+            Thread.detachNewThread {
+                log.info("before \(thread)")
+                log.info("stuck \(thread) \(describing: blocking)")
+                group.leave()
+            }
+        }
+        for _ in 0..<stuck { blocking.entered.wait() }
+        let start = ContinuousClock.now
+        try bundle.flush()
+        let waited = ContinuousClock.now - start
+        XCTAssertLessThan(waited, .seconds(2 * stuck - 4), "flush waited \(waited) for \(stuck) stuck threads")
+        XCTAssertGreaterThanOrEqual(waited, .seconds(1), "flush waited \(waited): it gave up on a stuck thread at once")
+        for _ in 0..<stuck { blocking.release.signal() }
+        group.wait()
+        try bundle.close()
+        let messages = try LogReader(path: path).readAll().map(\.message).sorted()
+        XCTAssertEqual(messages, ((0..<stuck).map { "before \($0)" } + (0..<stuck).map { "stuck \($0) went on" }).sorted())
+    }
+
     /// Flush and sync seal what threads that log without a pause committed before the call: such
     /// a thread is in the middle of its next record at almost every instant, and flush used to
     /// leave its chunk alone, so `syncArchive` returned without the records it promises to have

@@ -122,7 +122,7 @@ int lb_bundle_shutdown(lb_bundle *bundle);
  * and schedules the ring for writeback (msync MS_ASYNC): every record committed before the call is
  * in a sealed chunk when it returns. A thread in the middle of a record is asked to seal its chunk
  * at its next record; flush waits for that, or takes the chunk once the record is committed, for
- * up to 2 s per thread (a thread stuck inside a record keeps its chunk until its next record).
+ * up to 2 s in all (a thread stuck inside a record keeps its chunk until its next record).
  * -EBADF after lb_bundle_shutdown, and in a forked child (which never touches the parent's chunks). */
 int lb_bundle_flush(lb_bundle *bundle);
 

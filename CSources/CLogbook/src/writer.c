@@ -45,6 +45,10 @@ typedef struct lb_writer_cold {
     uint32_t thread_id;
     uint32_t stolen;               /* the chunk was sealed by another thread; under `lock` */
     uint64_t seals;                /* chunks the owner sealed (or forgot); under `lock` */
+    /* Flush and close, under the registry lock: `seals` when they asked, and whether they still
+     * wait for this writer. */
+    uint64_t seals_asked;
+    uint32_t seal_pending;
     uint32_t drop_reason;          /* for LB_WRITER_DISCARD */
     uint8_t *resume;               /* chunk position to return to after a discarded record */
     uint8_t *staging;
@@ -622,44 +626,69 @@ static int is_own(lb_writer *w) {
     return 0;
 }
 
-static void seal_writer(lb_writer *w, lb_bundle *b, int detaching) {
-    if (is_own(w)) {
-        if (atomic_load(&w->building) == 0) {
-            pthread_mutex_lock(&COLD(w)->lock);
-            writer_seal(w, b);
-            pthread_mutex_unlock(&COLD(w)->lock);
-        }
-        return;
-    }
-    /* Another thread's writer: its chunk holds records committed before this call, and perhaps
-     * one in progress. Taken when the owner is between records; else the request stays and the
-     * owner seals at its next record. Flush waits for either (a record takes nanoseconds, but its
-     * thread may be descheduled). Close (`detaching`) waits until the chunk is taken or the owner
-     * holds none: the record in progress may have moved to a new chunk when the owner sealed the
-     * old one, and it must not be committed there once the writer is detached (uncounted in an
-     * unsealed chunk). Either gives up after 2 s (a thread stuck inside a record); the owner
-     * seals at its next record. */
+/* Whether flush (or close, `detaching`) is done with writer `w`: its chunk was taken now, or it
+ * holds none; for flush also when the owner sealed the chunk it had when flush asked. */
+static int seal_done(lb_writer *w, lb_bundle *b, int detaching) {
+    if (steal_chunk(w, b, 1)) return 1;
+    if (detaching) return 0;
     lb_writer_cold *c = COLD(w);
     pthread_mutex_lock(&c->lock);
-    uint64_t seals = c->seals;
+    int sealed = c->seals != c->seals_asked;
     pthread_mutex_unlock(&c->lock);
-    for (int tries = 0; !steal_chunk(w, b, 1) && tries < 4000; tries++) {
+    return sealed;
+}
+
+/* Seals the chunk of every writer of `b`; the caller holds the registry lock.
+ *
+ * Another thread's chunk holds records committed before this call, and perhaps one in progress. It
+ * is taken when the owner is between records; else the request stays and the owner seals at its
+ * next record. Flush waits for either (a record takes nanoseconds, but its thread may be
+ * descheduled). Close (`detaching`) waits until the chunk is taken or the owner holds none: the
+ * record in progress may have moved to a new chunk when the owner sealed the old one, and it must
+ * not be committed there once the writer is detached (uncounted in an unsealed chunk). The busy
+ * writers are waited for together, for 2 s at most (a thread stuck inside a record, e.g. in a
+ * description that blocks): such an owner seals at its next record. */
+static void seal_writers(lb_bundle *b, int detaching) {
+    unsigned pending = 0;
+    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
+        lb_writer_cold *c = COLD(w);
+        c->seal_pending = 0;
+        if (is_own(w)) {
+            if (atomic_load(&w->building) == 0) {
+                pthread_mutex_lock(&c->lock);
+                writer_seal(w, b);
+                pthread_mutex_unlock(&c->lock);
+            }
+            continue;
+        }
         pthread_mutex_lock(&c->lock);
-        int sealed = c->seals != seals;
+        c->seals_asked = c->seals;
         pthread_mutex_unlock(&c->lock);
-        if (sealed && !detaching) return;
+        if (!steal_chunk(w, b, 1)) {
+            c->seal_pending = 1;
+            pending++;
+        }
+    }
+    for (int tries = 0; pending && tries < 4000; tries++) {
         if (tries < 16) {
             sched_yield();
         } else {
             struct timespec pause = {0, 500000};
             nanosleep(&pause, NULL);
         }
+        for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
+            lb_writer_cold *c = COLD(w);
+            if (c->seal_pending && seal_done(w, b, detaching)) {
+                c->seal_pending = 0;
+                pending--;
+            }
+        }
     }
 }
 
 void lb_writers_seal_all(lb_bundle *b) {
     lb_registry_lock();
-    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) seal_writer(w, b, 0);
+    seal_writers(b, 0);
     lb_registry_unlock();
 }
 
@@ -671,11 +700,13 @@ void lb_writers_stop_all(lb_bundle *b) {
 
 void lb_writers_detach_all(lb_bundle *b) {
     lb_registry_lock();
+    /* Closed is set: no writer begins a record from here (its slow path drops it), so once its
+     * chunk is taken it stays without one until it is detached below. */
+    seal_writers(b, 1);
     lb_writer *w = b->writers;
     while (w) {
         lb_writer_cold *c = COLD(w);
         lb_writer *next = c->next_in_bundle;
-        seal_writer(w, b, 1);
         /* The owner finds `bundle == NULL` on its next slow path; `steal` sends it there. */
         pthread_mutex_lock(&c->lock);
         c->bundle = NULL;
