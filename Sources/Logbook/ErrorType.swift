@@ -14,13 +14,16 @@ import Synchronization
 /// descriptions are kept by its bytes (256 per type at most).
 @usableFromInline
 final class ErrorType: @unchecked Sendable {
+    /// The type's identity (its metadata's address): what the table finds it by.
+    let key: UInt
     let name: String
     /// `name`'s UTF-8. An `ErrorType` lives as long as the program (its table keeps it).
     let nameUTF8: UnsafeBufferPointer<UInt8>
     /// Describes the value of this type at the address.
     let describeValue: (UnsafeRawPointer) -> String
 
-    private init(name: String, describeValue: @escaping (UnsafeRawPointer) -> String) {
+    private init(key: UInt, name: String, describeValue: @escaping (UnsafeRawPointer) -> String) {
+        self.key = key
         self.name = name
         self.describeValue = describeValue
         let bytes = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: max(1, name.utf8.count))
@@ -55,79 +58,89 @@ final class ErrorType: @unchecked Sendable {
     @usableFromInline
     static func of(_ type: any Error.Type) -> ErrorType {
         let key = UInt(bitPattern: ObjectIdentifier(type))
-        if let snapshot = UnsafeMutableRawPointer(bitPattern: published.load(ordering: .acquiring)) {
-            let found = Unmanaged<Table>.fromOpaque(snapshot)._withUnsafeGuaranteedRef { $0.find(key) }
-            if let found { return found }
+        if let table = UnsafeRawPointer(bitPattern: published.load(ordering: .acquiring)),
+           let found = Unmanaged<Table>.fromOpaque(table)._withUnsafeGuaranteedRef({ $0.find(key) })
+        {
+            return found
         }
         var name = String(reflecting: type)
         while let start = name.firstRange(of: "(unknown context at "),
               let end = name[start.upperBound...].firstRange(of: ").") {
             name.removeSubrange(start.lowerBound..<end.upperBound)
         }
-        let made = ErrorType(name: name, describeValue: describer(type))
+        let made = ErrorType(key: key, name: name, describeValue: describer(type))
         return tables.withLock { tables in
-            let current = tables.last ?? Table(capacity: 64)
-            if let known = current.find(key) { return known }
-            let next = current.adding(key, made)
-            tables.append(next)
-            published.store(UInt(bitPattern: Unmanaged.passUnretained(next).toOpaque()), ordering: .releasing)
+            if let known = tables.last?.find(key) { return known }
+            let table: Table
+            if let current = tables.last, (current.count + 1) * 2 <= current.capacity {
+                table = current
+            } else {
+                table = Table(capacity: max(64, (tables.last?.capacity ?? 0) * 2))
+                tables.last?.forEach { table.insert($0) }
+                tables.append(table)
+            }
+            table.insert(Unmanaged.passRetained(made))  // lives as long as the program
+            published.store(UInt(bitPattern: Unmanaged.passUnretained(table).toOpaque()), ordering: .releasing)
             return made
         }
     }
 
-    /// Types seen so far, an immutable table: open addressing on the type's address (no hashing of
-    /// a dictionary key). A log call reads the published one without a lock; a new type publishes
-    /// a copy with it added. Every table stays alive (`tables`): a reader may still be in an older
-    /// one, and there are as many as error types the program logs.
-    private final class Table: Sendable {
-        let keys: [UInt]
-        let values: [ErrorType]
-        let count: Int
+    /// The types seen so far: open addressing on the type's address (no hashing of a dictionary
+    /// key), one atomic word per slot (0, or an `ErrorType`'s address). A log call reads the
+    /// published table without a lock. A new type is added in place, its slot stored after the
+    /// entry is complete; a table that would be more than half full is copied into one twice as
+    /// large, which is published instead. Older tables stay alive (`tables`: a reader may still be
+    /// in one); together they are smaller than the newest, which has fewer than four slots per
+    /// type (64 at least).
+    private final class Table: @unchecked Sendable {
+        let capacity: Int
+        private let slots: UnsafeMutablePointer<Atomic<UInt>>
+        /// Entries; changed under `tables`' lock only.
+        private(set) var count = 0
 
         init(capacity: Int) {
-            keys = [UInt](repeating: 0, count: capacity)
-            values = [ErrorType](repeating: placeholder, count: capacity)
-            count = 0
+            self.capacity = capacity
+            slots = .allocate(capacity: capacity)
+            for slot in 0..<capacity { (slots + slot).initialize(to: Atomic(0)) }
         }
 
-        private init(keys: [UInt], values: [ErrorType], count: Int) {
-            self.keys = keys
-            self.values = values
-            self.count = count
+        deinit {
+            slots.deinitialize(count: capacity)
+            slots.deallocate()
         }
 
         func find(_ key: UInt) -> ErrorType? {
-            let mask = keys.count - 1
+            let mask = capacity - 1
             var slot = Int(truncatingIfNeeded: key >> 4) & mask
-            while keys[slot] != 0 {
-                if keys[slot] == key { return values[slot] }
+            while true {
+                guard let entry = UnsafeRawPointer(bitPattern: slots[slot].load(ordering: .acquiring)) else { return nil }
+                let errorType = Unmanaged<ErrorType>.fromOpaque(entry)
+                if errorType._withUnsafeGuaranteedRef({ $0.key == key }) { return errorType.takeUnretainedValue() }
                 slot = (slot + 1) & mask
             }
-            return nil
         }
 
-        /// A copy with `key` added, twice as large when it would be more than half full.
-        func adding(_ key: UInt, _ value: ErrorType) -> Table {
-            let capacity = (count + 1) * 2 > keys.count ? keys.count * 2 : keys.count
-            var keys = [UInt](repeating: 0, count: capacity)
-            var values = [ErrorType](repeating: ErrorType.placeholder, count: capacity)
-            func put(_ key: UInt, _ value: ErrorType) {
-                var slot = Int(truncatingIfNeeded: key >> 4) & (capacity - 1)
-                while keys[slot] != 0 { slot = (slot + 1) & (capacity - 1) }
-                keys[slot] = key
-                values[slot] = value
+        /// Adds `entry` (a key not in the table); the caller holds `tables`' lock and keeps the
+        /// table at most half full.
+        func insert(_ entry: Unmanaged<ErrorType>) {
+            let mask = capacity - 1
+            var slot = Int(truncatingIfNeeded: entry._withUnsafeGuaranteedRef { $0.key } >> 4) & mask
+            while slots[slot].load(ordering: .relaxed) != 0 { slot = (slot + 1) & mask }
+            count += 1
+            slots[slot].store(UInt(bitPattern: entry.toOpaque()), ordering: .releasing)
+        }
+
+        /// Calls `body` with every entry; under `tables`' lock.
+        func forEach(_ body: (Unmanaged<ErrorType>) -> Void) {
+            for slot in 0..<capacity {
+                if let entry = UnsafeRawPointer(bitPattern: slots[slot].load(ordering: .relaxed)) { body(.fromOpaque(entry)) }
             }
-            for slot in self.keys.indices where self.keys[slot] != 0 { put(self.keys[slot], self.values[slot]) }
-            put(key, value)
-            return Table(keys: keys, values: values, count: count + 1)
         }
     }
 
     private static let tables = Locked<[Table]>([])
     /// The newest table's address (0: none yet).
     private static let published = Atomic<UInt>(0)
-    /// What an empty slot holds (its key is 0).
-    fileprivate static let placeholder = ErrorType(name: "", describeValue: { _ in "" })
 
     /// How to describe a value of `type` from its address, in `String(describing:)`'s order:
     /// `TextOutputStreamable`, `CustomStringConvertible`, `CustomDebugStringConvertible`, then

@@ -333,6 +333,50 @@ final class NativeMetadataTests: XCTestCase {
         for _ in 0..<3 { XCTAssertEqual(LoggedError(Mirrored()).description, String(describing: Mirrored())) }
     }
 
+    struct WrapA<Inner>: Error, CustomStringConvertible {
+        var n: Int
+        var description: String { "a\(n)" }
+    }
+    struct WrapB<Inner>: Error {
+        var n: Int
+    }
+
+    /// 512 error types made at run time (nine levels of `WrapA`/`WrapB`, by the bits of a number),
+    /// first logged from four threads at once in different orders, so that types are added to the
+    /// table of known types (and the table grown, five times) while other threads look types up
+    /// in it: each record has its type's name and description, and a type has one entry.
+    func testManyErrorTypesFromManyThreadsWhileTheTableGrows() throws {
+        func error(_ n: Int) -> any Error {
+            func build<T>(_: T.Type, bit: Int) -> any Error {
+                if bit == 9 { return n % 2 == 0 ? WrapA<T>(n: n) as any Error : WrapB<T>(n: n) }
+                return (n >> bit) & 1 == 0 ? build(WrapA<T>.self, bit: bit + 1) : build(WrapB<T>.self, bit: bit + 1)
+            }
+            return build(Int.self, bit: 0)
+        }
+        let count = 512, threads = 4
+        let errors = (0..<count).map(error)
+        XCTAssertEqual(Set(errors.map { ObjectIdentifier(type(of: $0)) }).count, count, "distinct types")
+        let capture = try LogCapture()
+        let log = try capture.logger("types")
+        DispatchQueue.concurrentPerform(iterations: threads) { thread in
+            for i in 0..<count {
+                let index = (i * (2 * thread + 1) + thread * 131) % count
+                log.error("e\(index)", error: errors[index])
+            }
+        }
+        let entries = try capture.entries(logger: "types")
+        XCTAssertEqual(entries.count, count * threads)
+        for entry in entries {
+            let index = Int(entry.message.dropFirst())!
+            XCTAssertEqual(entry.error?.type, String(reflecting: type(of: errors[index])), entry.message)
+            XCTAssertEqual(entry.error?.description, String(describing: errors[index]), entry.message)
+        }
+        for error in errors {
+            XCTAssertTrue(ErrorType.of(type(of: error)) === ErrorType.of(type(of: error)))
+            XCTAssertEqual(ErrorType.of(type(of: error)).name, String(reflecting: type(of: error)))
+        }
+    }
+
     /// `StringBits.equal` says what `==` says, for strings of every kind, and a small string's words
     /// hold its bytes.
     func testStringWordsAgreeWithTheStringAPI() {
