@@ -870,9 +870,11 @@ static int append_chunks(archiver *a, candidate *c, size_t n) {
  * takes at most half of the chunks no writer owns: new records must never be dropped because the
  * archiver holds chunks (a write in flight may take long on a slow disk); the oldest sealed chunks
  * are overwritten before they are archived instead, and counted (chunks_lost_unarchived,
- * records_overwritten). */
-static int archive_sealed(archiver *a) {
+ * records_overwritten). `*left`: the sealed chunks older than sequence `before` this pass left
+ * (a sync or roll archives them in more passes; it takes at least one chunk per pass). */
+static int archive_sealed(archiver *a, uint64_t before, size_t *left) {
     lb_bundle *b = a->b;
+    *left = 0;
     size_t n = 0, active = 0;
     for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
         lb_chunk_header *h = lb_chunk_at(b, slot);
@@ -887,13 +889,16 @@ static int archive_sealed(archiver *a) {
     size_t limit = n;
     if (b->wrap_policy == LB_WRAP_OVERWRITE) {
         limit = (b->chunk_count - active) / 2;
-        if (limit > n) limit = n;
+        if (limit == 0 && a->candidates[0].sequence < before) limit = 1;
     }
-    for (size_t i = 0; i < limit; i += BATCH_MAX) {
-        size_t take = 0, count = limit - i < BATCH_MAX ? limit - i : BATCH_MAX;
+    /* Up to `limit` chunks taken, in batches; a chunk a claimer reused meanwhile (its CAS fails)
+     * or with a damaged header is passed over without counting. */
+    size_t i = 0, taken = 0;
+    while (i < n && taken < limit) {
+        size_t take = 0;
         candidate batch[BATCH_MAX];
-        for (size_t k = 0; k < count; k++) {
-            candidate c = a->candidates[i + k];
+        for (; i < n && take < BATCH_MAX && taken + take < limit; i++) {
+            candidate c = a->candidates[i];
             uint32_t expected = LB_CHUNK_SEALED;
             /* Taken for archiving: from here on no claimer reuses it until it is released. */
             if (!atomic_compare_exchange_strong(&c.chunk->state, &expected, LB_CHUNK_ARCHIVING))
@@ -914,10 +919,10 @@ static int archive_sealed(archiver *a) {
             batch[take++] = c;
         }
         int rc = append_chunks(a, batch, take);
-        if (rc) {
-            return rc;
-        }
+        if (rc) return rc;
+        taken += take;
     }
+    for (; i < n && a->candidates[i].sequence < before; i++) (*left)++;
     return 0;
 }
 
@@ -1498,7 +1503,12 @@ static void *archiver_main(void *arg) {
         int requested = rolls > a->roll_done || syncs > a->sync_done;
         pthread_mutex_unlock(&a->lock);
 
-        int rc = archive_sealed(a);
+        /* A sync or roll covers every record logged before it: the chunks flush sealed (older
+         * than the next sequence to be claimed now) are archived, in as many passes as needed. */
+        uint64_t before = requested ? atomic_load(&b->ring->next_sequence) : 0;
+        size_t left = 0;
+        int rc = archive_sealed(a, before, &left);
+        while (!rc && left) rc = archive_sealed(a, before, &left);
         if (atomic_exchange(&a->retention_due, 0)) enforce_retention(a);
         if (!rc && rolls > a->roll_done) rc = roll_current(a);
         if (!rc && syncs > a->sync_done) rc = sync_current(a);
@@ -1744,7 +1754,8 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
     if (rc == -ENOMEM) goto fail;
     /* Records a crashed run left in the ring go to the archive before new ones are logged. A
      * failure here (a full disk) is not fatal: the thread keeps retrying, and stats report it. */
-    (void)archive_sealed(a);
+    size_t left;
+    (void)archive_sealed(a, 0, &left);
     if (a->compressor) {
         if (pthread_create(&a->compress_thread, NULL, compress_main, a) != 0) {
             rc = -EAGAIN;
