@@ -273,20 +273,98 @@ final class LimitsTests: XCTestCase {
         try bundle.close()
     }
 
+    /// A value whose description blocks until released: a thread logging it is stuck inside its
+    /// record.
+    final class Blocking: CustomStringConvertible, Sendable {
+        let release = DispatchSemaphore(value: 0)
+        let entered = DispatchSemaphore(value: 0)
+        let blocks: Bool
+        init(blocks: Bool = true) { self.blocks = blocks }
+        var description: String {
+            guard blocks else { return "went on" }
+            entered.signal()
+            release.wait()
+            return "went on"
+        }
+    }
+
+    /// A thread stuck inside a record for longer than close waits (2 s) goes on after another
+    /// writer took the files over: nothing it does reaches them (found by adversarial review: its
+    /// record landed in the new writer's chunk, damaging it, and its drop in the new writer's
+    /// counters). The old bundle's counters still account for each of its calls: the records it
+    /// committed before close (left in an active chunk, as after a crash; the next writer's
+    /// recovery seals it), the stuck one and a later one dropped as `closed`.
+    func testAThreadStuckPastCloseWritesNothingToTheFilesWhenItGoesOn() throws {
+        let path = makeTemporaryDirectory(self) + "/stuck-close.logbook"
+        let bundle = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, idleSealMilliseconds: 0)
+        let log = try bundle.logger("old")
+        let blocking = Blocking()
+        @Sendable func stuckCall(_ value: Blocking) { log.info("stuck \(describing: value)") }
+        let finished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            stuckCall(Blocking(blocks: false))  // the site is known: the stuck call needs no new meta entry
+            for i in 0..<5 { log.info("before \(i)") }
+            stuckCall(blocking)
+            log.info("after")
+            finished.signal()
+        }
+        blocking.entered.wait()
+        let start = ContinuousClock.now
+        try bundle.close()
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - start, .seconds(1), "close waited for the stuck thread")
+        XCTAssertEqual(bundle.counters.records, 6, "its records in the file, counted")
+
+        let next = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, idleSealMilliseconds: 0)
+        let newLog = try next.logger("new")
+        for i in 0..<100 { newLog.info("new \(i) \(String(repeating: "n", count: i % 150))") }
+        blocking.release.signal()
+        finished.wait()
+        for i in 100..<120 { newLog.info("new \(i) \(String(repeating: "n", count: i % 150))") }
+        try next.close()
+
+        let old = bundle.counters
+        XCTAssertEqual(old.records + old.dropped, 8, "every call of the old bundle: \(old.records) records, \(old.drops)")
+        XCTAssertEqual(old.records, 6)
+        XCTAssertEqual(old.drops["closed"], 2, "the stuck call and the one after it")
+        XCTAssertEqual(next.counters.dropped, 0, "\(next.counters.drops)")
+        XCTAssertEqual(next.counters.records, 126, "its 120 and the 6 its recovery sealed")
+        let reader = try LogReader(path: path)
+        let messages = try reader.readAll().map(\.message)
+        XCTAssertEqual(messages.filter { $0.hasPrefix("new ") }.count, 120)
+        XCTAssertEqual(messages.filter { !$0.hasPrefix("new ") }.sorted(), ["before 0", "before 1", "before 2", "before 3", "before 4", "stuck went on"])
+        XCTAssertEqual(reader.issues.filter(\.isFailure).map(\.description), [])
+        let summary = try reader.verify()
+        XCTAssertEqual(summary.recordsLost, 0)
+        XCTAssertTrue(summary.accounted)
+    }
+
+    /// A thread in the middle of the first call at its call site when close starts: the call's
+    /// site is still registered and its record kept (it was dropped as `meta`: meta entries were
+    /// refused from the moment close began).
+    func testARecordInProgressAtANewCallSiteWhenCloseStartsIsKept() throws {
+        let path = makeTemporaryDirectory(self) + "/new-site.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10, idleSealMilliseconds: 0)
+        let log = try bundle.logger("site")
+        let blocking = Blocking()
+        let finished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            log.info("first call here \(describing: blocking)")
+            finished.signal()
+        }
+        blocking.entered.wait()
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) { blocking.release.signal() }
+        try bundle.close()
+        finished.wait()
+        XCTAssertEqual(bundle.counters.records, 1, "\(bundle.counters.drops)")
+        XCTAssertEqual(bundle.counters.dropped, 0, "\(bundle.counters.drops)")
+        XCTAssertEqual(try LogReader(path: path).readAll().map(\.message), ["first call here went on"])
+    }
+
     /// Threads stuck inside a record (in a description that blocks) keep their chunks: flush
     /// waits for them together, 2 s in all, not 2 s each (it held every other thread's first log
     /// call, thread exit and fork for that long, under the registry lock). What they committed
     /// before and the stuck records themselves are kept once they go on.
     func testFlushWaitsForThreadsStuckInsideARecordTogether() throws {
-        final class Blocking: CustomStringConvertible, Sendable {
-            let release = DispatchSemaphore(value: 0)
-            let entered = DispatchSemaphore(value: 0)
-            var description: String {
-                entered.signal()
-                release.wait()
-                return "went on"
-            }
-        }
         let path = makeTemporaryDirectory(self) + "/stuck.logbook"
         let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10, idleSealMilliseconds: 0)
         let log = try bundle.logger("stuck")

@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -34,9 +35,10 @@ void lb_options_init(lb_options *o) {
  * Caller holds b->lock. */
 static int meta_append(lb_bundle *b, uint16_t kind, const lb_meta_buffer *body) {
     if (body->failed) return -ENOMEM;
-    /* Closed (or inherited by fork): the writer lock is released, another process may own the
-     * file now, and an entry written at our old end would overwrite its entries. */
-    if (atomic_load(&b->closed)) return -EBADF;
+    /* Closed (or inherited by fork): the writer lock is (about to be) released, another process
+     * may own the file, and an entry written at our old end would overwrite its entries. Until
+     * close detached every writer, the call sites of records begun before it are still added. */
+    if (atomic_load(&b->meta_closed)) return -EBADF;
     uint8_t head[LB_META_ENTRY_HEAD_SIZE];
     uint32_t length = (uint32_t)body->length, crc = lb_crc32c(0, body->bytes, body->length);
     uint16_t zero = 0;
@@ -490,6 +492,7 @@ static void *sealer_main(void *arg);
 
 static void bundle_free(lb_bundle *b) {
     if (b->ring) munmap(b->ring, b->map_length);
+    free(b->abandoned);
     if (b->ring_fd >= 0) close(b->ring_fd);
     if (b->meta_fd >= 0) close(b->meta_fd);
     if (b->lock_fd >= 0) close(b->lock_fd);
@@ -733,6 +736,65 @@ static void stop_sealer(lb_bundle *b) {
     b->sealer_running = 0;
 }
 
+static int abandoned_visit(void *context, const lb_walk_record *r) {
+    uint32_t *records = context;
+    if (r->kind == LB_RECORD_FULL || r->kind == LB_RECORD_LAST) (*records)++;
+    return 0;
+}
+
+/* The last step of shutdown: from here nothing this process does reaches the bundle's files,
+ * which another process may own once the writer lock is released. A writer close gave up waiting
+ * for (a thread stuck inside a record, e.g. in a description that blocks) still holds a chunk and
+ * a record in progress in it, and a detached writer counts its drops in the ring header: the ring
+ * is mapped again, at the same address, over anonymous memory, where such late writes land. The
+ * header is copied from the file (the drops counted meanwhile are added); the chunks the given-up
+ * writers held are read from the file, which keeps them active with the records that reached it
+ * (counted in lb_bundle_counters; a record one of them commits later lands in memory only and is
+ * counted there as dropped, `closed`). */
+static void detach_ring(lb_bundle *b) {
+    lb_bundle_ring_usage(b, &b->final_usage);
+    uint8_t *saved = malloc(LB_RING_HEADER_SIZE);
+    if (saved) memcpy(saved, b->ring, LB_RING_HEADER_SIZE);  /* if the file cannot be read back */
+    void *fresh = mmap(b->ring, b->map_length, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+    if (fresh == MAP_FAILED) {  /* the file mapping stays: a stuck writer may still reach it */
+        free(saved);
+        return;
+    }
+    b->ring_detached = 1;
+    if (!saved) return;
+    uint8_t *header = (uint8_t *)b->ring;
+    lb_pread_full(b->ring_fd, saved, LB_RING_HEADER_SIZE, 0);
+    lb_ring_header *file = (lb_ring_header *)(void *)saved;
+    size_t drops_at = offsetof(lb_ring_header, drops), drops_end = drops_at + sizeof file->drops;
+    memcpy(header, saved, drops_at);
+    memcpy(header + drops_end, saved + drops_end, LB_RING_HEADER_SIZE - drops_end);
+    for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++)
+        atomic_fetch_add(&b->ring->drops[i], atomic_load(&file->drops[i]));
+    free(saved);
+    if (!b->writers_given_up) return;
+    uint8_t *chunk = malloc(b->chunk_size);
+    lb_abandoned_chunk *list = calloc(b->writers_given_up, sizeof *list);
+    for (uint32_t slot = 0; chunk && list && slot < b->chunk_count; slot++) {
+        uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * b->chunk_size;
+        if (lb_pread_full(b->ring_fd, chunk, LB_CHUNK_HEADER_SIZE, at) != LB_CHUNK_HEADER_SIZE)
+            break;
+        const lb_chunk_header *h = (const lb_chunk_header *)(const void *)chunk;
+        if (atomic_load(&h->state) != LB_CHUNK_ACTIVE || b->abandoned_count == b->writers_given_up)
+            continue;
+        if (lb_pread_full(b->ring_fd, chunk, b->chunk_size, at) != (ssize_t)b->chunk_size) break;
+        uint32_t records = 0;
+        lb_walk_end how;
+        uint32_t end = lb_chunk_walk(chunk, b->chunk_size, LB_CHUNK_HEADER_SIZE, abandoned_visit,
+                                     &records, &how);
+        list[b->abandoned_count++] = (lb_abandoned_chunk){lb_chunk_at(b, slot), end};
+        b->abandoned_records += records;
+        b->abandoned_bytes += end - LB_CHUNK_HEADER_SIZE;
+    }
+    free(chunk);
+    b->abandoned = list;
+}
+
 int lb_bundle_shutdown(lb_bundle *b) {
     if (!b) return -EINVAL;
     if (b->forked) return 0;  /* a forked child leaves the parent's chunks and lock alone */
@@ -741,13 +803,14 @@ int lb_bundle_shutdown(lb_bundle *b) {
     /* From here each thread's next record is dropped (counted `closed`); the ones it began before
      * are kept (detach waits for them), so a thread's records are an unbroken run. */
     lb_writers_stop_all(b);
-    /* A meta entry being appended right now (under the lock) completes before the writer lock
-     * is released below; every later one sees `closed` and is refused. */
-    pthread_mutex_lock(&b->lock);
-    pthread_mutex_unlock(&b->lock);
     stop_sealer(b);
     lb_bundle_chunks_released(b);  /* lossless writers waiting for a chunk see `closed` */
     lb_writers_detach_all(b);
+    /* A meta entry being appended right now (under the lock) completes before the archiver's last
+     * pass and the release of the writer lock; every later one is refused. */
+    pthread_mutex_lock(&b->lock);
+    atomic_store(&b->meta_closed, 1);
+    pthread_mutex_unlock(&b->lock);
     int rc = 0;
     if (b->archiver_stop) {
         /* Every chunk is sealed now: the archiver persists them all, then stops. */
@@ -758,6 +821,7 @@ int lb_bundle_shutdown(lb_bundle *b) {
     /* Every chunk is sealed and counted, the archiver done: the counters are exact. */
     atomic_store(&b->ring->writer_state, LB_WRITER_STATE_CLOSED);
     if (msync(b->ring, b->map_length, MS_ASYNC) != 0 && !rc) rc = -errno;
+    detach_ring(b);
     if (b->lock_fd >= 0) {
         close(b->lock_fd);  /* releases the OFD writer lock */
         b->lock_fd = -1;
@@ -802,15 +866,27 @@ int lb_bundle_counters(lb_bundle *b, lb_counters *out) {
     out->chunks_claimed = atomic_load(&r->chunks_claimed);
     out->chunks_reused = atomic_load(&r->chunks_reused);
     out->large_records = atomic_load(&r->large_records);
-    for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) {
-        out->drops[i] = atomic_load(&r->drops[i]);
-        out->dropped += out->drops[i];
+    for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->drops[i] = atomic_load(&r->drops[i]);
+    /* Writers close gave up on (detach_ring): their records in the file, and a record one of them
+     * committed since, in memory only (its header word is where the file's records end). */
+    out->records += b->abandoned_records;
+    out->bytes += b->abandoned_bytes;
+    for (uint32_t i = 0; i < b->abandoned_count; i++) {
+        lb_abandoned_chunk *a = &b->abandoned[i];
+        if (a->end + 8 <= b->chunk_size &&
+            atomic_load((_Atomic uint64_t *)(void *)((uint8_t *)a->chunk + a->end)) != 0)
+            out->drops[LB_DROP_CLOSED]++;
     }
+    for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->dropped += out->drops[i];
     return 0;
 }
 
 int lb_bundle_ring_usage(lb_bundle *b, lb_ring_usage *out) {
     if (!b || !out) return -EINVAL;
+    if (b->ring_detached) {  /* closed: as the ring was left */
+        *out = b->final_usage;
+        return 0;
+    }
     memset(out, 0, sizeof *out);
     out->chunk_size = b->chunk_size;
     out->chunk_count = b->chunk_count;

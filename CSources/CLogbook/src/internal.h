@@ -214,6 +214,13 @@ typedef struct lb_site_entry {
 
 #define LB_SITE_TABLE_SIZE 1024u
 
+/* A chunk a writer still held when close gave up waiting for it: the file keeps it active, with
+ * the records whose headers reached it (`end`: where the next record would start). */
+typedef struct lb_abandoned_chunk {
+    lb_chunk_header *chunk;  /* in the anonymous mapping that replaced the ring */
+    uint32_t end;
+} lb_abandoned_chunk;
+
 struct lb_bundle {
     lb_bundle_hot hot;             /* must stay first: read by inline lb_site_lookup */
     char *path;
@@ -237,7 +244,17 @@ struct lb_bundle {
     struct lb_writer *writers;     /* attached writers; under the registry lock */
     struct lb_bundle *next_open;   /* every open bundle of the process; under the registry lock */
     _Atomic int closed;
+    _Atomic int meta_closed;       /* meta entries refused: set once close detached every writer,
+                                      before it releases the writer lock */
     int forked;                    /* inherited by fork(): this process must not touch its chunks */
+    /* After shutdown the ring is mapped over anonymous memory (ring_detached): a thread close gave
+     * up waiting for (stuck inside a record) writes nothing to the files when it goes on. */
+    int ring_detached;
+    uint32_t writers_given_up;     /* by close's wait; under the registry lock */
+    struct lb_abandoned_chunk *abandoned;  /* the chunks they held, as the file keeps them */
+    uint32_t abandoned_count;
+    uint64_t abandoned_records, abandoned_bytes;
+    lb_ring_usage final_usage;     /* the ring's chunks when it was detached */
     /* archiver (CSources/CLogbookArchive), when one is attached */
     uint32_t lossless_wait_ms;
     int archiving;                         /* an archiver was attached (never cleared) */

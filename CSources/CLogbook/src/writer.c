@@ -86,6 +86,7 @@ static void fork_child(void) {
     for (lb_bundle *b = open_bundles; b; b = b->next_open) {
         b->forked = 1;
         atomic_store(&b->closed, 1);
+        atomic_store(&b->meta_closed, 1);
         b->sealer_running = 0;  /* the sealer thread was not copied */
         pthread_mutex_init(&b->lock, NULL);
         pthread_mutex_init(&b->sealer_lock, NULL);
@@ -684,6 +685,7 @@ static void seal_writers(lb_bundle *b, int detaching) {
             }
         }
     }
+    if (detaching) b->writers_given_up = pending;
 }
 
 void lb_writers_seal_all(lb_bundle *b) {
