@@ -50,8 +50,10 @@ final class LifecycleTests: XCTestCase {
         let entries = try LogReader(path: run.archive).readAll()
         XCTAssertEqual(UInt64(entries.count), run.recordsCounted, "the archive holds what was counted, nothing more")
         XCTAssertFalse(entries.contains { $0.message.hasPrefix("drained ") }, "no drained record was written")
+        // Counted by the bundle (what the child printed); its files have only those dropped while
+        // close ran: once closed, it writes nothing to them.
         let info = try LogReader(path: run.bundle).info()
-        XCTAssertEqual(info.counters.drops["closed"], run.closedDrops)
+        XCTAssertLessThan(info.counters.drops["closed"] ?? 0, run.closedDrops)
     }
 
     // MARK: - In process

@@ -169,7 +169,9 @@ final class LimitsTests: XCTestCase {
         XCTAssertEqual(try readBundle(path).entries.map(\.message), ["before 1"])
         // Regression: logbook.h says such records are counted as `closed`; they were not.
         XCTAssertEqual(bundle.counters.drops["closed"], 2)
-        XCTAssertEqual(try LogReader(path: path).info().counters.drops["closed"], 2, "in the bundle's own counters")
+        // Counted in memory only: a closed bundle writes nothing to its files (another writer may
+        // own them; found by adversarial review: a late drop landed in the next writer's header).
+        XCTAssertEqual(try LogReader(path: path).info().counters.drops["closed"] ?? 0, 0, "not in the files")
         // A large record (built in the staging buffer) too.
         log.info("after close, large \(String(repeating: "L", count: 40_000))")
         XCTAssertEqual(bundle.counters.drops["closed"], 3)

@@ -113,9 +113,14 @@ int lb_bundle_close(lb_bundle *bundle);
 
 /* Stops accepting records (later ones are dropped and counted as LB_DROP_CLOSED; a record a
  * thread began before is kept, so each thread's records are an unbroken run and its drops come
- * after them), seals every thread's chunk and releases the writer lock, but keeps the memory valid so that a racing writer
- * never touches unmapped memory. lb_bundle_close does this and then frees. -EBADF when the bundle
- * was already shut down. */
+ * after them), seals every thread's chunk and releases the writer lock. It waits up to 2 s for
+ * threads in the middle of a record; a thread still inside one then (e.g. in a description that
+ * blocks) keeps its chunk, which the files keep active with the records it committed, as after a
+ * crash (the next writer's recovery seals it). The memory stays valid, so that a racing or stuck
+ * writer never touches unmapped memory, but the ring is mapped over anonymous memory: nothing
+ * reaches the files any more, also not a drop count or a stuck thread's record (counted as
+ * dropped, LB_DROP_CLOSED, in lb_bundle_counters once its call returns). lb_bundle_close does this
+ * and then frees. -EBADF when the bundle was already shut down. */
 int lb_bundle_shutdown(lb_bundle *bundle);
 
 /* Seals the active chunk of every thread, so that readers and the archiver see them as complete,
@@ -127,7 +132,8 @@ int lb_bundle_shutdown(lb_bundle *bundle);
 int lb_bundle_flush(lb_bundle *bundle);
 
 typedef struct lb_counters {
-    uint64_t records;          /* committed records, including those in active chunks */
+    uint64_t records;          /* committed records, including those in active chunks (after
+                                  close: in chunks it left active, see lb_bundle_shutdown) */
     uint64_t bytes;            /* committed record bytes */
     uint64_t chunks_claimed;
     uint64_t chunks_reused;    /* claims that overwrote an older chunk */
