@@ -311,6 +311,22 @@ final class LimitsTests: XCTestCase {
             finished.signal()
         }
         blocking.entered.wait()
+        // A poller (a metrics reporter) reads the counters and the ring's usage all along: they
+        // stay readable while close maps the ring again (it crashed, reading the given-up chunks
+        // before they were published; found by adversarial review), and records never go down.
+        let polling = Atomic<Bool>(true)
+        let pollerDone = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            var last: UInt64 = 0, wentDown = false
+            while polling.load(ordering: .relaxed) {
+                let records = bundle.counters.records
+                _ = bundle.ringUsage
+                wentDown = wentDown || records < last
+                last = records
+            }
+            XCTAssertFalse(wentDown, "the counted records went down")
+            pollerDone.signal()
+        }
         let start = ContinuousClock.now
         try bundle.close()
         XCTAssertGreaterThanOrEqual(ContinuousClock.now - start, .seconds(1), "close waited for the stuck thread")
@@ -321,6 +337,8 @@ final class LimitsTests: XCTestCase {
         for i in 0..<100 { newLog.info("new \(i) \(String(repeating: "n", count: i % 150))") }
         blocking.release.signal()
         finished.wait()
+        polling.store(false, ordering: .relaxed)
+        pollerDone.wait()
         for i in 100..<120 { newLog.info("new \(i) \(String(repeating: "n", count: i % 150))") }
         try next.close()
 
@@ -338,6 +356,44 @@ final class LimitsTests: XCTestCase {
         let summary = try reader.verify()
         XCTAssertEqual(summary.recordsLost, 0)
         XCTAssertTrue(summary.accounted)
+    }
+
+    /// A thread in the middle of a record larger than a chunk (stored as fragments) when close
+    /// starts: the record is kept, and every call the thread makes after it is dropped (they were
+    /// kept until the writer was detached: sealing its chunk to store the fragments withdrew close's
+    /// request, so the thread logged on in its new chunk; found by adversarial review).
+    func testCallsAfterALargeRecordInProgressAtCloseAreDropped() throws {
+        let path = makeTemporaryDirectory(self) + "/large-at-close.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 * 4096, chunkSize: 4096, idleSealMilliseconds: 0)
+        let log = try bundle.logger("large")
+        let blocking = Blocking()
+        let closing = Atomic<Bool>(false), closed = Atomic<Bool>(false)
+        let calls = Atomic<Int>(0), callsAfterCloseBegan = Atomic<Int>(0)
+        let finished = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            log.info("large \(String(repeating: "L", count: 9000)) \(describing: blocking)")
+            calls.add(1, ordering: .relaxed)
+            while !closed.load(ordering: .acquiring) {
+                let began = closing.load(ordering: .acquiring)
+                log.info("after \(calls.load(ordering: .relaxed))")
+                calls.add(1, ordering: .relaxed)
+                if began { callsAfterCloseBegan.add(1, ordering: .relaxed) }
+            }
+            finished.signal()
+        }
+        blocking.entered.wait()
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) { blocking.release.signal() }
+        closing.store(true, ordering: .releasing)
+        try bundle.close()
+        closed.store(true, ordering: .releasing)
+        finished.wait()
+        let messages = try LogReader(path: path).readAll().map(\.message)
+        XCTAssertEqual(messages.count, 1, "the large record only: \(messages.prefix(3).map { $0.prefix(12) })")
+        XCTAssertTrue(messages.first?.hasPrefix("large LLL") ?? false)
+        XCTAssertGreaterThan(callsAfterCloseBegan.load(ordering: .relaxed), 0)
+        let counters = bundle.counters
+        XCTAssertEqual(counters.records, 1)
+        XCTAssertEqual(counters.records + counters.dropped, UInt64(calls.load(ordering: .relaxed)), "\(counters.drops)")
     }
 
     /// A thread in the middle of the first call at its call site when close starts: the call's

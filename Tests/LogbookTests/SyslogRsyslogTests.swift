@@ -35,6 +35,7 @@ final class SyslogRsyslogTests: XCTestCase {
             let module = input == .relp ? "imrelp" : "imtcp"
             let config = """
                 global(workDirectory="\(directory)")
+                main_queue(queue.timeoutShutdown="30000")
                 module(load="\(module)")
                 input(type="\(module)" port="\(port)" address="127.0.0.1" ruleset="out")
                 template(name="fields" type="string" string="\(template)")
@@ -63,6 +64,19 @@ final class SyslogRsyslogTests: XCTestCase {
             process?.terminate()
             process?.waitUntilExit()
             process = nil
+        }
+
+        /// Waits until the output file has not grown for half a second (15 s at most): rsyslog
+        /// has written what it received. (Stopping it sooner on a loaded machine lost what was still
+        /// in its queue once its shutdown timeout passed: CI saw 880 of 3,000 messages.)
+        func waitUntilWritten() {
+            var size = -1, still = 0
+            for _ in 0..<300 where still < 10 {
+                let now = (try? FileManager.default.attributesOfItem(atPath: directory + "/out.jsonl")[.size] as? Int) ?? 0
+                still = now == size ? still + 1 : 0
+                size = now
+                usleep(50_000)
+            }
         }
 
         func lines() -> [[String: String]] {
@@ -107,8 +121,8 @@ final class SyslogRsyslogTests: XCTestCase {
         done.wait()
         sending.withLock { $0 = false }
         while restarter.isExecuting { usleep(10_000) }
-        usleep(200_000)
-        rsyslog.stop()  // flushes its queue to the file
+        rsyslog.waitUntilWritten()
+        rsyslog.stop()
         return (entries, deliveries.withLock { $0 })
     }
 
@@ -180,6 +194,7 @@ final class SyslogRsyslogTests: XCTestCase {
             XCTAssertTrue(first.output.contains("exported 1001 records, 1 syslog messages truncated"), first.output)
             let second = try runProgram(logbook, arguments)
             XCTAssertTrue(second.output.contains("exported 0 records"), second.output)
+            rsyslog.waitUntilWritten()
             rsyslog.stop()
             let lines = rsyslog.lines()
             XCTAssertEqual(lines.count, 1001, "\(transport)")

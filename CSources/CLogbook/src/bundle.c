@@ -514,6 +514,7 @@ static void bundle_free(lb_bundle *b) {
     lb_filter_free(b);
     pthread_mutex_destroy(&b->lock);
     pthread_mutex_destroy(&b->sealer_lock);
+    pthread_mutex_destroy(&b->detach_lock);
     pthread_cond_destroy(&b->sealer_wake);
     free(b->path);
     free(b);
@@ -656,6 +657,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     b->ring_fd = b->meta_fd = b->lock_fd = b->dir_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
     pthread_mutex_init(&b->sealer_lock, NULL);
+    pthread_mutex_init(&b->detach_lock, NULL);
     pthread_cond_init(&b->sealer_wake, NULL);
     b->path = strdup(path);
     b->next_site_id = 1;
@@ -751,8 +753,10 @@ static int abandoned_visit(void *context, const lb_walk_record *r) {
  * writers held are read from the file, which keeps them active with the records that reached it
  * (counted in lb_bundle_counters; a record one of them commits later lands in memory only and is
  * counted there as dropped, `closed`). */
-static void detach_ring(lb_bundle *b) {
-    lb_bundle_ring_usage(b, &b->final_usage);
+static void ring_usage_of(lb_bundle *b, lb_ring_usage *out);
+
+static void detach_ring_locked(lb_bundle *b) {
+    ring_usage_of(b, &b->final_usage);
     uint8_t *saved = malloc(LB_RING_HEADER_SIZE);
     if (saved) memcpy(saved, b->ring, LB_RING_HEADER_SIZE);  /* if the file cannot be read back */
     void *fresh = mmap(b->ring, b->map_length, PROT_READ | PROT_WRITE,
@@ -793,6 +797,12 @@ static void detach_ring(lb_bundle *b) {
     }
     free(chunk);
     b->abandoned = list;
+}
+
+static void detach_ring(lb_bundle *b) {
+    pthread_mutex_lock(&b->detach_lock);
+    detach_ring_locked(b);
+    pthread_mutex_unlock(&b->detach_lock);
 }
 
 int lb_bundle_shutdown(lb_bundle *b) {
@@ -858,6 +868,7 @@ int lb_bundle_flush(lb_bundle *b) {
 int lb_bundle_counters(lb_bundle *b, lb_counters *out) {
     if (!b || !out) return -EINVAL;
     memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&b->detach_lock);
     lb_ring_header *r = b->ring;
     uint64_t active_bytes = 0;
     uint64_t active_records = lb_writers_active_records(b, &active_bytes);
@@ -878,15 +889,20 @@ int lb_bundle_counters(lb_bundle *b, lb_counters *out) {
             out->drops[LB_DROP_CLOSED]++;
     }
     for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->dropped += out->drops[i];
+    pthread_mutex_unlock(&b->detach_lock);
     return 0;
 }
 
 int lb_bundle_ring_usage(lb_bundle *b, lb_ring_usage *out) {
     if (!b || !out) return -EINVAL;
-    if (b->ring_detached) {  /* closed: as the ring was left */
-        *out = b->final_usage;
-        return 0;
-    }
+    pthread_mutex_lock(&b->detach_lock);
+    if (b->ring_detached) *out = b->final_usage;  /* closed: as the ring was left */
+    else ring_usage_of(b, out);
+    pthread_mutex_unlock(&b->detach_lock);
+    return 0;
+}
+
+static void ring_usage_of(lb_bundle *b, lb_ring_usage *out) {
     memset(out, 0, sizeof *out);
     out->chunk_size = b->chunk_size;
     out->chunk_count = b->chunk_count;
@@ -905,7 +921,6 @@ int lb_bundle_ring_usage(lb_bundle *b, lb_ring_usage *out) {
         uint32_t committed = atomic_load_explicit(&h->committed, memory_order_relaxed);
         out->bytes_in_use += committed < b->chunk_size ? committed : b->chunk_size;
     }
-    return 0;
 }
 
 /* ---- idle sealer: a chunk whose writer went quiet is sealed so readers and the archiver see it

@@ -248,7 +248,10 @@ struct lb_bundle {
                                       before it releases the writer lock */
     int forked;                    /* inherited by fork(): this process must not touch its chunks */
     /* After shutdown the ring is mapped over anonymous memory (ring_detached): a thread close gave
-     * up waiting for (stuck inside a record) writes nothing to the files when it goes on. */
+     * up waiting for (stuck inside a record) writes nothing to the files when it goes on. The
+     * fields below and the remap itself are under detach_lock, which lb_bundle_counters and
+     * lb_bundle_ring_usage take: they never read the header half copied. */
+    pthread_mutex_t detach_lock;
     int ring_detached;
     uint32_t writers_given_up;     /* by close's wait; under the registry lock */
     struct lb_abandoned_chunk *abandoned;  /* the chunks they held, as the file keeps them */

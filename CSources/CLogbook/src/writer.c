@@ -90,6 +90,7 @@ static void fork_child(void) {
         b->sealer_running = 0;  /* the sealer thread was not copied */
         pthread_mutex_init(&b->lock, NULL);
         pthread_mutex_init(&b->sealer_lock, NULL);
+        pthread_mutex_init(&b->detach_lock, NULL);
         /* The parent's sealer may have been waiting on it: destroying the inherited condition
          * variable would wait for that waiter forever (glibc), so the child gets a fresh one. */
         pthread_cond_init(&b->sealer_wake, NULL);
@@ -158,7 +159,10 @@ static void writer_seal(lb_writer *w, lb_bundle *b) {
     if (w->chunk && !c->stolen) lb_chunk_seal(b, w->chunk);
     c->seals++;
     c->stolen = 0;
-    atomic_store_explicit(&w->steal, 0, memory_order_relaxed);
+    /* Once close began the request stays: a writer that sealed its chunk to go on with a record
+     * begun before (a large one, moved to fresh chunks) must meet `closed` at its next record, not
+     * log on in the new chunk on its fast path (found by adversarial review). */
+    if (!atomic_load(&b->closed)) atomic_store_explicit(&w->steal, 0, memory_order_relaxed);
     writer_drop_chunk(w);
 }
 
@@ -297,6 +301,10 @@ static void writer_discard(lb_writer *w, unsigned reason) {
 
 void lb_record_discard(lb_writer *w, unsigned reason) {
     if (w->mode == LB_WRITER_DISCARD) return;
+    /* A call site refused because the bundle was closing: the record is dropped for that. */
+    lb_bundle *counted_in = COLD(w)->counted_in;
+    if (reason == LB_DROP_META && counted_in && atomic_load(&counted_in->meta_closed))
+        reason = LB_DROP_CLOSED;
     writer_discard(w, reason);
 }
 
