@@ -219,8 +219,8 @@ public final class LogBundle: @unchecked Sendable {
     }
 
     /// The ring's chunks by state and the bytes they hold, from one pass over the chunk headers:
-    /// O(chunks) atomic loads, no lock, nothing on the logging path. Meant for pollers (a metrics
-    /// reporter, a health check); still readable after ``close()``.
+    /// O(chunks) atomic loads, nothing on the logging path. Meant for pollers (a metrics reporter,
+    /// a health check); after ``close()``, the chunks as close left them.
     public var ringUsage: RingUsage {
         var usage = lb_ring_usage()
         lb_bundle_ring_usage(raw, &usage)

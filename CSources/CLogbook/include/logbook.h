@@ -159,9 +159,9 @@ typedef struct lb_ring_usage {
 } lb_ring_usage;
 
 /* Counts the ring's chunks by state with one relaxed pass over the chunk headers (O(chunks), no
- * lock, nothing written): for a poller such as a metrics reporter, never the logging path. A
- * snapshot, not a consistent cut: chunks change state while it reads. Still valid after
- * lb_bundle_shutdown (the memory stays mapped until lb_bundle_close). Returns 0, or -EINVAL. */
+ * lock on the logging path, nothing written; a mutex only against shutdown): for a poller such as
+ * a metrics reporter. A snapshot, not a consistent cut: chunks change state while it reads. After
+ * lb_bundle_shutdown: the chunks as shutdown left them. Returns 0, or -EINVAL. */
 int lb_bundle_ring_usage(lb_bundle *bundle, lb_ring_usage *out);
 
 /* A name for a drop reason ("too_large", "no_chunk", ...), or NULL. */
