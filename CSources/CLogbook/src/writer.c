@@ -678,7 +678,14 @@ static void seal_writers(lb_bundle *b, int detaching) {
             pending++;
         }
     }
-    for (int tries = 0; pending && tries < 4000; tries++) {
+    /* 2 s by the clock: counted in pauses, a loaded machine (and a membarrier per busy writer per
+     * round) made it twice that (found by adversarial review). */
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t deadline_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec + 2000000000;
+    for (int tries = 0; pending; tries++) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((int64_t)now.tv_sec * 1000000000 + now.tv_nsec >= deadline_ns) break;
         if (tries < 16) {
             sched_yield();
         } else {
