@@ -297,8 +297,22 @@ final class LimitsTests: XCTestCase {
     /// committed before close (left in an active chunk, as after a crash; the next writer's
     /// recovery seals it), the stuck one and a later one dropped as `closed`.
     func testAThreadStuckPastCloseWritesNothingToTheFilesWhenItGoesOn() throws {
+        try stuckPastClose(policy: .overwrite, archiving: false)
+    }
+
+    /// The same in a lossless ring with its archiver: the chunk the stuck thread held is archived
+    /// by the next writer, after its recovery sealed it.
+    func testAThreadStuckPastCloseOfALosslessArchivedRingWritesNothingToTheFiles() throws {
+        try stuckPastClose(policy: .lossless, archiving: true)
+    }
+
+    func stuckPastClose(policy: WrapPolicy, archiving: Bool) throws {
         let path = makeTemporaryDirectory(self) + "/stuck-close.logbook"
-        let bundle = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, idleSealMilliseconds: 0)
+        @Sendable func open() throws -> LogBundle {
+            try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, wrapPolicy: policy, idleSealMilliseconds: 0,
+                          archive: archiving ? ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil) : nil)
+        }
+        let bundle = try open()
         let log = try bundle.logger("old")
         let blocking = Blocking()
         @Sendable func stuckCall(_ value: Blocking) { log.info("stuck \(describing: value)") }
@@ -332,7 +346,7 @@ final class LimitsTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(ContinuousClock.now - start, .seconds(1), "close waited for the stuck thread")
         XCTAssertEqual(bundle.counters.records, 6, "its records in the file, counted")
 
-        let next = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, idleSealMilliseconds: 0)
+        let next = try open()
         let newLog = try next.logger("new")
         for i in 0..<100 { newLog.info("new \(i) \(String(repeating: "n", count: i % 150))") }
         blocking.release.signal()
@@ -356,6 +370,10 @@ final class LimitsTests: XCTestCase {
         let summary = try reader.verify()
         XCTAssertEqual(summary.recordsLost, 0)
         XCTAssertTrue(summary.accounted)
+        if archiving {  // the next writer archived what the stuck thread's chunk held, once
+            let archived = try LogReader(path: path + "/archive").readAll().map(\.message)
+            XCTAssertEqual(archived.sorted(), messages.sorted())
+        }
     }
 
     /// A thread in the middle of a record larger than a chunk (stored as fragments) when close
@@ -394,6 +412,35 @@ final class LimitsTests: XCTestCase {
         let counters = bundle.counters
         XCTAssertEqual(counters.records, 1)
         XCTAssertEqual(counters.records + counters.dropped, UInt64(calls.load(ordering: .relaxed)), "\(counters.drops)")
+    }
+
+    /// `close()` called from inside a log call's own message (a description that closes the
+    /// bundle): the calling thread's chunk is left like a stuck thread's, its earlier records
+    /// counted and readable, the call itself a `closed` drop.
+    func testCloseFromInsideALogCallAccountsForEveryCall() throws {
+        final class Closer: CustomStringConvertible, @unchecked Sendable {
+            let bundle: LogBundle
+            init(_ bundle: LogBundle) { self.bundle = bundle }
+            var description: String {
+                try? bundle.close()
+                return "closed"
+            }
+        }
+        for policy in [WrapPolicy.overwrite, .lossless] {
+            let path = makeTemporaryDirectory(self) + "/self-close.logbook"
+            let bundle = try LogBundle(path: path, capacity: 4 * 4096, chunkSize: 4096, wrapPolicy: policy, idleSealMilliseconds: 0)
+            let log = try bundle.logger("self")
+            log.info("first \(1)")
+            log.info("second \(String(repeating: "s", count: 300))")
+            log.info("closing \(describing: Closer(bundle))")
+            log.info("after")
+            let counters = bundle.counters
+            XCTAssertEqual(counters.records, 2, "\(policy)")
+            XCTAssertEqual(counters.records + counters.dropped, 4, "\(policy): \(counters.drops)")
+            let reader = try LogReader(path: path)
+            XCTAssertEqual(try reader.readAll().map { $0.message.prefix(6) }, ["first ", "second"], "\(policy)")
+            XCTAssertEqual(try reader.verify().recordsLost, 0, "\(policy)")
+        }
     }
 
     /// A thread in the middle of the first call at its call site when close starts: the call's

@@ -768,7 +768,14 @@ static void detach_ring_locked(lb_bundle *b) {
     b->ring_detached = 1;
     if (!saved) return;
     uint8_t *header = (uint8_t *)b->ring;
-    lb_pread_full(b->ring_fd, saved, LB_RING_HEADER_SIZE, 0);
+    /* The file's header as it stays; the copy taken before the remap if it cannot be read. */
+    uint8_t *read_back = malloc(LB_RING_HEADER_SIZE);
+    if (read_back && lb_pread_full(b->ring_fd, read_back, LB_RING_HEADER_SIZE, 0) == (ssize_t)LB_RING_HEADER_SIZE) {
+        free(saved);
+        saved = read_back;
+    } else {
+        free(read_back);
+    }
     lb_ring_header *file = (lb_ring_header *)(void *)saved;
     size_t drops_at = offsetof(lb_ring_header, drops), drops_end = drops_at + sizeof file->drops;
     memcpy(header, saved, drops_at);

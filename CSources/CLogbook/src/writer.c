@@ -658,7 +658,7 @@ static int seal_done(lb_writer *w, lb_bundle *b, int detaching) {
  * writers are waited for together, for 2 s at most (a thread stuck inside a record, e.g. in a
  * description that blocks): such an owner seals at its next record. */
 static void seal_writers(lb_bundle *b, int detaching) {
-    unsigned pending = 0;
+    unsigned pending = 0, own_busy = 0;
     for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
         lb_writer_cold *c = COLD(w);
         c->seal_pending = 0;
@@ -667,6 +667,8 @@ static void seal_writers(lb_bundle *b, int detaching) {
                 pthread_mutex_lock(&c->lock);
                 writer_seal(w, b);
                 pthread_mutex_unlock(&c->lock);
+            } else {
+                own_busy++;  /* called from inside this thread's own record (a description) */
             }
             continue;
         }
@@ -700,7 +702,8 @@ static void seal_writers(lb_bundle *b, int detaching) {
             }
         }
     }
-    if (detaching) b->writers_given_up = pending;
+    /* This thread's writer in the middle of a record keeps its chunk like a stuck one. */
+    if (detaching) b->writers_given_up = pending + own_busy;
 }
 
 void lb_writers_seal_all(lb_bundle *b) {
