@@ -738,12 +738,6 @@ static void stop_sealer(lb_bundle *b) {
     b->sealer_running = 0;
 }
 
-static int abandoned_visit(void *context, const lb_walk_record *r) {
-    uint32_t *records = context;
-    if (r->kind == LB_RECORD_FULL || r->kind == LB_RECORD_LAST) (*records)++;
-    return 0;
-}
-
 /* The last step of shutdown: from here nothing this process does reaches the bundle's files,
  * which another process may own once the writer lock is released. A writer close gave up waiting
  * for (a thread stuck inside a record, e.g. in a description that blocks) still holds a chunk and
@@ -794,12 +788,13 @@ static void detach_ring_locked(lb_bundle *b) {
         if (atomic_load(&h->state) != LB_CHUNK_ACTIVE || b->abandoned_count == b->writers_given_up)
             continue;
         if (lb_pread_full(b->ring_fd, chunk, b->chunk_size, at) != (ssize_t)b->chunk_size) break;
-        uint32_t records = 0;
+        /* Counted as recovery will count it when the next writer seals it. */
+        recovery_count count = {0, LB_CHUNK_HEADER_SIZE};
         lb_walk_end how;
-        uint32_t end = lb_chunk_walk(chunk, b->chunk_size, LB_CHUNK_HEADER_SIZE, abandoned_visit,
-                                     &records, &how);
+        uint32_t end = lb_chunk_walk(chunk, b->chunk_size, LB_CHUNK_HEADER_SIZE, recovery_visit,
+                                     &count, &how);
         list[b->abandoned_count++] = (lb_abandoned_chunk){lb_chunk_at(b, slot), end};
-        b->abandoned_records += records;
+        b->abandoned_records += count.records;
         b->abandoned_bytes += end - LB_CHUNK_HEADER_SIZE;
     }
     free(chunk);
