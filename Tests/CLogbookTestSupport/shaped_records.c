@@ -262,6 +262,62 @@ int lb_test_check_shaped_stream(const char *path, uint32_t chunk_size, uint32_t 
     return check_shaped(path, chunk_size, threads, per_thread, dropped, 1, out);
 }
 
+typedef struct identity_list {
+    uint32_t chunk_size;
+    uint64_t *ids;
+    size_t count, capacity;
+    long foreign;
+    int error;
+} identity_list;
+
+static int identify_visit(void *context, const lb_entry *e) {
+    identity_list *list = context;
+    uint32_t thread;
+    uint64_t seq;
+    if (!lb_test_check_shaped(e, list->chunk_size, &thread, &seq)) {
+        list->foreign++;
+        return 0;
+    }
+    if (list->count == list->capacity) {
+        size_t capacity = list->capacity ? 2 * list->capacity : 4096;
+        uint64_t *ids = realloc(list->ids, capacity * sizeof *ids);
+        if (!ids) {
+            list->error = -ENOMEM;
+            return 1;
+        }
+        list->ids = ids;
+        list->capacity = capacity;
+    }
+    list->ids[list->count++] = (uint64_t)thread << 48 | seq;
+    return 0;
+}
+
+int lb_test_read_shaped(const char *path, uint32_t chunk_size, lb_test_shaped_read *out) {
+    memset(out, 0, sizeof *out);
+    lb_reader *r;
+    int rc = lb_reader_open(path, &r);
+    if (rc) return rc;
+    identity_list list = {.chunk_size = chunk_size};
+    out->scan_result = lb_reader_stream(r, NULL, identify_visit, &list);
+    if (list.error) {
+        free(list.ids);
+        lb_reader_close(r);
+        return list.error;
+    }
+    rc = lb_reader_verify(r, &out->summary);
+    out->ids = list.ids;
+    out->count = list.count;
+    out->foreign = list.foreign;
+    for (size_t i = 0; i < lb_reader_issue_count(r); i++) {
+        lb_issue issue;
+        if (lb_reader_issue(r, i, &issue) == 0 && issue.kind != LB_ISSUE_TORN &&
+            issue.kind != LB_ISSUE_OVERWRITTEN)
+            out->failures++;
+    }
+    lb_reader_close(r);
+    return rc;
+}
+
 /* A record whose argument takes `stall_ms` to evaluate: the record's timestamp is taken before. */
 static const char *stall_then_text(uint32_t stall_ms, char *scratch, uint32_t length) {
     usleep(stall_ms * 1000u);

@@ -316,11 +316,13 @@ final class ArchiveTests: XCTestCase {
         var generator = SplitMix64(state: 4)
         for cycle in 0..<cycles {
             let first = next
-            let child = ReportingChild { lb_test_spawn_archiving_child(path, $0, 2, first, 4096, 64 << 10, 64 << 10) }
+            let child = ReportingChild(path: path, threads: 2, firstSequence: first, chunkSize: 4096, capacity: 64 << 10,
+                                       policy: LB_WRAP_LOSSLESS, archiveFileSize: 64 << 10)
             XCTAssertGreaterThan(child.pid, 0)
-            // Let it log (and archive: the ring is 16 chunks) for 20–60 ms, then kill it.
-            child.waitForReports(atLeast: 1000)
-            child.run(forNanoseconds: UInt64.random(in: 20_000_000...60_000_000, using: &generator))
+            // Let it log (and archive: the ring is 16 chunks, each cycle fills it many times) for a
+            // random number of records, then kill it.
+            let records = Int.random(in: 1000...12_000, using: &generator)
+            XCTAssertTrue(child.waitForReports(atLeast: records), "cycle \(cycle): the child ended or hung before \(records) records")
             let status = child.kill()
             XCTAssertEqual(status & 0x7f, SIGKILL, "cycle \(cycle): the child ended with status \(status)")
             reported.formUnion(child.reports)
@@ -360,9 +362,9 @@ final class ArchiveTests: XCTestCase {
             var first: UInt64 = 0
             for _ in 0..<5 where !names.contains(where: { $0.hasSuffix(".writing") }) {
                 let start = first
-                let child = ReportingChild { lb_test_spawn_archiving_child(path, $0, 2, start, 4096, 64 << 10, 1 << 20) }
-                child.waitForReports(atLeast: 3000)
-                child.run(forNanoseconds: 30_000_000)
+                let child = ReportingChild(path: path, threads: 2, firstSequence: start, chunkSize: 4096, capacity: 64 << 10,
+                                           policy: LB_WRAP_LOSSLESS, archiveFileSize: 1 << 20)
+                XCTAssertTrue(child.waitForReports(atLeast: 6000), "the child ended or hung before 6,000 records")
                 _ = child.kill()
                 first = child.nextFirstSequence(after: start)
                 names = try archiveNames(path + "/archive")

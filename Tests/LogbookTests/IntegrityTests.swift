@@ -138,13 +138,21 @@ final class IntegrityTests: XCTestCase {
             var next: UInt64 = 0
             for cycle in 0..<cycles {
                 let first = next
-                let child = ReportingChild {
-                    lb_test_spawn_child(path, $0, configuration.threads, first, 4096, UInt64(configuration.chunks * 4096),
-                                        configuration.policy, configuration.archive)
-                }
+                let child = ReportingChild(
+                    path: path, threads: Int(configuration.threads), firstSequence: first, chunkSize: 4096,
+                    capacity: UInt64(configuration.chunks * 4096), policy: lb_wrap_policy(configuration.policy),
+                    archiveFileSize: configuration.archive)
                 XCTAssertGreaterThan(child.pid, 0)
-                if cycle % 5 != 4 { child.waitForReports(atLeast: 50) }  // else: killed while opening
-                child.run(forNanoseconds: UInt64.random(in: 0...40_000_000, using: &generator))
+                if cycle % 5 == 4 {
+                    // Killed while opening (creation, recovery) or soon after.
+                    child.run(forNanoseconds: UInt64.random(in: 0...5_000_000, using: &generator))
+                } else {
+                    // Killed after a random number of records (the rings hold 4 to 8 chunks of
+                    // 4 KiB, tens of records each: every cycle wraps them many times).
+                    let records = Int.random(in: 50...4000, using: &generator)
+                    XCTAssertTrue(child.waitForReports(atLeast: records),
+                                  "\(configuration.name) cycle \(cycle): the child ended or hung before \(records) records")
+                }
                 let status = child.kill()
                 XCTAssertEqual(status & 0x7f, SIGKILL, "\(configuration.name) cycle \(cycle): status \(status)")
                 reported.formUnion(child.reports)

@@ -60,6 +60,21 @@ int lb_test_check_shaped_bundle(const char *path, uint32_t chunk_size, uint32_t 
 int lb_test_check_shaped_stream(const char *path, uint32_t chunk_size, uint32_t threads,
                                 uint64_t per_thread, const uint8_t *dropped, lb_test_check *out);
 
+/* Streams `path` (lb_reader_stream) and verifies it: the identities (thread << 48 | seq) of the
+ * entries that are exactly a shaped record, in the order read, in `ids` (malloc'ed: free() it);
+ * the other entries counted as foreign; failure issues (any kind but torn and overwritten)
+ * counted. Returns 0 or -errno (open, memory, verify). */
+typedef struct lb_test_shaped_read {
+    uint64_t *ids;
+    size_t count;
+    long foreign;
+    long failures;
+    long scan_result;
+    lb_verify_summary summary;
+} lb_test_shaped_read;
+
+int lb_test_read_shaped(const char *path, uint32_t chunk_size, lb_test_shaped_read *out);
+
 /* Logs "slow record {}" with a string of `length` bytes (`scratch` holds length + 1) that takes
  * `stall_ms` to evaluate, after the record's timestamp was taken: a record far older than the chunks
  * it is committed into. */
@@ -67,24 +82,37 @@ void lb_test_log_slow_record(lb_logger *logger, uint32_t stall_ms, uint32_t leng
 
 /* ---- forked children ---- */
 
-/* Forks a child that opens `bundle_path` and logs shaped records from `threads` threads forever.
- * After each committed record it writes {uint32 thread index, uint32 0, uint64 sequence} to
- * `report_fd`. Sequences continue from `first_sequence`. Returns the child's pid, or -errno. */
-pid_t lb_test_spawn_logging_child(const char *bundle_path, int report_fd, int threads,
-                                  uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity);
+/* A forked child that opens a bundle and logs shaped records from several threads, for kill
+ * loops. After each committed record a thread writes {uint32 thread index,
+ * uint32 LB_TEST_REPORT_COMMITTED, uint64 sequence} to `report_fd`; the pipe's capacity bounds how
+ * far the child runs ahead of a parent that reads the reports. */
+typedef struct lb_test_child {
+    const char *bundle_path;
+    int report_fd;
+    int threads;                 /* thread indices 0..threads-1 */
+    uint64_t first_sequence;     /* every thread's sequences start here */
+    uint32_t chunk_size;
+    uint64_t capacity;
+    uint32_t wrap_policy;        /* lb_wrap_policy; a lossless writer waits up to 60 s */
+    uint64_t archive_file_size;  /* not 0: an archiver rolling files of this size (no count or
+                                    quota limit) in the bundle's archive directory */
+    uint64_t chunk_budget;       /* not 0: a thread stops logging once the bundle claimed this many
+                                    chunks since the child opened it (each thread may finish the
+                                    record it is in: at most 1 + its size / chunk size claims
+                                    more), reports {index, LB_TEST_REPORT_STOPPED, its next
+                                    sequence} and waits to be killed. What a cycle writes is then
+                                    bounded by bytes, whatever the machine's speed. */
+} lb_test_child;
 
-/* The general form: `wrap_policy` (lb_wrap_policy) and, when archive_file_size is not 0, an
- * archiver rolling files of that size (no count or quota limit). A lossless writer waits up to 60 s
- * for the archiver. */
-pid_t lb_test_spawn_child(const char *bundle_path, int report_fd, int threads,
-                          uint64_t first_sequence, uint32_t chunk_size, uint64_t capacity,
-                          uint32_t wrap_policy, uint64_t archive_file_size);
+enum { LB_TEST_REPORT_COMMITTED = 0, LB_TEST_REPORT_STOPPED = 1 };
 
-/* As lb_test_spawn_logging_child, with a lossless ring and an archiver rolling files of
- * `max_file_size` bytes (no count or quota limit) in the bundle's archive directory. */
-pid_t lb_test_spawn_archiving_child(const char *bundle_path, int report_fd, int threads,
-                                    uint64_t first_sequence, uint32_t chunk_size,
-                                    uint64_t capacity, uint64_t max_file_size);
+/* A pipe for the reports, of the smallest capacity (one page: 256 reports), so that a child runs
+ * at most that far ahead of what its parent read. Returns 0 or -errno. */
+int lb_test_report_pipe(int fds[2]);
+
+/* Forks the child; returns its pid, or -errno. Its exit status says where it failed to start: 4
+ * open, 5 logger, 6/8 memory, 7 thread, 9 counters, 3 a report that could not be written. */
+pid_t lb_test_spawn(const lb_test_child *child);
 
 /* Forks while `logger` is open in this process. The child logs `count` records through the
  * inherited logger, closes the inherited bundle, and exits with 0 if every log call reported an
