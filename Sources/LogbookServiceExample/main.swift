@@ -2,12 +2,14 @@
 // until SIGTERM (or SIGINT), then shuts down gracefully and loses nothing.
 //
 //     LogbookServiceExample BUNDLE [--archive DIR] [--rate N] [--drain N] [--file-size BYTES]
-//                                  [--logbook-last]
+//                                  [--lossless-wait MS] [--logbook-last]
 //
 //   --archive DIR       archive directory (default: BUNDLE/archive)
 //   --rate N            request records per second (default 2000)
 //   --drain N           records the request service logs during its own shutdown (default 100)
 //   --file-size BYTES   archive files roll at this size (default 1 MiB)
+//   --lossless-wait MS  how long a writer waits for the archiver when the ring is full before it
+//                       drops a record (default 1000)
 //   --logbook-last      put LogbookService last in the group (the wrong order: it is then shut
 //                       down first, and what the request service logs afterwards is dropped)
 //
@@ -68,7 +70,7 @@ struct RequestService: Service {
 }
 
 func usage() -> Never {
-    say("usage: LogbookServiceExample BUNDLE [--archive DIR] [--rate N] [--drain N] [--file-size BYTES] [--logbook-last]",
+    say("usage: LogbookServiceExample BUNDLE [--archive DIR] [--rate N] [--drain N] [--file-size BYTES] [--lossless-wait MS] [--logbook-last]",
         to: STDERR_FILENO)
     exit(2)
 }
@@ -91,6 +93,7 @@ var archiveDirectory: String?
 var rate = 2000
 var drain = 100
 var fileSize = 1 << 20
+var losslessWait = 1000
 var logbookLast = false
 while let option = arguments.popFirst() {
     switch option {
@@ -98,6 +101,7 @@ while let option = arguments.popFirst() {
     case "--rate": rate = number(&arguments, minimum: 1)
     case "--drain": drain = number(&arguments, minimum: 0)
     case "--file-size": fileSize = number(&arguments, minimum: 0)
+    case "--lossless-wait": losslessWait = number(&arguments, minimum: 0)
     case "--logbook-last": logbookLast = true
     default: usage()
     }
@@ -110,7 +114,7 @@ do {
         capacity: 4 << 20,
         chunkSize: 16 << 10,
         wrapPolicy: .lossless,
-        losslessWaitMilliseconds: 1000,
+        losslessWaitMilliseconds: losslessWait,
         archive: ArchiveOptions(directory: archiveDirectory, maxFileSize: fileSize, maxFiles: nil)
     )
     let logbook = LogbookService(bundle: bundle)

@@ -186,25 +186,28 @@ final class CLITests: XCTestCase {
         follower.standardError = FileHandle(forWritingAtPath: dir + "/err")
         try follower.run()
         defer { if follower.isRunning { follower.terminate() } }
-        let started = Date()
-        while (try String(contentsOfFile: dir + "/out", encoding: .utf8)).isEmpty && Date().timeIntervalSince(started) < 10 {
-            usleep(10_000)
+        // What the follower wrote so far: entries shown, notices, and the records they say.
+        func shown() throws -> (entries: Int, notices: Int, said: Int) {
+            let lines = try String(contentsOfFile: dir + "/out", encoding: .utf8).split(separator: "\n")
+            let notices = lines.filter { $0.hasPrefix("{\"notice\":\"overwritten\"") }
+            let said = notices.compactMap { line -> Int? in
+                guard let data = line.data(using: .utf8),
+                      let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+                return object["records"] as? Int
+            }.reduce(0, +)
+            return (lines.filter { $0.hasPrefix("{\"time\"") }.count, notices.count, said)
         }
+        XCTAssertTrue(try waitUntil { try shown().entries > 0 }, "the follower showed nothing")
         let total = 300_000
         for i in 1..<total { log.info("lap \(i)") }
         try bundle.close()
-        usleep(600_000)  // the follower scans again after the writer stopped
+        // The follower scans again after the writer stopped: wait until it accounted for every
+        // record (or, as a failsafe, two minutes passed: then the counts below say what it missed).
+        _ = try waitUntil { let now = try shown(); return now.entries + now.said >= total }
         follower.terminate()
         follower.waitUntilExit()
-        let lines = try String(contentsOfFile: dir + "/out", encoding: .utf8).split(separator: "\n")
-        let entries = lines.filter { $0.hasPrefix("{\"time\"") }.count
-        let notices = lines.filter { $0.hasPrefix("{\"notice\":\"overwritten\"") }
-        let said = notices.compactMap { line -> Int? in
-            guard let data = line.data(using: .utf8),
-                  let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
-            return object["records"] as? Int
-        }.reduce(0, +)
-        XCTAssertFalse(notices.isEmpty, "the writer lapped the follower")
+        let (entries, notices, said) = try shown()
+        XCTAssertGreaterThan(notices, 0, "the writer lapped the follower")
         XCTAssertEqual(entries + said, total, "\(entries) shown + \(said) said overwritten")
         let errors = try String(contentsOfFile: dir + "/err", encoding: .utf8)
         XCTAssertTrue(errors.contains("records were overwritten before they could be read"), errors)

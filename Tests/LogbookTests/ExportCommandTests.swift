@@ -10,7 +10,7 @@ final class ExportCommandTests: XCTestCase {
 
 
     /// SIGTERM while a batch waits between attempts (the collector answered 503 with
-    /// Retry-After: 30) ends the command at once, with the batch not acknowledged: the next run
+    /// Retry-After: 600) ends the command at once, with the batch not acknowledged: the next run
     /// sends it, counted as repeated. Retries are reported as they happen.
     func testSIGTERMWhileRetryingEndsAtOnceAndSkipsNothing() throws {
         try requireOTLPDefinitions()
@@ -18,19 +18,19 @@ final class ExportCommandTests: XCTestCase {
         let dir = makeTemporaryDirectory(self)
         let source = try makeBundle(dir, records: 30)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
-        for (follow, path) in [(false, "/s/ok,503ra30/v1/logs"), (true, "/s/ok,503ra30/follow/v1/logs")] {
+        for (follow, path) in [(false, "/s/ok,503ra600/v1/logs"), (true, "/s/ok,503ra600/follow/v1/logs")] {
             let url = server.url(path).absoluteString
             let arguments = ["export", "--otlp", url, "--cursors", dir + "/cursors", "--batch", "10"] + (follow ? ["--follow"] : []) + [source]
-            let output = Pipe()
-            let process = try launch(logbook, arguments, output: output)
-            usleep(2_500_000)
+            let child = try ChildProcess(logbook, arguments)
+            defer { child.killIfRunning() }
+            // Signalled once it reported the retry (the wait of 600 s has begun), not after a time.
+            try child.waitForErrors(containing: "attempt 1 failed (HTTP 503 (Retry-After: 600)); trying again in")
             let signalled = Date()
-            process.terminate()
-            process.waitUntilExit()
-            XCTAssertLessThan(Date().timeIntervalSince(signalled), 2, "ended at once (follow: \(follow))")
-            let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            XCTAssertTrue(said.contains("attempt 1 failed (HTTP 503 (Retry-After: 30)); trying again in"), said)
-            XCTAssertTrue(said.contains("exported 10 records"), "the interrupted pass's first batch counts: \(said)")
+            child.process.terminate()
+            XCTAssertEqual(try child.waitForExit(), 0, child.errors)
+            // "At once": far sooner than the 600 s the collector asked for, on any machine.
+            XCTAssertLessThan(Date().timeIntervalSince(signalled), 60, "ended at once (follow: \(follow))")
+            XCTAssertTrue(child.output.contains("exported 10 records"), "the interrupted pass's first batch counts: \(child.output)")
             let run = try runProgram(logbook, arguments.filter { $0 != "--follow" })
             XCTAssertTrue(run.output.contains("exported 20 records, 10 sent again after a restart"), run.output)
         }
@@ -49,14 +49,16 @@ final class ExportCommandTests: XCTestCase {
             XCTAssertTrue(run.output.contains("--interval"), run.output)
         }
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
-        let process = try launch(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
-                                          "--follow", "--interval", "3600", source])
-        usleep(1_500_000)
+        let child = try ChildProcess(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+                                               "--follow", "--interval", "3600", source])
+        defer { child.killIfRunning() }
+        // The first pass delivered the records (so the signal handlers are installed, and the
+        // command waits out its interval), then it is signalled.
+        XCTAssertTrue(waitUntil { server.requests().contains { ($0["answer"] as? String) == "ok" } }, "the first pass sent nothing")
         let signalled = Date()
-        process.terminate()
-        process.waitUntilExit()
-        XCTAssertLessThan(Date().timeIntervalSince(signalled), 1)
-        XCTAssertEqual(process.terminationStatus, 0)
+        child.process.terminate()
+        XCTAssertEqual(try child.waitForExit(), 0, child.errors)
+        XCTAssertLessThan(Date().timeIntervalSince(signalled), 60, "the wait of 3,600 s ended at once")
     }
 
     /// The cursor's name comes from the source's canonical path: a relative spelling resumes the
@@ -82,15 +84,16 @@ final class ExportCommandTests: XCTestCase {
         XCTAssertTrue(try export("app.logbook", in: dir + "/b").contains("exported 30 records"), "another bundle, its own cursor")
         XCTAssertTrue(try export("app.logbook", in: dir + "/a").contains("exported 0 records"))
 
-        let slow = try launch(logbook, ["export", "--otlp", server.url("/slow/200/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
+        // The first exporter holds the cursor while its batches (one record each, answered after
+        // 1 s) go out: 30 s at least. The second starts once the first sent a batch.
+        let slow = try launch(logbook, ["export", "--otlp", server.url("/slow/1000/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
                                        "--batch", "1", dir + "/b/app.logbook"])
-        usleep(1_000_000)
-        let second = try runProgram(logbook, ["export", "--otlp", server.url("/slow/200/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
+        defer { slow.terminate() }
+        XCTAssertTrue(waitUntil { server.requests().contains { ($0["path"] as? String)?.hasPrefix("/slow/") == true } })
+        let second = try runProgram(logbook, ["export", "--otlp", server.url("/slow/1000/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
                                               dir + "/b/app.logbook"])
         XCTAssertNotEqual(second.status, 0)
         XCTAssertTrue(second.output.contains("another exporter uses this cursor"), second.output)
-        slow.terminate()
-        slow.waitUntilExit()
     }
 
     /// Records an overwrite ring destroyed before the exporter could read them are reported,
@@ -102,19 +105,21 @@ final class ExportCommandTests: XCTestCase {
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
         let bundle = try LogBundle(path: dir + "/ring.logbook", capacity: 16 << 10, chunkSize: 4096, wrapPolicy: .overwrite)
         let log = try bundle.logger("app")
-        let output = Pipe()
-        let process = try launch(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
-                                          "--follow", "--interval", "0.2", dir + "/ring.logbook"], output: output)
-        usleep(500_000)
+        log.info("before the exporter")
+        try bundle.flush()
+        let child = try ChildProcess(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+                                               "--follow", "--interval", "0.2", dir + "/ring.logbook"])
+        defer { child.killIfRunning() }
+        // Its first pass read the ring (what it counts as overwritten starts there) ...
+        XCTAssertTrue(waitUntil { server.requests().contains { ($0["answer"] as? String) == "ok" } }, "the first pass sent nothing")
+        // ... then the writer laps the ring of 4 chunks about 40 times, and the next pass says so.
         for i in 0..<5000 { log.info("record \(i) \(String(repeating: "x", count: 100))") }
         try bundle.flush()
-        usleep(1_000_000)
-        process.terminate()
-        process.waitUntilExit()
+        try child.waitForErrors(containing: "overwritten in the ring before they could be read")
+        child.process.terminate()
+        XCTAssertEqual(try child.waitForExit(), 0, child.errors)
         try bundle.close()
-        let said = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        XCTAssertTrue(said.contains("overwritten in the ring before they could be read"), said)
-        XCTAssertTrue(said.contains("overwritten before they could be read"), said)
+        XCTAssertTrue(child.output.contains("overwritten before they could be read"), child.output)
         // a first export of the closed ring: the bundle's own counts say what was overwritten
         let once = try runProgram(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/fresh",
                                             dir + "/ring.logbook"])

@@ -15,18 +15,20 @@ final class LifecycleTests: XCTestCase {
     // MARK: - SIGTERM to a child
 
     /// The child logs numbered requests of different sizes at 2000/s into a lossless bundle whose
-    /// archive rolls every 64 KiB; SIGTERM; it exits 0 and the archive files alone hold every
-    /// record it wrote, once, complete and verified.
+    /// archive rolls every 64 KiB; SIGTERM once it logged 1,200 (about 130 KiB); it exits 0 and the
+    /// archive files alone hold every record it wrote, once, complete and verified.
     func testSIGTERMLosesNoRecord() throws {
-        let run = try runChild(drain: 300, before: { usleep(1_500_000) })
-        XCTAssertGreaterThan(run.requests, 1000, "the child logged for 1.5 s at 2000/s")
+        let run = try runChild(drain: 300, before: { bundle in
+            XCTAssertTrue(try waitUntil { try LogReader(path: bundle).info().counters.records >= 1200 }, "the child logged too little")
+        })
+        XCTAssertGreaterThanOrEqual(run.requests, 1200)
         try checkEverythingArchived(run)
     }
 
     /// SIGTERM as soon as the first batch is logged: the shutdown path while the archiver has
     /// barely started (no file rolled yet) still completes a file holding everything.
     func testSIGTERMRightAfterReadyLosesNoRecord() throws {
-        let run = try runChild(drain: 50, before: {})
+        let run = try runChild(drain: 50, before: { _ in })
         XCTAssertGreaterThan(run.requests, 0)
         try checkEverythingArchived(run, expectRolledFiles: false)
     }
@@ -34,7 +36,7 @@ final class LifecycleTests: XCTestCase {
     /// The request service logs 5000 records while it shuts down, after SIGTERM. LogbookService is
     /// first in the group, so it is shut down after the request service returned: all are kept.
     func testRecordsLoggedDuringAnotherServicesShutdownAreKeptWhenLogbookServiceIsFirst() throws {
-        let run = try runChild(drain: 5000, before: { usleep(300_000) })
+        let run = try runChild(drain: 5000, before: { _ in usleep(300_000) })
         XCTAssertEqual(run.drained, 5000)
         try checkEverythingArchived(run)
     }
@@ -43,7 +45,7 @@ final class LifecycleTests: XCTestCase {
     /// LogbookService last, it is shut down first, and what the request service logs afterwards
     /// is dropped and counted as `closed`, never written.
     func testLogbookServiceLastDropsWhatOtherServicesLogWhileShuttingDown() throws {
-        let run = try runChild(drain: 500, logbookLast: true, before: { usleep(300_000) })
+        let run = try runChild(drain: 500, logbookLast: true, before: { _ in usleep(300_000) })
         XCTAssertEqual(run.drained, 500)
         XCTAssertGreaterThanOrEqual(run.closedDrops, 500, "every drained record came after close: \(run.output)")
         XCTAssertEqual(run.recordsCounted + run.closedDrops, UInt64(run.requests + run.drained), run.output)
@@ -64,7 +66,7 @@ final class LifecycleTests: XCTestCase {
     func testGracefulShutdownOfAServiceGroupClosesTheBundleLast() async throws {
         let directory = makeTemporaryDirectory(self)
         let bundle = try LogBundle(path: directory + "/app.logbook", capacity: 1 << 20, chunkSize: 16 << 10,
-                                   wrapPolicy: .lossless, losslessWaitMilliseconds: 1000,
+                                   wrapPolicy: .lossless, losslessWaitMilliseconds: 60_000,
                                    archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil))
         let worker = Worker(log: try bundle.logger("worker"), drain: 1000)
         let group = ServiceGroup(services: [LogbookService(bundle: bundle), worker], logger: quietLogger())
@@ -209,21 +211,24 @@ final class LifecycleTests: XCTestCase {
         var output: String
     }
 
-    /// Starts the example, waits for "ready", runs `before`, sends SIGTERM, and waits for exit 0.
-    func runChild(drain: Int, logbookLast: Bool = false, before: () -> Void) throws -> ChildRun {
+    /// Starts the example, waits for "ready", runs `before` (given the bundle's path), sends
+    /// SIGTERM, and waits for exit 0. The child's lossless writer waits up to 60 s for its archiver
+    /// (not the example's 1 s), so that a slow disk delays the test instead of dropping records.
+    func runChild(drain: Int, logbookLast: Bool = false, before: (String) throws -> Void) throws -> ChildRun {
         let executable = try XCTUnwrap(builtExecutable("LogbookServiceExample"), "swift build --build-tests builds LogbookServiceExample")
         let directory = makeTemporaryDirectory(self)
         let bundle = directory + "/server.logbook"
         let archive = directory + "/archive"
         try FileManager.default.createDirectory(atPath: archive, withIntermediateDirectories: true)
-        var arguments = [bundle, "--archive", archive, "--rate", "2000", "--drain", String(drain), "--file-size", "65536"]
+        var arguments = [bundle, "--archive", archive, "--rate", "2000", "--drain", String(drain), "--file-size", "65536",
+                         "--lossless-wait", "60000"]
         if logbookLast { arguments.append("--logbook-last") }
         let child = try ChildProcess(executable, arguments)
         defer { child.killIfRunning() }
-        try child.waitForLine("ready", timeout: 60)
-        before()
+        try child.waitForLine("ready")
+        try before(bundle)
         XCTAssertEqual(kill(child.process.processIdentifier, SIGTERM), 0)
-        let status = try child.waitForExit(timeout: 120)
+        let status = try child.waitForExit()
         let output = child.output
         XCTAssertEqual(status, 0, "exit status; output:\n\(output)\nerrors:\n\(child.errors)")
         func value(_ prefix: String) throws -> String {
@@ -321,67 +326,4 @@ private struct Worker: Service {
         }
         for _ in 0..<drain { logOne() }
     }
-}
-
-/// A child process whose standard output and error are collected while it runs.
-private final class ChildProcess: @unchecked Sendable {
-    let process = Process()
-    private let stdout = Locked(Data())
-    private let stderr = Locked(Data())
-    private let done = DispatchGroup()
-
-    init(_ executable: String, _ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let out = Pipe(), err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        for (pipe, buffer) in [(out, stdout), (err, stderr)] {
-            let handle = pipe.fileHandleForReading
-            done.enter()
-            Thread.detachNewThread { [done] in
-                while true {
-                    let data = handle.availableData
-                    if data.isEmpty { break }
-                    buffer.withLock { $0.append(data) }
-                }
-                done.leave()
-            }
-        }
-    }
-
-    var output: String { stdout.withLock { String(decoding: $0, as: UTF8.self) } }
-    var errors: String { stderr.withLock { String(decoding: $0, as: UTF8.self) } }
-
-    func waitForLine(_ line: String, timeout: TimeInterval) throws {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        while !output.split(separator: "\n").contains(Substring(line)) {
-            guard process.isRunning else {
-                throw ChildError("exited (\(process.terminationStatus)) before '\(line)': \(output) \(errors)")
-            }
-            guard Date() < deadline else { throw ChildError("no '\(line)' after \(timeout) s: \(output) \(errors)") }
-            usleep(5_000)
-        }
-    }
-
-    /// The exit status (a signal that ended it counts as 128 + the signal).
-    func waitForExit(timeout: TimeInterval) throws -> Int32 {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        while process.isRunning {
-            guard Date() < deadline else { throw ChildError("still running \(timeout) s after SIGTERM: \(output) \(errors)") }
-            usleep(5_000)
-        }
-        _ = done.wait(timeout: .now() + 10)
-        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
-    }
-
-    func killIfRunning() {
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-    }
-}
-
-private struct ChildError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }

@@ -195,7 +195,8 @@ final class LimitsTests: XCTestCase {
                 path: path, capacity: archived ? 8 << 14 : 64 << 20, chunkSize: archived ? 16 << 10 : 4 << 10,
                 wrapPolicy: archived ? .lossless : .overwrite,  // the overwrite ring never wraps here
                 idleSealMilliseconds: 0,
-                archive: archived ? ArchiveOptions(maxFileSize: 1 << 20, compressionLevel: nil) : nil)
+                // No retention: however much the threads log before close, the archive keeps it all.
+                archive: archived ? ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil, compressionLevel: nil) : nil)
             let log = try bundle.logger("closing")
             let threads = 2
             let calls = Locked([Int](repeating: 0, count: threads))
@@ -277,6 +278,39 @@ final class LimitsTests: XCTestCase {
 
     /// A value whose description blocks until released: a thread logging it is stuck inside its
     /// record.
+    /// Signals `release` once `bundle.close()` has begun: a probe thread logs on `probe` (once a
+    /// millisecond) until one of its calls is dropped as `closed`. A thread stuck inside a record
+    /// is then released while close waits for it, on any machine (released after a fixed time, it
+    /// could finish before close began, or after close's 2 s wait gave up on it). Returns once the
+    /// probe made its first call (a thread's first call waits while close waits for stuck threads).
+    final class CloseProbe: Sendable {
+        let calls = Atomic<Int>(0)
+        private let done = DispatchSemaphore(value: 0)
+
+        init(_ bundle: LogBundle, probe: Logger, release: DispatchSemaphore) {
+            let started = DispatchSemaphore(value: 0)
+            Thread.detachNewThread { [self] in
+                // The drop is read from the ring header in the file: `bundle.counters` waits
+                // while close waits for the stuck thread.
+                func closedDrops() -> UInt64 { (try? LogReader(path: bundle.path).info().counters.drops["closed"]) ?? 0 }
+                repeat {
+                    probe.info("probe")
+                    if calls.add(1, ordering: .relaxed).newValue == 1 { started.signal() }
+                    usleep(1000)
+                } while closedDrops() == 0
+                release.signal()
+                done.signal()
+            }
+            started.wait()
+        }
+
+        /// The probe's calls, once it is done.
+        func finish() -> Int {
+            done.wait()
+            return calls.load(ordering: .relaxed)
+        }
+    }
+
     final class Blocking: CustomStringConvertible, Sendable {
         let release = DispatchSemaphore(value: 0)
         let entered = DispatchSemaphore(value: 0)
@@ -400,18 +434,21 @@ final class LimitsTests: XCTestCase {
             finished.signal()
         }
         blocking.entered.wait()
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) { blocking.release.signal() }
+        let probe = CloseProbe(bundle, probe: try bundle.logger("probe"), release: blocking.release)
         closing.store(true, ordering: .releasing)
         try bundle.close()
         closed.store(true, ordering: .releasing)
         finished.wait()
-        let messages = try LogReader(path: path).readAll().map(\.message)
+        let probeCalls = probe.finish()
+        let entries = try LogReader(path: path).readAll()
+        let messages = entries.filter { $0.logger == "large" }.map(\.message)
+        let probeRecords = entries.filter { $0.logger == "probe" }.count
         XCTAssertEqual(messages.count, 1, "the large record only: \(messages.prefix(3).map { $0.prefix(12) })")
         XCTAssertTrue(messages.first?.hasPrefix("large LLL") ?? false)
         XCTAssertGreaterThan(callsAfterCloseBegan.load(ordering: .relaxed), 0)
         let counters = bundle.counters
-        XCTAssertEqual(counters.records, 1)
-        XCTAssertEqual(counters.records + counters.dropped, UInt64(calls.load(ordering: .relaxed)), "\(counters.drops)")
+        XCTAssertEqual(counters.records, UInt64(1 + probeRecords))
+        XCTAssertEqual(counters.records + counters.dropped, UInt64(calls.load(ordering: .relaxed) + probeCalls), "\(counters.drops)")
     }
 
     /// `close()` called from inside a log call's own message (a description that closes the
@@ -457,12 +494,15 @@ final class LimitsTests: XCTestCase {
             finished.signal()
         }
         blocking.entered.wait()
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(300)) { blocking.release.signal() }
+        let probe = CloseProbe(bundle, probe: try bundle.logger("probe"), release: blocking.release)
         try bundle.close()
         finished.wait()
-        XCTAssertEqual(bundle.counters.records, 1, "\(bundle.counters.drops)")
-        XCTAssertEqual(bundle.counters.dropped, 0, "\(bundle.counters.drops)")
-        XCTAssertEqual(try LogReader(path: path).readAll().map(\.message), ["first call here went on"])
+        let probeCalls = probe.finish()
+        let entries = try LogReader(path: path).readAll()
+        let probeRecords = entries.filter { $0.logger == "probe" }.count
+        XCTAssertEqual(bundle.counters.records, UInt64(1 + probeRecords), "\(bundle.counters.drops)")
+        XCTAssertEqual(bundle.counters.dropped, UInt64(probeCalls - probeRecords), "only the probe's calls: \(bundle.counters.drops)")
+        XCTAssertEqual(entries.filter { $0.logger == "site" }.map(\.message), ["first call here went on"])
     }
 
     /// Threads stuck inside a record (in a description that blocks) keep their chunks: flush
@@ -505,7 +545,7 @@ final class LimitsTests: XCTestCase {
     func testSyncArchivesWhatBusyThreadsLoggedBeforeIt() throws {
         let path = makeTemporaryDirectory(self) + "/busy.logbook"
         let bundle = try LogBundle(path: path, capacity: 8 << 14, chunkSize: 16 << 10, wrapPolicy: .lossless,
-                                   idleSealMilliseconds: 0, losslessWaitMilliseconds: 5000,
+                                   idleSealMilliseconds: 0, losslessWaitMilliseconds: 60_000,
                                    archive: ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil, compressionLevel: nil))
         let loggers = BusyLoggers(try bundle.logger("busy"), threads: 3) { _, n in
             n % 997 == 0 ? 40_000 : n % 89 == 0 ? 15_000 : (n * 37) % 300
@@ -601,12 +641,7 @@ final class LimitsTests: XCTestCase {
         thread.start()
         logged.wait()
         // Poll rather than sleep a fixed time: the sealer runs every 10 ms.
-        var sealed = false
-        for _ in 0..<500 where !sealed {
-            usleep(10_000)
-            sealed = try LogReader(path: path).info().chunksSealed == 1
-        }
-        XCTAssertTrue(sealed, "idle chunk was not sealed within 5 s")
+        XCTAssertTrue(try waitUntil { try LogReader(path: path).info().chunksSealed == 1 }, "the idle chunk was never sealed")
         finish.signal()
         logged.wait()
         try bundle.close()
@@ -621,12 +656,8 @@ final class LimitsTests: XCTestCase {
         let thread = Thread { log.info("last words \(1)") }
         thread.start()
         while !thread.isFinished { usleep(1000) }
-        var sealed = false
-        for _ in 0..<500 where !sealed {  // the TLS destructor runs just after isFinished flips
-            sealed = try LogReader(path: path).info().chunksSealed == 1
-            if !sealed { usleep(10_000) }
-        }
-        XCTAssertTrue(sealed)
+        // The TLS destructor runs just after isFinished flips.
+        XCTAssertTrue(try waitUntil { try LogReader(path: path).info().chunksSealed == 1 })
     }
 }
 

@@ -73,7 +73,9 @@ final class MetricsTests: XCTestCase {
 
     func testRecordsAndBytesCountFromTheReportersCreation() throws {
         let path = makeTemporaryDirectory(self) + "/app.logbook"
-        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+        // No idle sealing: a pause of a second (a loaded machine) would seal the chunk, and the
+        // next record would claim another one.
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10, idleSealMilliseconds: 0)
         let log = try bundle.logger("app")
         for i in 0..<7 { log.info("before the reporter \(i)") }
         let metrics = TestMetrics()
@@ -233,7 +235,7 @@ final class MetricsTests: XCTestCase {
         XCTAssertEqual(try gauge(metrics, "logbook_upload_in_flight", named), 0)
         uploader.start()
         let watchdog = Task {  // stop() ends `outcomes`: a server that never answers fails the test, never hangs it
-            try await Task.sleep(for: .seconds(30))
+            try await Task.sleep(for: .seconds(120))
             await uploader.stop()
         }
         var outcomes: [Uploader.Outcome] = []
@@ -311,23 +313,26 @@ final class MetricsTests: XCTestCase {
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
         try makeBundle(dir, records: 250)
-        let exporter = try Exporter(.init(source: dir + "/app.logbook", destinationName: "slow", cursors: dir + "/cursors",
+        // The collector holds the first batch until the test has seen the queue.
+        let exporter = try Exporter(.init(source: dir + "/app.logbook", destinationName: "held", cursors: dir + "/cursors",
                                           maximumBatchRecords: 100),
-                                    otlp: OTLPDestination(url: server.url("/slow/300/v1/logs")),
+                                    otlp: OTLPDestination(url: server.url("/hold/v1/logs")),
                                     encoding: OTLPLogsEncoding(serviceName: "test"))
         let monitor = exporter.monitor
         let pass = Task { try await exporter.exportAvailable().exported }
         var seen: Set<Int> = []
-        let deadline = Date().addingTimeInterval(20)
-        while Date() < deadline {
+        let held = await waitUntil { server.requests().count == 1 }
+        XCTAssertTrue(held, "the first batch never reached the collector")
+        seen.insert(monitor.statistics.pending)
+        FileManager.default.createFile(atPath: server.log + ".release", contents: nil)
+        _ = await waitUntil {
             let pending = monitor.statistics.pending
             if pending > 0 { seen.insert(pending) }
-            if monitor.statistics.passes == 1 { break }
-            try await Task.sleep(for: .milliseconds(20))
+            return monitor.statistics.passes == 1
         }
         let exported = try await pass.value
         XCTAssertEqual(exported, 250)
-        XCTAssertFalse(seen.isEmpty, "the queue was seen during the pass")
+        XCTAssertEqual(seen.sorted(by: >).first, 250, "the queue while the first batch was held: what the pass found")
         XCTAssertTrue(seen.isSubset(of: [250, 150, 50]), "\(seen)")
         XCTAssertEqual(monitor.statistics.pending, 0)
     }
@@ -343,8 +348,8 @@ final class MetricsTests: XCTestCase {
         let log = try bundle.logger("app")
         let running = Task { await reporter.run() }
         let gauge = try metrics.expectGauge("logbook_ring_capacity_bytes")
-        for _ in 0..<500 where gauge.values.count < 3 { try await Task.sleep(for: .milliseconds(10)) }
-        XCTAssertGreaterThanOrEqual(gauge.values.count, 3, "polled repeatedly")
+        let polled = await waitUntil { gauge.values.count >= 3 }
+        XCTAssertTrue(polled, "polled repeatedly")
         for i in 0..<42 { log.info("record \(i)") }
         running.cancel()
         await running.value
@@ -369,8 +374,8 @@ final class MetricsTests: XCTestCase {
         let group = ServiceGroup(services: [MetricsService(reporter: reporter)], logger: Logging.Logger(label: "metrics-test"))
         let running = Task { try await group.run() }
         let gauge = try metrics.expectGauge("logbook_ring_capacity_bytes")
-        for _ in 0..<500 where gauge.values.count < 2 { try await Task.sleep(for: .milliseconds(10)) }
-        XCTAssertGreaterThanOrEqual(gauge.values.count, 2, "polled while the group runs")
+        let polled = await waitUntil { gauge.values.count >= 2 }
+        XCTAssertTrue(polled, "polled while the group runs")
         let log = try bundle.logger("app")
         for i in 0..<5 { log.info("record \(i)") }
         await group.triggerGracefulShutdown()

@@ -52,12 +52,12 @@ final class SyslogRsyslogTests: XCTestCase {
             process.standardError = FileHandle.nullDevice
             try process.run()
             self.process = process
-            for _ in 0..<100 {  // listening?
+            // Listening? (Two minutes is a failsafe: it takes milliseconds, seconds on a loaded machine.)
+            let listening = waitUntil {
                 let s = SyslogConnection(host: "127.0.0.1", port: port)
-                if (try? s.connect()) != nil { return }
-                usleep(50_000)
+                return (try? s.connect()) != nil || !process.isRunning
             }
-            throw XCTSkip("rsyslogd did not start listening on \(port)")
+            guard listening, process.isRunning else { throw TestFailure("rsyslogd did not start listening on \(port)") }
         }
 
         func stop() {
@@ -66,17 +66,17 @@ final class SyslogRsyslogTests: XCTestCase {
             process = nil
         }
 
-        /// Waits until the output file has not grown for half a second (15 s at most): rsyslog
-        /// has written what it received. (Stopping it sooner on a loaded machine lost what was still
-        /// in its queue once its shutdown timeout passed: CI saw 880 of 3,000 messages.)
-        func waitUntilWritten() {
-            var size = -1, still = 0
-            for _ in 0..<300 where still < 10 {
-                let now = (try? FileManager.default.attributesOfItem(atPath: directory + "/out.jsonl")[.size] as? Int) ?? 0
-                still = now == size ? still + 1 : 0
-                size = now
-                usleep(50_000)
-            }
+        /// Waits until what rsyslog wrote satisfies `written` (it has written what the test needs
+        /// before it is stopped: stopping it sooner on a loaded machine lost what was still in its
+        /// queue, CI saw 880 of 3,000 messages). Two minutes is a failsafe; the test then checks
+        /// the lines and says what is missing.
+        func waitUntilWritten(_ written: ([[String: String]]) -> Bool) {
+            _ = waitUntil { written(lines()) }
+        }
+
+        /// The messages rsyslog wrote, the BOM of a UTF-8 MSG removed.
+        func bodies() -> [String] {
+            lines().compactMap { $0["msg"] }.map { $0.hasPrefix("\u{FEFF}") ? String($0.dropFirst()) : $0 }
         }
 
         func lines() -> [[String: String]] {
@@ -87,44 +87,55 @@ final class SyslogRsyslogTests: XCTestCase {
         deinit { stop() }
     }
 
-    /// Sends `count` messages in batches through `destination` while another thread restarts
-    /// rsyslog `restarts` times; returns the entries and the deliveries.
-    private func sendAcrossRestarts(_ rsyslog: Rsyslog, _ destination: SyslogDestination, count: Int, restarts: Int)
+    /// Sends `count` messages in batches of 40 through `destination` while another thread restarts
+    /// rsyslog `restarts` times: the sender asks for each restart after a number of batches and
+    /// goes on sending while it happens (so batches meet a stopped or starting rsyslog, on any
+    /// machine), and sends its last batch only after the last restart. Returns the entries and the
+    /// deliveries, once rsyslog wrote what `written` needs and was stopped.
+    private func sendAcrossRestarts(_ rsyslog: Rsyslog, _ destination: SyslogDestination, count: Int, restarts: Int,
+                                    until written: @escaping ([LogEntry], [String]) -> Bool)
         throws -> (entries: [LogEntry], deliveries: [SyslogDestination.Delivery]) {
         let capture = try LogCapture()
         let log = try capture.logger("net")
         for i in 0..<count { log.warning("message \(i) with \("héllo")", metadata: ["i": .init(i), "path": "/a]\"b"]) }
         let entries = try capture.entries()
-        let sending = Locked(true)
+        let batches = (entries.count + 39) / 40
+        let restartAfter = (1...restarts).map { $0 * (batches - 1) / (restarts + 1) }  // spread over the batches
+        let requested = DispatchSemaphore(value: 0)
+        let restarted = DispatchSemaphore(value: 0)
+        let restartFailure = Locked<String?>(nil)
         let restarter = Thread {
             for _ in 0..<restarts {
-                usleep(150_000)
-                guard sending.withLock({ $0 }) else { return }
+                requested.wait()
                 rsyslog.stop()
-                try? rsyslog.start()
+                do { try rsyslog.start() } catch { restartFailure.withLock { $0 = "\(error)" } }
+                restarted.signal()
             }
         }
         restarter.start()
         let deliveries = Locked<[SyslogDestination.Delivery]>([])
         let done = DispatchSemaphore(value: 0)
         Task.detached {
-            var index = 0
-            while index < entries.count {
-                let batch = entries[index..<min(entries.count, index + 40)]
-                let delivery = await destination.deliver(batch)
+            for batch in 0..<batches {
+                if batch == batches - 1 { for _ in 0..<restarts { restarted.wait() } }
+                let slice = entries[batch * 40..<min(entries.count, batch * 40 + 40)]
+                let delivery = await destination.deliver(slice)
                 deliveries.withLock { $0.append(delivery) }
-                index += batch.count
-                try? await Task.sleep(nanoseconds: 2_000_000)
+                if restartAfter.contains(batch) { requested.signal() }
             }
             done.signal()
         }
         done.wait()
-        sending.withLock { $0 = false }
-        while restarter.isExecuting { usleep(10_000) }
-        rsyslog.waitUntilWritten()
+        XCTAssertNil(restartFailure.withLock { $0 })
+        rsyslog.waitUntilWritten { _ in written(entries, rsyslog.bodies()) }
         rsyslog.stop()
         return (entries, deliveries.withLock { $0 })
     }
+
+    /// Retries fast (20-200 ms apart) and, for as long as a restart of rsyslog may take on a loaded
+    /// machine, without giving up: a restart must never make these tests depend on its speed.
+    private let patientPolicy = RetryPolicy(retryableStatuses: [], baseDelay: .milliseconds(20), maxDelay: .milliseconds(200),
+                                            maxAttempts: 3000)
 
     /// RELP: rsyslog restarted three times while 3,000 messages are in flight; every message
     /// arrives, each once (a message resent after a broken session may repeat: at most `resent`),
@@ -135,15 +146,17 @@ final class SyslogRsyslogTests: XCTestCase {
         try rsyslog.start()
         let format = SyslogFormat(facility: 16, hostname: "host1", appName: "app")
         let destination = SyslogDestination(host: "127.0.0.1", port: rsyslog.port, transport: .relp, format: format,
-                                            policy: RetryPolicy(retryableStatuses: [], baseDelay: .milliseconds(20), maxDelay: .milliseconds(200)))
-        let (entries, deliveries) = try sendAcrossRestarts(rsyslog, destination, count: 3000, restarts: 3)
+                                            policy: patientPolicy)
+        let (entries, deliveries) = try sendAcrossRestarts(rsyslog, destination, count: 3000, restarts: 3) { entries, bodies in
+            Set(bodies).isSuperset(of: entries.map(\.message))
+        }
         var resent = 0
         for delivery in deliveries {
             guard case .delivered(_, _, let again) = delivery else { return XCTFail("\(delivery)") }
             resent += again
         }
         let lines = rsyslog.lines()
-        let bodies = lines.compactMap { $0["msg"] }.map { $0.hasPrefix("\u{FEFF}") ? String($0.dropFirst()) : $0 }
+        let bodies = rsyslog.bodies()
         XCTAssertEqual(Set(bodies), Set(entries.map { $0.message }), "every message arrived")
         XCTAssertLessThanOrEqual(bodies.count - entries.count, resent, "repeats only among those resent")
         print("RELP across 3 restarts: \(entries.count) messages, \(bodies.count) lines, \(resent) resent")
@@ -163,10 +176,12 @@ final class SyslogRsyslogTests: XCTestCase {
         let rsyslog = try Rsyslog(directory: dir, input: .tcp)
         try rsyslog.start()
         let destination = SyslogDestination(host: "127.0.0.1", port: rsyslog.port, transport: .tcp, format: SyslogFormat(appName: "app"),
-                                            policy: RetryPolicy(retryableStatuses: [], baseDelay: .milliseconds(20), maxDelay: .milliseconds(200)))
-        let (entries, deliveries) = try sendAcrossRestarts(rsyslog, destination, count: 3000, restarts: 3)
+                                            policy: patientPolicy)
+        let (entries, deliveries) = try sendAcrossRestarts(rsyslog, destination, count: 3000, restarts: 3) { entries, bodies in
+            bodies.contains(entries.last!.message)
+        }
         XCTAssertTrue(deliveries.allSatisfy { if case .delivered = $0 { true } else { false } }, "\(deliveries)")
-        let bodies = rsyslog.lines().compactMap { $0["msg"] }.map { $0.hasPrefix("\u{FEFF}") ? String($0.dropFirst()) : $0 }
+        let bodies = rsyslog.bodies()
         XCTAssertEqual(bodies.count, Set(bodies).count, "nothing twice")
         XCTAssertTrue(Set(bodies).isSubset(of: Set(entries.map { $0.message })))
         XCTAssertEqual(bodies.last, entries.last?.message, "the last batch, after the restarts, arrived")
@@ -194,7 +209,7 @@ final class SyslogRsyslogTests: XCTestCase {
             XCTAssertTrue(first.output.contains("exported 1001 records, 1 syslog messages truncated"), first.output)
             let second = try runProgram(logbook, arguments)
             XCTAssertTrue(second.output.contains("exported 0 records"), second.output)
-            rsyslog.waitUntilWritten()
+            rsyslog.waitUntilWritten { $0.count >= 1001 }
             rsyslog.stop()
             let lines = rsyslog.lines()
             XCTAssertEqual(lines.count, 1001, "\(transport)")

@@ -182,6 +182,106 @@ final class ReportingChild {
     }
 }
 
+/// A child process whose standard output and error are collected while it runs.
+final class ChildProcess: @unchecked Sendable {
+    let process = Process()
+    private let stdout = Locked(Data())
+    private let stderr = Locked(Data())
+    private let done = DispatchGroup()
+
+    init(_ executable: String, _ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        for (pipe, buffer) in [(out, stdout), (err, stderr)] {
+            let handle = pipe.fileHandleForReading
+            done.enter()
+            Thread.detachNewThread { [done] in
+                while true {
+                    let data = handle.availableData
+                    if data.isEmpty { break }
+                    buffer.withLock { $0.append(data) }
+                }
+                done.leave()
+            }
+        }
+    }
+
+    var output: String { stdout.withLock { String(decoding: $0, as: UTF8.self) } }
+    var errors: String { stderr.withLock { String(decoding: $0, as: UTF8.self) } }
+
+    /// Waits until standard output has this line. The timeout is a failsafe against a hang:
+    /// throws when it passed, or when the child exited first.
+    func waitForLine(_ line: String, timeout: TimeInterval = 120) throws {
+        try waitFor("the line '\(line)'", timeout: timeout) { output.split(separator: "\n").contains(Substring(line)) }
+    }
+
+    /// Waits until standard error contains `text` (the CLI's progress and warnings go there,
+    /// unbuffered): a test waits for what it needs the child to have done, instead of sleeping.
+    func waitForErrors(containing text: String, timeout: TimeInterval = 120) throws {
+        try waitFor("'\(text)' on standard error", timeout: timeout) { errors.contains(text) }
+    }
+
+    private func waitFor(_ what: String, timeout: TimeInterval, _ condition: () -> Bool) throws {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while !condition() {
+            guard process.isRunning else {
+                throw TestFailure("exited (\(process.terminationStatus)) before \(what): \(output) \(errors)")
+            }
+            guard Date() < deadline else { throw TestFailure("no \(what) after \(timeout) s: \(output) \(errors)") }
+            usleep(5_000)
+        }
+    }
+
+    /// The exit status (a signal that ended it counts as 128 + the signal). The timeout is a
+    /// failsafe: throws when it passed.
+    func waitForExit(timeout: TimeInterval = 120) throws -> Int32 {
+        let deadline = Date(timeIntervalSinceNow: timeout)
+        while process.isRunning {
+            guard Date() < deadline else { throw TestFailure("still running after \(timeout) s: \(output) \(errors)") }
+            usleep(5_000)
+        }
+        _ = done.wait(timeout: .now() + 10)
+        return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+
+    func killIfRunning() {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// What a test helper throws when what it waited for never came (XCTest fails the test with it).
+struct TestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Polls `condition` every 5 ms until it holds; false if it still does not after `seconds`. The
+/// deadline is a failsafe against a hang, never a verdict about speed: give it minutes, and assert
+/// the result.
+func waitUntil(seconds: Double = 120, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date(timeIntervalSinceNow: seconds)
+    while try !condition() {
+        if Date() > deadline { return false }
+        usleep(5_000)
+    }
+    return true
+}
+
+/// `waitUntil` for async tests: sleeps with `Task.sleep`, so the tasks it waits for can run on the
+/// cooperative pool meanwhile.
+func waitUntil(seconds: Double = 120, _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = Date(timeIntervalSinceNow: seconds)
+    while try await !condition() {
+        if Date() > deadline { return false }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
+    return true
+}
+
 /// The shaped records of the integrity tests (Tests/CLogbookTestSupport/shaped_records.c): each
 /// record's size and bytes follow from (thread, sequence), so an altered or mixed-up record is
 /// caught value by value.

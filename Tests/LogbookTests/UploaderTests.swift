@@ -46,6 +46,12 @@ final class UploadServer {
 
     func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
 
+    /// How many requests arrived (counted when their headers were read; upload_server.py only).
+    func arrivals() -> Int {
+        guard let text = try? String(contentsOfFile: log + ".arrivals", encoding: .utf8) else { return 0 }
+        return text.split(separator: "\n").count
+    }
+
     /// Every request it got: path, Idempotency-Key, attempt header, body bytes, its answer.
     func requests() -> [[String: Any]] {
         guard let text = try? String(contentsOfFile: log, encoding: .utf8) else { return [] }
@@ -56,8 +62,10 @@ final class UploadServer {
 }
 
 final class UploaderTests: XCTestCase {
+    /// The request timeout is far above what any attempt here takes, however loaded the machine:
+    /// an attempt that timed out would change the attempts and answers the tests expect.
     func makeUploader(_ dir: String, server: UploadServer, path: String, policy: RetryPolicy = .fileUpload,
-                      timeout: Duration = .seconds(5)) throws -> Uploader {
+                      timeout: Duration = .seconds(60)) throws -> Uploader {
         let url = server.url(path)
         return try Uploader(.init(spool: dir + "/spool", policy: policy, timeout: timeout) { _ in
             var request = URLRequest(url: url)
@@ -66,7 +74,8 @@ final class UploaderTests: XCTestCase {
         })
     }
 
-    func next(_ uploader: Uploader, within seconds: Double = 20) async throws -> Uploader.Outcome {
+    /// The next outcome. The deadline is a failsafe against a hang: the test fails when it passes.
+    func next(_ uploader: Uploader, within seconds: Double = 120) async throws -> Uploader.Outcome {
         try await withThrowingTaskGroup(of: Uploader.Outcome?.self) { group in
             group.addTask {
                 for await outcome in uploader.outcomes { return outcome }
@@ -78,7 +87,7 @@ final class UploaderTests: XCTestCase {
             }
             let first = try await group.next()!
             group.cancelAll()
-            guard let first else { throw XCTSkip("no outcome within \(seconds) s") }
+            guard let first else { throw TestFailure("no outcome within \(seconds) s") }
             return first
         }
     }
@@ -131,8 +140,9 @@ final class UploaderTests: XCTestCase {
                                             policy: RetryPolicy(baseDelay: .seconds(30), maxDelay: .seconds(30)))
             id = try uploader.submit(data: big).id
             uploader.start()
-            for _ in 0..<100 where server.requests().isEmpty { try await Task.sleep(for: .milliseconds(100)) }
-            try await Task.sleep(for: .milliseconds(300))
+            // Stopped once the reset attempt was settled (counted), not after a time.
+            let settled = await waitUntil { uploader.pending.first?.attempts == 1 }
+            XCTAssertTrue(settled, "the reset attempt was never settled")
             await uploader.stop()
             XCTAssertEqual(uploader.pending.map(\.attempts), [1])
             XCTAssertEqual(uploader.pending.first?.lastStatus, -1)

@@ -10,7 +10,8 @@ The path scripts the answers: `/s/A,B,C/v1/logs` answers the first request on th
 the second with B..., then 200. Answers: `ok` (200 `{}`), `partialN` (200 with N rejected records
 and a message), `503raN` (503 with Retry-After: N), `429`, `502`, `400` (a google.rpc.Status with a
 message), `500`, `reset` (closes the connection after reading part of the body). `/slow/MS/v1/logs`
-answers every request 200 after MS milliseconds; `/discard` reads and answers 200 without parsing or
+answers every request 200 after MS milliseconds; `/hold/v1/logs` answers 200 once the file LOG.release
+exists (a test releases it when it has seen what it waits for: no timing); `/discard` reads and answers 200 without parsing or
 logging (for benchmarks). Each request is
 appended to LOG as a JSON line: path, attempt header, whether it parsed, its records (time, body,
 severity), the Content-Encoding (gzip bodies are decompressed first), the bytes received and the
@@ -50,6 +51,8 @@ class Handler(BaseHTTPRequestHandler):
         action = "ok"
         if path.startswith("/slow/"):
             action = "slow" + path.split("/")[2]
+        elif path.startswith("/hold/"):
+            action = "hold"
         elif path.startswith("/s/"):
             script = path.split("/")[2].split(",")
             with lock:
@@ -64,11 +67,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         if action == "reset":
             self.rfile.read(min(length, 100))
+            # Logged before the connection goes, so that the client's retry is always logged after it.
+            record(path, self.headers.get("Logbook-Attempt"), None, [], "reset", "", length)
             # Lost mid-body: no answer. (close() would wait for rfile/wfile; shutdown ends it now.)
             self.close_connection = True
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             self.connection.shutdown(socket.SHUT_RDWR)
-            record(path, self.headers.get("Logbook-Attempt"), None, [], "reset", "", length)
             return
         body = self.rfile.read(length)
         encoding = self.headers.get("Content-Encoding", "")
@@ -93,6 +97,12 @@ class Handler(BaseHTTPRequestHandler):
         elif action.startswith("slow"):
             import time
             time.sleep(int(action[len("slow"):]) / 1000)
+            self.answer(200)
+        elif action == "hold":
+            import os
+            import time
+            while not os.path.exists(sys.argv[2] + ".release"):
+                time.sleep(0.005)
             self.answer(200)
         elif action.startswith("partial"):
             n = int(action[len("partial"):])

@@ -10,6 +10,8 @@ bodies at about 2 MB/s;
 `/redirect/S` answers S with Location: /ok/redirected; `/discard` reads the body in pieces and
 answers 204 (for benchmarks). Every request is appended
 to LOG as one JSON line: path, key, attempt header, bytes, the SHA-256 of the body, the answer.
+As soon as its headers are read, each request also appends its path to LOG.arrivals (so that a test
+can act once an upload began, instead of after a time).
 With BODIES, each 2xx body is stored there under its key. The port is printed on stdout once
 listening (0 picks a free one).
 """
@@ -93,6 +95,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_PUT(self):
         parts = [p for p in self.path.split("?")[0].split("/") if p]
         length = int(self.headers.get("Content-Length", 0))
+        with lock, open(sys.argv[2] + ".arrivals", "a") as arrivals:
+            arrivals.write(self.path + "\n")
         if parts[:1] == ["discard"]:
             left = length
             while left > 0:
