@@ -334,7 +334,13 @@ final class CompressedArchiveTests: XCTestCase {
     /// Compression far behind (level 19, a writer at full speed): the quota still holds, because a
     /// file waiting for compression that must go is announced uncompressed and deleted; every file
     /// is announced exactly once.
+    ///
+    /// Behind on any machine: a spinning thread per core keeps the compressor, which runs at idle
+    /// priority (SCHED_IDLE), from all but a sliver of CPU while the writer logs. (Without them, a
+    /// fast core against a slow fsync let compression keep up.)
     func testQuotaHoldsWhileCompressionIsBehind() throws {
+        let hogs = CPUHogs()
+        defer { hogs.stop() }
         let path = makeTemporaryDirectory(self) + "/behind.logbook"
         let quota = 1 << 20, fileSize = 256 << 10
         let rolled = Locked<[ArchivedFile]>([])
@@ -353,6 +359,7 @@ final class CompressedArchiveTests: XCTestCase {
                 peak = max(peak, bytes)
             }
         }
+        hogs.stop()
         try bundle.close()
         // The quota, plus at most the file being compressed beside its partial copy.
         XCTAssertLessThanOrEqual(peak, quota + 2 * fileSize)
@@ -428,5 +435,31 @@ final class CompressedArchiveTests: XCTestCase {
             XCTAssertTrue(try archiveNames(path).allSatisfy { $0.hasSuffix(".lba.zst") })
             XCTAssertEqual(try readAll(path).messages, (0..<5000).map(message), "level \(level)")
         }
+    }
+}
+
+/// A thread per core spinning at normal priority until `stop()`: work at idle priority (SCHED_IDLE,
+/// as the archiver's compressor) gets almost no CPU meanwhile, however fast the machine is.
+final class CPUHogs: @unchecked Sendable {
+    private let running = Locked(true)
+    private let group = DispatchGroup()
+
+    init() {
+        for _ in 0..<max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) {
+            group.enter()
+            Thread.detachNewThread { [self] in
+                var spins = 0
+                while true {
+                    spins &+= 1
+                    if spins % 4096 == 0, !running.withLock({ $0 }) { break }
+                }
+                group.leave()
+            }
+        }
+    }
+
+    func stop() {
+        running.withLock { $0 = false }
+        group.wait()
     }
 }

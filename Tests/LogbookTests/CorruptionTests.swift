@@ -4,16 +4,29 @@ import XCTest
 @testable import Logbook
 
 final class CorruptionTests: XCTestCase {
-    /// A bundle with some of everything: several threads, a fragmented record, several sites.
+    /// A bundle with some of everything: several threads, a fragmented record, several sites, a
+    /// ring that wrapped. The threads take turns of 100 records (their chunks interleave, in the
+    /// same way on every machine and every run), so that the seeded damage below meets the same
+    /// bytes each time.
     func makeSampleBundle(_ path: String) throws {
-        let bundle = try LogBundle(path: path, capacity: 256 << 10, chunkSize: 8 << 10)
+        let bundle = try LogBundle(path: path, capacity: 256 << 10, chunkSize: 8 << 10, idleSealMilliseconds: 0)
         let log = try bundle.logger("sample")
-        DispatchQueue.concurrentPerform(iterations: 3) { thread in
-            for i in 0..<1500 {
-                log.info("thread \(thread) i \(i) s \(String(repeating: "q", count: i % 30))")
-                if i % 500 == 0 { log.warning("large \(String(repeating: "L", count: 20_000))") }
+        // Threads of their own: a queue may run the three on fewer threads, one after another.
+        let turns = (0..<3).map { DispatchSemaphore(value: $0 == 0 ? 1 : 0) }
+        let done = DispatchGroup()
+        for thread in 0..<3 {
+            done.enter()
+            Thread.detachNewThread {
+                for i in 0..<1500 {
+                    if i % 100 == 0 { turns[thread].wait() }
+                    log.info("thread \(thread) i \(i) s \(String(repeating: "q", count: i % 30))")
+                    if i % 500 == 0 { log.warning("large \(String(repeating: "L", count: 20_000))") }
+                    if i % 100 == 99 { turns[(thread + 1) % 3].signal() }
+                }
+                done.leave()
             }
         }
+        done.wait()
         try bundle.close()
     }
 
