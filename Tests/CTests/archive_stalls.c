@@ -6,12 +6,18 @@
  *   - overwrite, the archive disk slow (each write sleeps): no record is dropped to protect old
  *     ones (no no_chunk drop); the oldest chunks are overwritten before they are archived, and
  *     counted: records read + records overwritten (+ those the reader's issues account for) ==
- *     records written, exactly. */
+ *     records written, exactly;
+ *   - lossless, every chunk held by a thread that went quiet: a writer waiting for a chunk does not
+ *     keep the idle sealer from sealing the quiet threads' chunks, so it gets one within the idle
+ *     time and drops nothing (the sealer waited for the waiting writer's lock while holding the
+ *     registry lock, so no chunk was sealed and the writer waited out lossless_wait_ms). */
 #define _GNU_SOURCE
 #include "logbook.h"
 #include "logbook_archive.h"
 #include "logbook_test_support.h"
 
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -145,10 +151,74 @@ static void overwrite_never_drops_for_a_slow_archiver(const char *dir) {
     free(dropped);
 }
 
+typedef struct quiet_thread {
+    lb_logger *log;
+    int index;
+    sem_t logged, finish;
+} quiet_thread;
+
+static void *log_once_then_wait(void *arg) {
+    quiet_thread *t = arg;
+    LB_INFO(t->log, "quiet thread {} logged once", t->index);
+    sem_post(&t->logged);
+    sem_wait(&t->finish);
+    return NULL;
+}
+
+static void waiting_writer_lets_the_sealer_free_chunks(const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/quiet.logbook", dir);
+    lb_options o;
+    lb_options_init(&o);
+    o.capacity = 4u * 4096;  /* four chunks: one per quiet thread */
+    o.chunk_size = 4096;
+    o.wrap_policy = LB_WRAP_LOSSLESS;
+    o.lossless_wait_ms = 20000;
+    o.idle_seal_ms = 500;
+    lb_archive_options a;
+    lb_archive_options_init(&a);
+    a.max_files = 0;
+    a.quota = 0;
+    lb_bundle *b;
+    CHECK(lb_bundle_open_archived(path, &o, &a, &b) == 0);
+    lb_logger *log;
+    lb_logger_register(b, "quiet", &log);
+    quiet_thread quiet[4];
+    pthread_t threads[4];
+    for (int i = 0; i < 4; i++) {
+        quiet[i].log = log;
+        quiet[i].index = i;
+        sem_init(&quiet[i].logged, 0, 0);
+        sem_init(&quiet[i].finish, 0, 0);
+        pthread_create(&threads[i], NULL, log_once_then_wait, &quiet[i]);
+        sem_wait(&quiet[i].logged);
+    }
+    /* Every chunk is active now, each with one record: this thread's record (its writer is the
+     * newest, the first the sealer meets) waits for the archiver, which waits for the sealer. */
+    lb_writer *w = lb_writer_get(b);
+    lb_record_begin(w, log->id, LB_LEVEL_INFO);
+    lb_record_put_i32(w, 4);
+    int rc = lb_record_commit(w, lb_site_register_c(b, "stalls", 1, "waiting", "waiting writer {}"));
+    CHECK(rc == 0);
+    lb_counters c;
+    lb_bundle_counters(b, &c);
+    CHECK(c.drops[LB_DROP_RING_FULL] == 0);
+    printf("a writer waiting on a full lossless ring of quiet threads: %s\n", rc == 0 ? "committed" : "dropped");
+    for (int i = 0; i < 4; i++) {
+        sem_post(&quiet[i].finish);
+        pthread_join(threads[i], NULL);
+    }
+    CHECK(lb_bundle_close(b) == 0);
+    lb_test_check k;
+    CHECK(lb_test_check_shaped_bundle(path, 4096, 1, 1, NULL, &k) == 0);
+    CHECK(k.entries == 5 && k.failures == 0);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) return 2;
     lossless_fails_fast(argv[1]);
     overwrite_never_drops_for_a_slow_archiver(argv[1]);
+    waiting_writer_lets_the_sealer_free_chunks(argv[1]);
     printf("archive stalls: %d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -321,11 +321,11 @@ final class MetricsTests: XCTestCase {
         let monitor = exporter.monitor
         let pass = Task { try await exporter.exportAvailable().exported }
         var seen: Set<Int> = []
-        let held = await waitUntil { server.requests().count == 1 }
+        let held = await eventually { server.requests().count == 1 }
         XCTAssertTrue(held, "the first batch never reached the collector")
         seen.insert(monitor.statistics.pending)
         FileManager.default.createFile(atPath: server.log + ".release", contents: nil)
-        _ = await waitUntil {
+        _ = await eventually {
             let pending = monitor.statistics.pending
             if pending > 0 { seen.insert(pending) }
             return monitor.statistics.passes == 1
@@ -348,7 +348,7 @@ final class MetricsTests: XCTestCase {
         let log = try bundle.logger("app")
         let running = Task { await reporter.run() }
         let gauge = try metrics.expectGauge("logbook_ring_capacity_bytes")
-        let polled = await waitUntil { gauge.values.count >= 3 }
+        let polled = await eventually { gauge.values.count >= 3 }
         XCTAssertTrue(polled, "polled repeatedly")
         for i in 0..<42 { log.info("record \(i)") }
         running.cancel()
@@ -374,7 +374,7 @@ final class MetricsTests: XCTestCase {
         let group = ServiceGroup(services: [MetricsService(reporter: reporter)], logger: Logging.Logger(label: "metrics-test"))
         let running = Task { try await group.run() }
         let gauge = try metrics.expectGauge("logbook_ring_capacity_bytes")
-        let polled = await waitUntil { gauge.values.count >= 2 }
+        let polled = await eventually { gauge.values.count >= 2 }
         XCTAssertTrue(polled, "polled while the group runs")
         let log = try bundle.logger("app")
         for i in 0..<5 { log.info("record \(i)") }

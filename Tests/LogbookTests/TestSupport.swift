@@ -272,8 +272,9 @@ func waitUntil(seconds: Double = 120, _ condition: () throws -> Bool) rethrows -
 }
 
 /// `waitUntil` for async tests: sleeps with `Task.sleep`, so the tasks it waits for can run on the
-/// cooperative pool meanwhile.
-func waitUntil(seconds: Double = 120, _ condition: () async throws -> Bool) async rethrows -> Bool {
+/// cooperative pool meanwhile (a name of its own: with the same name, a synchronous condition
+/// picked the blocking overload).
+func eventually(seconds: Double = 120, _ condition: () async throws -> Bool) async rethrows -> Bool {
     let deadline = Date(timeIntervalSinceNow: seconds)
     while try await !condition() {
         if Date() > deadline { return false }

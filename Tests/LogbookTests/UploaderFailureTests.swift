@@ -92,7 +92,7 @@ final class UploaderFailureTests: XCTestCase {
                                           timeout: .seconds(1), makeRequest: request(server.url("/stall"))))
         let item = try uploader.submit(data: [1, 2, 3])
         uploader.start()
-        let attempted = await waitUntil { uploader.statistics.attempts > 0 }
+        let attempted = await eventually { uploader.statistics.attempts > 0 }
         XCTAssertTrue(attempted, "no attempt ended")
         await uploader.stop()
         XCTAssertEqual(uploader.statistics.attempts, 1)
@@ -313,7 +313,7 @@ final class UploaderFailureTests: XCTestCase {
             try await Task.sleep(for: .milliseconds(30))
         }
         var reopened: Uploader?
-        _ = await waitUntil {
+        _ = await eventually {
             reopened = try? Uploader(.init(spool: dir + "/spool", makeRequest: request(server.url("/ok"))))
             return reopened != nil
         }
@@ -383,7 +383,7 @@ final class UploaderFailureTests: XCTestCase {
                 for await _ in uploader.outcomes { count += 1 }
                 return count
             }
-            let delivered = await waitUntil { uploader.statistics.delivered > 0 }
+            let delivered = await eventually { uploader.statistics.delivered > 0 }
             XCTAssertTrue(delivered)
             await uploader.stop()
             uploader.start()  // nothing after stop
@@ -391,7 +391,7 @@ final class UploaderFailureTests: XCTestCase {
         let count = await reader!.value
         XCTAssertEqual(count, 1)
         var reopened: Uploader?
-        _ = await waitUntil {
+        _ = await eventually {
             reopened = try? Uploader(.init(spool: dir + "/spool", makeRequest: request(server.url("/ok"))))
             return reopened != nil
         }
@@ -409,7 +409,7 @@ final class UploaderFailureTests: XCTestCase {
                                               timeout: .seconds(timeout), makeRequest: request(server.url(path))))
             let item = try uploader.submit(data: [UInt8](repeating: 1, count: 100), id: "item" + path.replacingOccurrences(of: "/", with: "-"))
             uploader.start()
-            let inFlight = await waitUntil { uploader.statistics.uploading > 0 }
+            let inFlight = await eventually { uploader.statistics.uploading > 0 }
             XCTAssertTrue(inFlight, path)
             XCTAssertEqual(uploader.purge(), 1)
             let seen = await outcomes(uploader, count: 1)

@@ -141,7 +141,7 @@ final class UploaderTests: XCTestCase {
             id = try uploader.submit(data: big).id
             uploader.start()
             // Stopped once the reset attempt was settled (counted), not after a time.
-            let settled = await waitUntil { uploader.pending.first?.attempts == 1 }
+            let settled = await eventually { uploader.pending.first?.attempts == 1 }
             XCTAssertTrue(settled, "the reset attempt was never settled")
             await uploader.stop()
             XCTAssertEqual(uploader.pending.map(\.attempts), [1])

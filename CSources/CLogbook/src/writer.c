@@ -41,6 +41,11 @@ typedef struct lb_writer_cold {
     lb_writer *next_in_bundle;     /* under the registry lock */
     lb_writer *next_in_thread;     /* owner thread only */
     pthread_mutex_t lock;          /* owner's slow path and stealers */
+    /* 1 while the owner claims a chunk, holding `lock` and no chunk: a claim in a full lossless
+     * ring waits (up to lossless_wait_ms) for the archiver. Threads that hold the registry lock
+     * never wait for `lock` then (lock_unless_claiming): the idle sealer did, so no other chunk was
+     * sealed and no exiting thread could seal its own, and the archiver had nothing to free. */
+    _Atomic uint32_t claiming;
     uint64_t prev_sequence;        /* sequence of this writer's previous chunk */
     uint32_t thread_id;
     uint32_t stolen;               /* the chunk was sealed by another thread; under `lock` */
@@ -172,19 +177,42 @@ static unsigned claim_drop_reason(int rc) {
     return rc == -ENOBUFS ? LB_DROP_RING_FULL : rc == -EBADF ? LB_DROP_CLOSED : LB_DROP_NO_CHUNK;
 }
 
+/* Called with `lock` held. */
 static int writer_claim(lb_writer *w, lb_bundle *b) {
     lb_writer_cold *c = COLD(w);
     if (w->chunk) writer_seal(w, b);
     lb_chunk_header *h;
+    atomic_store(&c->claiming, 1);
     int rc = lb_chunk_claim(b, c->prev_sequence, c->thread_id, &h);
-    if (rc) return rc;
+    if (rc) {
+        atomic_store(&c->claiming, 0);
+        return rc;
+    }
     c->prev_sequence = h->sequence;
     w->chunk = h;
     w->chunk_end = (uint8_t *)h + b->chunk_size;
     w->cur = (uint8_t *)h + LB_CHUNK_HEADER_SIZE;
     w->end = w->chunk_end;
     w->tag_bits = ((uint64_t)(uint16_t)h->sequence << 32) | ((uint64_t)LB_RECORD_CHECK << 56);
+    atomic_store(&c->claiming, 0);
     return 0;
+}
+
+/* Locks another thread's writer for a thread holding the registry lock: 1 when locked, 0 when its
+ * owner is claiming a chunk (it holds none then, so there is nothing to seal or count), however
+ * long that claim waits for the archiver. Any other holder of `lock` lets go within a few
+ * instructions of its slow path. */
+static int lock_unless_claiming(lb_writer_cold *c) {
+    for (unsigned tries = 0;; tries++) {
+        if (pthread_mutex_trylock(&c->lock) == 0) return 1;
+        if (atomic_load(&c->claiming)) return 0;
+        if (tries < 64) {
+            sched_yield();
+        } else {
+            struct timespec pause = {0, 50000};
+            nanosleep(&pause, NULL);
+        }
+    }
 }
 
 /* ---- thread exit: seal and free this thread's writers ---- */
@@ -607,13 +635,17 @@ int lb_record_commit_slow(lb_writer *w, uint32_t site) {
  * owner's request is withdrawn, unless `keep_request`: the owner then seals at its next record. */
 static int steal_chunk(lb_writer *w, lb_bundle *b, int keep_request) {
     lb_writer_cold *c = COLD(w);
-    pthread_mutex_lock(&c->lock);
+    if (!lock_unless_claiming(c)) return 1;  /* it sealed its chunk before claiming */
     int done = c->stolen || !w->chunk;
     pthread_mutex_unlock(&c->lock);
     if (done) return 1;
     atomic_store(&w->steal, 1);
     int fenced = lb_membarrier() == 0;
-    pthread_mutex_lock(&c->lock);
+    if (!lock_unless_claiming(c)) {
+        /* It sealed its chunk on its own since (a claim seals first). */
+        if (!keep_request) atomic_store(&w->steal, 0);
+        return 1;
+    }
     int taken = 0;
     /* `steal` is still set: the owner did not seal on its own meanwhile. Its writer_seal clears
      * `steal` under this lock; taking the chunk after that would leave the owner on its fast path
@@ -641,7 +673,7 @@ static int seal_done(lb_writer *w, lb_bundle *b, int detaching) {
     if (steal_chunk(w, b, 1)) return 1;
     if (detaching) return 0;
     lb_writer_cold *c = COLD(w);
-    pthread_mutex_lock(&c->lock);
+    if (!lock_unless_claiming(c)) return 1;  /* sealed before claiming */
     int sealed = c->seals != c->seals_asked;
     pthread_mutex_unlock(&c->lock);
     return sealed;
@@ -672,7 +704,7 @@ static void seal_writers(lb_bundle *b, int detaching) {
             }
             continue;
         }
-        pthread_mutex_lock(&c->lock);
+        if (!lock_unless_claiming(c)) continue;  /* it holds no chunk: nothing to seal */
         c->seals_asked = c->seals;
         pthread_mutex_unlock(&c->lock);
         if (!steal_chunk(w, b, 1)) {
@@ -748,7 +780,8 @@ void lb_writers_seal_idle(lb_bundle *b, uint64_t idle_ticks) {
     lb_registry_lock();
     for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
         lb_writer_cold *c = COLD(w);
-        pthread_mutex_lock(&c->lock);  /* the owner changes `chunk` only under it */
+        /* The owner changes `chunk` only under `lock`; one claiming a chunk is not idle. */
+        if (!lock_unless_claiming(c)) continue;
         lb_chunk_header *h = c->stolen ? NULL : w->chunk;
         int idle = h && atomic_load_explicit(&h->record_count, memory_order_relaxed) > 0;
         pthread_mutex_unlock(&c->lock);
@@ -763,7 +796,7 @@ uint64_t lb_writers_active_records(lb_bundle *b, uint64_t *bytes) {
     lb_registry_lock();
     for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
         lb_writer_cold *c = COLD(w);
-        pthread_mutex_lock(&c->lock);
+        if (!lock_unless_claiming(c)) continue;  /* no chunk while it claims one */
         lb_chunk_header *h = c->stolen ? NULL : w->chunk;
         if (h) {
             records += atomic_load(&h->record_count);
