@@ -264,7 +264,7 @@ int lb_test_check_shaped_stream(const char *path, uint32_t chunk_size, uint32_t 
 
 typedef struct identity_list {
     uint32_t chunk_size;
-    uint64_t *ids;
+    uint64_t *ids, *chunks;
     size_t count, capacity;
     long foreign;
     int error;
@@ -281,13 +281,16 @@ static int identify_visit(void *context, const lb_entry *e) {
     if (list->count == list->capacity) {
         size_t capacity = list->capacity ? 2 * list->capacity : 4096;
         uint64_t *ids = realloc(list->ids, capacity * sizeof *ids);
-        if (!ids) {
+        if (ids) list->ids = ids;
+        uint64_t *chunks = ids ? realloc(list->chunks, capacity * sizeof *chunks) : NULL;
+        if (chunks) list->chunks = chunks;
+        if (!ids || !chunks) {
             list->error = -ENOMEM;
             return 1;
         }
-        list->ids = ids;
         list->capacity = capacity;
     }
+    list->chunks[list->count] = e->chunk_sequence;
     list->ids[list->count++] = (uint64_t)thread << 48 | seq;
     return 0;
 }
@@ -301,11 +304,19 @@ int lb_test_read_shaped(const char *path, uint32_t chunk_size, lb_test_shaped_re
     out->scan_result = lb_reader_stream(r, NULL, identify_visit, &list);
     if (list.error) {
         free(list.ids);
+        free(list.chunks);
         lb_reader_close(r);
         return list.error;
     }
     rc = lb_reader_verify(r, &out->summary);
+    lb_ring_info info;
+    if (!rc) rc = lb_reader_ring_info(r, &info);
+    if (!rc) {
+        out->next_sequence = info.next_sequence;
+        out->chunk_count = info.chunk_count;
+    }
     out->ids = list.ids;
+    out->chunk_sequences = list.chunks;
     out->count = list.count;
     out->foreign = list.foreign;
     for (size_t i = 0; i < lb_reader_issue_count(r); i++) {

@@ -13,9 +13,13 @@ final class CrashTests: XCTestCase {
     /// bounded by bytes, so on any machine no cycle overwrites its own records.
     ///
     /// After each kill: every record the cycle reported is there, with its values, once; records
-    /// of earlier cycles may be gone, but only oldest first (each thread's records in the bundle
-    /// are one unbroken run of what it reported, ending at its newest) and only as many as the
-    /// bundle counts as overwritten; verify finds no failure and no record lost.
+    /// of earlier cycles may be gone, but only oldest first and only as many as verify counts as
+    /// overwritten (or unreadable: a record whose first fragments were overwritten); verify finds
+    /// no failure and no record lost. Oldest first: in the chunks of the ring's newest lap, each
+    /// thread's records are one unbroken run of what it reported, ending at its newest. A chunk
+    /// from an older lap is there only when a kill cut short the claim that was reusing it: the
+    /// claim had not touched it, so recovery keeps it, records and all (counted here, and never
+    /// more than one per thread per kill).
     func testSigkillLoopLosesNoCommittedRecord() throws {
         let cycles = Int(ProcessInfo.processInfo.environment["LOGBOOK_KILL_CYCLES"] ?? "") ?? 60
         let chunkSize: UInt32 = 16 << 10, capacity: UInt64 = 8 << 20
@@ -23,7 +27,7 @@ final class CrashTests: XCTestCase {
         var generator = SplitMix64(state: 20261121)
         var reported = Set<UInt64>()  // thread << 48 | sequence
         var nextSequence: UInt64 = 0
-        var childrenThatStopped = 0
+        var childrenThatStopped = 0, mostOlderLapChunks = 0
         for cycle in 0..<cycles {
             let first = nextSequence
             let child = ReportingChild(path: path, threads: 2, firstSequence: first, chunkSize: chunkSize,
@@ -49,11 +53,15 @@ final class CrashTests: XCTestCase {
                 XCTAssertFalse(child.reportedAnything, "cycle \(cycle): records reported but no bundle")
                 continue
             }
-            let lost = try checkKilledBundle(path, chunkSize: chunkSize, reported: reported, cycleFirst: first, name: "cycle \(cycle)")
+            let (lost, olderLap) = try checkKilledBundle(path, chunkSize: chunkSize, reported: reported, cycleFirst: first,
+                                                         kills: cycle + 1, name: "cycle \(cycle)")
+            mostOlderLapChunks = max(mostOlderLapChunks, olderLap)
             if lost { break }
         }
         XCTAssertGreaterThan(reported.count, cycles * 100, "children reported too little to prove anything")
         XCTAssertGreaterThan(childrenThatStopped, 0, "no child spent its budget: the budget is never exercised")
+        print("SIGKILL loop: \(cycles) kills, \(reported.count) records reported, \(childrenThatStopped) children spent their budget, "
+              + "at most \(mostOlderLapChunks) chunks of an older lap kept by claims a kill cut short")
         // The bundle is still a valid writable bundle after all that.
         let bundle = try LogBundle(path: path)
         try bundle.logger("after").info("alive \(1)")
@@ -61,15 +69,17 @@ final class CrashTests: XCTestCase {
         XCTAssertEqual(try readBundle(path).entries.last?.message, "alive 1")
     }
 
-    /// Checks a killed child's bundle against every record ever reported (see above). Returns true
-    /// when a committed record is missing.
+    /// Checks a killed child's bundle against every record ever reported (see above). Returns
+    /// whether a committed record is missing, and how many chunks of an older lap the bundle holds.
     private func checkKilledBundle(_ path: String, chunkSize: UInt32, reported: Set<UInt64>, cycleFirst: UInt64,
-                                   name: String) throws -> Bool {
+                                   kills: Int, name: String) throws -> (lost: Bool, olderLapChunks: Int) {
         // Read in C: checking a full ring takes about 30 ms there, 0.5 s through LogEntry in Swift.
         var read = lb_test_shaped_read()
         XCTAssertEqual(lb_test_read_shaped(path, chunkSize, &read), 0, "\(name): reading or verifying failed")
         defer { free(read.ids) }
+        defer { free(read.chunk_sequences) }
         let ids = UnsafeBufferPointer(start: read.ids, count: read.count)
+        let chunkSequences = UnsafeBufferPointer(start: read.chunk_sequences, count: read.count)
         let present = Set(ids)
         let summary = read.summary
         XCTAssertGreaterThanOrEqual(read.scan_result, 0, "\(name): the read failed")
@@ -89,8 +99,16 @@ final class CrashTests: XCTestCase {
         let missingThisCycle = missing.filter { $0 & sequenceMask >= cycleFirst }
         XCTAssertEqual(missingThisCycle.count, 0, "\(name): \(missingThisCycle.count) records this cycle committed are missing")
         // Earlier records: only the oldest of each thread, and only as many as were overwritten.
+        // The newest lap holds the chunks of the last `chunk_count` claims; older ones are there
+        // only when a kill cut short the claim that was reusing them.
+        let newestLap = read.next_sequence - UInt64(min(UInt64(read.chunk_count), read.next_sequence))
         var oldestPresent: [UInt64: UInt64] = [:]
-        for record in present { oldestPresent[record >> 48] = min(oldestPresent[record >> 48] ?? .max, record & sequenceMask) }
+        var olderLapChunks = Set<UInt64>()
+        for (record, chunk) in zip(ids, chunkSequences) {
+            guard chunk >= newestLap else { olderLapChunks.insert(chunk); continue }
+            oldestPresent[record >> 48] = min(oldestPresent[record >> 48] ?? .max, record & sequenceMask)
+        }
+        XCTAssertLessThanOrEqual(olderLapChunks.count, 2 * kills, "\(name): chunks of an older lap \(olderLapChunks.sorted())")
         let missingInsideARun = missing.filter { record in
             guard let oldest = oldestPresent[record >> 48] else { return false }
             return record & sequenceMask > oldest
@@ -102,7 +120,7 @@ final class CrashTests: XCTestCase {
         let accountedFor = summary.records_overwritten + summary.records_unreadable
         XCTAssertLessThanOrEqual(UInt64(missing.count), accountedFor,
                                  "\(name): \(missing.count) records missing, verify counts \(summary.records_overwritten) overwritten and \(summary.records_unreadable) unreadable")
-        return !missingThisCycle.isEmpty || !missingInsideARun.isEmpty || UInt64(missing.count) > accountedFor
+        return (!missingThisCycle.isEmpty || !missingInsideARun.isEmpty || UInt64(missing.count) > accountedFor, olderLapChunks.count)
     }
 }
 

@@ -61,12 +61,16 @@ int lb_test_check_shaped_stream(const char *path, uint32_t chunk_size, uint32_t 
                                 uint64_t per_thread, const uint8_t *dropped, lb_test_check *out);
 
 /* Streams `path` (lb_reader_stream) and verifies it: the identities (thread << 48 | seq) of the
- * entries that are exactly a shaped record, in the order read, in `ids` (malloc'ed: free() it);
- * the other entries counted as foreign; failure issues (any kind but torn and overwritten)
- * counted. Returns 0 or -errno (open, memory, verify). */
+ * entries that are exactly a shaped record, in the order read, in `ids`, and the sequence of the
+ * chunk each is in, in `chunk_sequences` (both malloc'ed: free() them); the other entries counted
+ * as foreign; failure issues (any kind but torn and overwritten) counted; the ring's next chunk
+ * sequence and chunk count. Returns 0 or -errno (open, memory, verify, ring info). */
 typedef struct lb_test_shaped_read {
     uint64_t *ids;
+    uint64_t *chunk_sequences;
     size_t count;
+    uint64_t next_sequence;
+    uint32_t chunk_count;
     long foreign;
     long failures;
     long scan_result;
