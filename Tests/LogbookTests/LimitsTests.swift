@@ -680,35 +680,50 @@ final class BundleLifecycleTests: XCTestCase {
     }
 }
 
-/// One long-lived thread that runs closures handed to it, one at a time.
+/// One thread that runs closures handed to it, one at a time, until the worker is released.
+///
+/// The thread holds its own state, not the worker: it referred to the worker `unowned` and, looping
+/// after the worker was released at the end of the test, crashed the test process once on a busy
+/// machine ("attempted to read an unowned reference but object ... was already destroyed").
 final class WorkerThread: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var job: (() -> Void)?
-    private var thread: Thread!
+    private final class State: @unchecked Sendable {
+        let condition = NSCondition()
+        var job: (() -> Void)?
+        var finished = false
+    }
+
+    private let state = State()
 
     init() {
-        thread = Thread { [unowned self] in
+        let state = self.state
+        Thread.detachNewThread {
+            state.condition.lock()
             while true {
-                condition.lock()
-                while job == nil { condition.wait() }
-                let work = job!
-                condition.unlock()
+                while state.job == nil && !state.finished { state.condition.wait() }
+                guard let work = state.job else { break }
+                state.condition.unlock()
                 work()
-                condition.lock()
-                job = nil
-                condition.broadcast()
-                condition.unlock()
+                state.condition.lock()
+                state.job = nil
+                state.condition.broadcast()
             }
+            state.condition.unlock()
         }
-        thread.start()
+    }
+
+    deinit {
+        state.condition.lock()
+        state.finished = true
+        state.condition.broadcast()
+        state.condition.unlock()
     }
 
     /// Runs `body` on the worker thread and waits for it.
     func run(_ body: @escaping () -> Void) {
-        condition.lock()
-        job = body
-        condition.broadcast()
-        while job != nil { condition.wait() }
-        condition.unlock()
+        state.condition.lock()
+        state.job = body
+        state.condition.broadcast()
+        while state.job != nil { state.condition.wait() }
+        state.condition.unlock()
     }
 }
