@@ -67,6 +67,7 @@ struct Export: ParsableCommand {
     }
 
     func run() throws {
+        Self.takeTerminationSignals()
         let environment = ProcessInfo.processInfo.environment
         let state = environment["XDG_STATE_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
             ?? (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state"
@@ -100,21 +101,6 @@ struct Export: ParsableCommand {
         }
         let exporter = try Exporter(.init(source: path, destinationName: String(name), cursors: cursorPath, maximumBatchRecords: batch),
                                     sink: sink)
-        // SIGTERM and SIGINT end --follow after the pass under way (its batch acknowledged or not,
-        // the cursor saved either way).
-        for signalNumber in [SIGTERM, SIGINT] {
-            signal(signalNumber, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: signalNumber, queue: .global())
-            source.setEventHandler {
-                // ends a wait between passes at once, and cancels the pass under way: a batch
-                // being retried is not acknowledged (it is sent again, counted, next time)
-                Export.stopping.withLock { $0 = true }
-                Export.running.withLock { $0?.cancel() }
-                Export.wake.signal()
-            }
-            source.resume()
-            Export.signalSources.withLock { $0.append(source) }
-        }
         var total = Exporter.Report()
         repeat {
             let report: Exporter.Report
@@ -160,7 +146,40 @@ struct Export: ParsableCommand {
     static let stopping = Locked(false)
     static let running = Locked<Task<Void, Never>?>(nil)
     static let wake = DispatchSemaphore(value: 0)
-    static let signalSources = Locked<[any DispatchSourceSignal]>([])
+
+    /// SIGTERM and SIGINT end --follow after the pass under way (its batch acknowledged or not, the
+    /// cursor saved either way): they end a wait between passes at once and cancel the pass under
+    /// way (a batch being retried is not acknowledged: it is sent again, counted, next time).
+    ///
+    /// A handler of our own writes a byte to a pipe, whichever thread the signal lands on, and one
+    /// thread reads the pipe and stops the export. A Dispatch signal source (with SIG_IGN, as on
+    /// Darwin) lost one SIGTERM in 20 on a busy machine and the command waited out its interval:
+    /// on Linux it needs the signal blocked in every thread, and Foundation's threads do not
+    /// inherit a blocked mask.
+    static func takeTerminationSignals() {
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { fail("cannot make a pipe for signals: \(String(cString: strerror(errno)))") }
+        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+        _ = fcntl(ends[1], F_SETFL, O_NONBLOCK)  // the handler never blocks
+        terminationSignalPipe = ends[1]
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = terminationSignalArrived
+        action.sa_flags = SA_RESTART
+        sigemptyset(&action.sa_mask)
+        for signalNumber in [SIGTERM, SIGINT] { sigaction(signalNumber, &action, nil) }
+        let readEnd = ends[0]
+        Thread.detachNewThread {
+            var byte: UInt8 = 0
+            while true {
+                let n = read(readEnd, &byte, 1)
+                if n < 0 && errno == EINTR { continue }
+                guard n == 1 else { return }
+                Export.stopping.withLock { $0 = true }
+                Export.running.withLock { $0?.cancel() }
+                Export.wake.signal()
+            }
+        }
+    }
 
     /// One pass of the exporter, waited for on this thread.
     private func pass(_ exporter: Exporter) throws -> Exporter.Report {
@@ -177,4 +196,16 @@ struct Export: ParsableCommand {
         Export.running.withLock { $0 = nil }
         return try result.get()
     }
+}
+
+/// The write end of the pipe `terminationSignalArrived` writes to (set before the handler is
+/// installed; -1 until then).
+nonisolated(unsafe) private var terminationSignalPipe: Int32 = -1
+
+/// SIGTERM's and SIGINT's handler: async-signal-safe, it only writes one byte (and keeps errno).
+private func terminationSignalArrived(_: Int32) {
+    let saved = errno
+    var byte: UInt8 = 1
+    _ = write(terminationSignalPipe, &byte, 1)
+    errno = saved
 }

@@ -90,8 +90,7 @@ public struct OTLPDestination: Sendable {
         }
     }
 
-    /// One POST. A session per attempt, so a fresh connection (the uploader's reason: libcurl
-    /// retries a request on a reused connection that was reset, without its body).
+    /// One POST, through the uploader's HTTPExchange (a session per attempt, so a fresh connection).
     func send(_ body: [UInt8], attempt: Int, encoding: String?) async -> (AttemptOutcome, Data?) {
         var request = URLRequest(url: url)
         request.httpMethod = "POST"
@@ -103,10 +102,8 @@ public struct OTLPDestination: Sendable {
         request.timeoutInterval = Double(seconds) + Double(attoseconds) / 1e18
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpMaximumConnectionsPerHost = 1
-        let session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
         do {
-            let (data, response) = try await session.upload(for: request, from: Data(body))
+            let (data, response) = try await HTTPExchange.send(request, body: Data(body), configuration: configuration)
             guard let http = response as? HTTPURLResponse else { return (.transportError("not an HTTP response"), nil) }
             return (.status(http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After")), data)
         } catch let error as URLError where error.code == .timedOut {

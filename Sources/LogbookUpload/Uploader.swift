@@ -432,13 +432,9 @@ public final class Uploader: Sendable {
         do {
             // A Data body, never upload(fromFile:): FoundationNetworking traps the process on a
             // connection reset in the middle of a file body (measured; docs/ARCHITECTURE.md).
-            // A session of its own per attempt, so a fresh connection: on a reused connection
-            // that the server reset, libcurl retries the request by itself and, unable to rewind
-            // a FoundationNetworking body, sends it with no body at all (measured: such retries
-            // hung until the timeout, or an empty body reached a server that accepted it).
-            let session = URLSession(configuration: sessionConfiguration, delegate: RedirectRefusal(), delegateQueue: nil)
-            defer { session.finishTasksAndInvalidate() }
-            let (_, response) = try await session.upload(for: request, from: body)
+            // A session of its own per attempt (HTTPExchange): measured, libcurl's own retry on a
+            // reused connection hung until the timeout, or sent an empty body that a server accepted.
+            let (_, response) = try await HTTPExchange.send(request, body: body, configuration: sessionConfiguration)
             guard let http = response as? HTTPURLResponse else { return .transportError("not an HTTP response") }
             return .status(http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
         } catch let error as URLError where error.code == .timedOut {

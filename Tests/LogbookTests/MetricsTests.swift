@@ -324,7 +324,7 @@ final class MetricsTests: XCTestCase {
         let held = await eventually { server.requests().count == 1 }
         XCTAssertTrue(held, "the first batch never reached the collector")
         seen.insert(monitor.statistics.pending)
-        FileManager.default.createFile(atPath: server.log + ".release", contents: nil)
+        XCTAssertTrue(FileManager.default.createFile(atPath: server.log + ".release", contents: nil))
         _ = await eventually {
             let pending = monitor.statistics.pending
             if pending > 0 { seen.insert(pending) }

@@ -241,7 +241,12 @@ final class ChildProcess: @unchecked Sendable {
     func waitForExit(timeout: TimeInterval = 120) throws -> Int32 {
         let deadline = Date(timeIntervalSinceNow: timeout)
         while process.isRunning {
-            guard Date() < deadline else { throw TestFailure("still running after \(timeout) s: \(output) \(errors)") }
+            guard Date() < deadline else {
+                let pid = process.processIdentifier
+                let stacks = (try? runProgram("/usr/bin/gdb", ["-p", "\(pid)", "-batch", "-ex", "thread apply all bt 25"]))?.output ?? ""
+                try? stacks.write(toFile: "/tmp/runs/stuck-\(pid).txt", atomically: true, encoding: .utf8)
+                throw TestFailure("still running after \(timeout) s: \(output) \(errors)")
+            }
             usleep(5_000)
         }
         _ = done.wait(timeout: .now() + 10)
