@@ -242,15 +242,23 @@ final class ChildProcess: @unchecked Sendable {
         let deadline = Date(timeIntervalSinceNow: timeout)
         while process.isRunning {
             guard Date() < deadline else {
-                let pid = process.processIdentifier
-                let stacks = (try? runProgram("/usr/bin/gdb", ["-p", "\(pid)", "-batch", "-ex", "thread apply all bt 25"]))?.output ?? ""
-                try? stacks.write(toFile: "/tmp/runs/stuck-\(pid).txt", atomically: true, encoding: .utf8)
-                throw TestFailure("still running after \(timeout) s: \(output) \(errors)")
+                throw TestFailure("still running after \(timeout) s: \(output) \(errors)\n\(stacks())")
             }
             usleep(5_000)
         }
         _ = done.wait(timeout: .now() + 10)
         return process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+    }
+
+    /// The child's threads' stacks (gdb, when installed): what a hung child was doing, in the
+    /// failure CI prints (how the SIGTERM hang of 'logbook export' was found).
+    func stacks() -> String {
+        let gdb = "/usr/bin/gdb"
+        guard process.isRunning, FileManager.default.isExecutableFile(atPath: gdb),
+              let run = try? runProgram(gdb, ["-p", "\(process.processIdentifier)", "-batch", "-ex", "thread apply all bt 20"])
+        else { return "" }
+        let frames = run.output.split(separator: "\n").filter { $0.hasPrefix("Thread ") || $0.hasPrefix("#") }
+        return "stacks:\n" + frames.prefix(200).joined(separator: "\n")
     }
 
     func killIfRunning() {
