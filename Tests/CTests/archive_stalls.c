@@ -30,17 +30,19 @@ static double seconds(void) {
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* A 16-chunk ring of 4 KiB chunks under `policy`, archived with pwritev (io_uring writes happen
- * in the kernel, out of the shim's reach), no count or quota limit; NULL on failure. */
-static lb_bundle *open_bundle(const char *dir, const char *name, uint32_t policy, uint32_t wait_ms) {
+/* A ring of `chunks` chunks of 4 KiB under `policy`, archived with pwritev (io_uring writes
+ * happen in the kernel, out of the shim's reach), no count or quota limit; NULL on failure. */
+static lb_bundle *open_bundle(const char *dir, const char *name, uint32_t chunks, uint32_t policy,
+                              uint32_t wait_ms, uint32_t idle_seal_ms) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     lb_options o;
     lb_options_init(&o);
-    o.capacity = 64u << 10;
+    o.capacity = chunks * 4096u;
     o.chunk_size = 4096;
     o.wrap_policy = policy;
     o.lossless_wait_ms = wait_ms;
+    o.idle_seal_ms = idle_seal_ms;
     lb_archive_options a;
     lb_archive_options_init(&a);
     a.backend = LB_ARCHIVE_BACKEND_PWRITE;
@@ -53,7 +55,7 @@ static lb_bundle *open_bundle(const char *dir, const char *name, uint32_t policy
 static void lossless_fails_fast(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/stalled.logbook", dir);
-    lb_bundle *b = open_bundle(dir, "stalled.logbook", LB_WRAP_LOSSLESS, 200);
+    lb_bundle *b = open_bundle(dir, "stalled.logbook", 16, LB_WRAP_LOSSLESS, 200, 1000);
     if (!b) { CHECK(0); return; }
     lb_logger *log;
     lb_logger_register(b, "stalled", &log);
@@ -102,7 +104,7 @@ static void lossless_fails_fast(const char *dir) {
 static void overwrite_never_drops_for_a_slow_archiver(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/slow.logbook", dir);
-    lb_bundle *b = open_bundle(dir, "slow.logbook", LB_WRAP_OVERWRITE, 0);
+    lb_bundle *b = open_bundle(dir, "slow.logbook", 16, LB_WRAP_OVERWRITE, 0, 1000);
     if (!b) { CHECK(0); return; }
     lb_logger *log;
     lb_logger_register(b, "slow", &log);
@@ -168,19 +170,9 @@ static void *log_once_then_wait(void *arg) {
 static void waiting_writer_lets_the_sealer_free_chunks(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/quiet.logbook", dir);
-    lb_options o;
-    lb_options_init(&o);
-    o.capacity = 4u * 4096;  /* four chunks: one per quiet thread */
-    o.chunk_size = 4096;
-    o.wrap_policy = LB_WRAP_LOSSLESS;
-    o.lossless_wait_ms = 20000;
-    o.idle_seal_ms = 500;
-    lb_archive_options a;
-    lb_archive_options_init(&a);
-    a.max_files = 0;
-    a.quota = 0;
-    lb_bundle *b;
-    CHECK(lb_bundle_open_archived(path, &o, &a, &b) == 0);
+    /* Four chunks: one per quiet thread. */
+    lb_bundle *b = open_bundle(dir, "quiet.logbook", 4, LB_WRAP_LOSSLESS, 20000, 500);
+    if (!b) { CHECK(0); return; }
     lb_logger *log;
     lb_logger_register(b, "quiet", &log);
     quiet_thread quiet[4];
