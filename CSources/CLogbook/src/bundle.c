@@ -780,7 +780,13 @@ static void detach_ring_locked(lb_bundle *b) {
     if (!b->writers_given_up) return;
     uint8_t *chunk = malloc(b->chunk_size);
     lb_abandoned_chunk *list = calloc(b->writers_given_up, sizeof *list);
-    for (uint32_t slot = 0; chunk && list && slot < b->chunk_count; slot++) {
+    if (!chunk || !list) {  /* the count detach took from the chunks' headers stays */
+        free(chunk);
+        free(list);
+        return;
+    }
+    b->abandoned_records = b->abandoned_bytes = 0;  /* counted again, from the file */
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
         uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * b->chunk_size;
         if (lb_pread_full(b->ring_fd, chunk, LB_CHUNK_HEADER_SIZE, at) != LB_CHUNK_HEADER_SIZE)
             break;
@@ -872,18 +878,13 @@ int lb_bundle_counters(lb_bundle *b, lb_counters *out) {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&b->detach_lock);
     lb_ring_header *r = b->ring;
-    uint64_t active_bytes = 0;
-    uint64_t active_records = lb_writers_active_records(b, &active_bytes);
-    out->records = atomic_load(&r->records) + active_records;
-    out->bytes = atomic_load(&r->bytes) + active_bytes;
+    lb_writers_count_records(b, &out->records, &out->bytes);
     out->chunks_claimed = atomic_load(&r->chunks_claimed);
     out->chunks_reused = atomic_load(&r->chunks_reused);
     out->large_records = atomic_load(&r->large_records);
     for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->drops[i] = atomic_load(&r->drops[i]);
     /* Writers close gave up on (detach_ring): their records in the file, and a record one of them
      * committed since, in memory only (its header word is where the file's records end). */
-    out->records += b->abandoned_records;
-    out->bytes += b->abandoned_bytes;
     for (uint32_t i = 0; i < b->abandoned_count; i++) {
         lb_abandoned_chunk *a = &b->abandoned[i];
         if (a->end + 8 <= b->chunk_size &&

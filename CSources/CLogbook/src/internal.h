@@ -302,7 +302,8 @@ void lb_writers_stop_all(lb_bundle *bundle);
 void lb_writers_detach_all(lb_bundle *bundle);  /* close: seal every chunk and detach */
 void lb_writers_seal_all(lb_bundle *bundle);    /* flush: seal every chunk, keep writers */
 void lb_writers_seal_idle(lb_bundle *bundle, uint64_t idle_ticks);
-uint64_t lb_writers_active_records(lb_bundle *bundle, uint64_t *bytes);
+/* The records and bytes committed: the ring's totals plus every writer's chunk, at one moment. */
+void lb_writers_count_records(lb_bundle *bundle, uint64_t *records, uint64_t *bytes);
 void lb_bundle_count_drop(lb_bundle *bundle, unsigned reason);
 int lb_membarrier(void);  /* 0 when the asymmetric fence ran, -errno when unavailable */
 

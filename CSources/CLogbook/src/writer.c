@@ -43,8 +43,9 @@ typedef struct lb_writer_cold {
     pthread_mutex_t lock;          /* owner's slow path and stealers */
     /* 1 while the owner claims a chunk, holding `lock` and no chunk: a claim in a full lossless
      * ring waits (up to lossless_wait_ms) for the archiver. Threads that hold the registry lock
-     * never wait for `lock` then (lock_unless_claiming): the idle sealer did, so no other chunk was
-     * sealed and no exiting thread could seal its own, and the archiver had nothing to free. */
+     * do not wait for `lock` then (lock_unless_claiming): the idle sealer did, so no other chunk was
+     * sealed and no exiting thread could seal its own, and the archiver had nothing to free. Close
+     * does wait (lock_writer): it woke the claim, which then ends at once. */
     _Atomic uint32_t claiming;
     uint64_t prev_sequence;        /* sequence of this writer's previous chunk */
     uint32_t thread_id;
@@ -54,6 +55,7 @@ typedef struct lb_writer_cold {
      * wait for this writer. */
     uint64_t seals_asked;
     uint32_t seal_pending;
+    uint32_t counting_locked;      /* lb_writers_count_records holds `lock`; under the registry lock */
     uint32_t drop_reason;          /* for LB_WRITER_DISCARD */
     uint8_t *resume;               /* chunk position to return to after a discarded record */
     uint8_t *staging;
@@ -213,6 +215,16 @@ static int lock_unless_claiming(lb_writer_cold *c) {
             nanosleep(&pause, NULL);
         }
     }
+}
+
+/* Close locks a writer also while its owner claims a chunk: the claim may succeed after `closed`
+ * was set, and the record in progress is then committed in the new chunk, which close must take
+ * (skipped, it stayed unsealed and its record uncounted). Close woke every claim waiting for the
+ * archiver, and a claim sees `closed` before it waits again, so this wait is short. */
+static int lock_writer(lb_writer_cold *c, int through_claims) {
+    if (!through_claims) return lock_unless_claiming(c);
+    pthread_mutex_lock(&c->lock);
+    return 1;
 }
 
 /* ---- thread exit: seal and free this thread's writers ---- */
@@ -633,15 +645,15 @@ int lb_record_commit_slow(lb_writer *w, uint32_t site) {
 
 /* Returns 1 when the chunk was sealed (or there was none), 0 when the owner was busy. A busy
  * owner's request is withdrawn, unless `keep_request`: the owner then seals at its next record. */
-static int steal_chunk(lb_writer *w, lb_bundle *b, int keep_request) {
+static int steal_chunk(lb_writer *w, lb_bundle *b, int keep_request, int detaching) {
     lb_writer_cold *c = COLD(w);
-    if (!lock_unless_claiming(c)) return 1;  /* it sealed its chunk before claiming */
+    if (!lock_writer(c, detaching)) return 1;  /* it sealed its chunk before claiming */
     int done = c->stolen || !w->chunk;
     pthread_mutex_unlock(&c->lock);
     if (done) return 1;
     atomic_store(&w->steal, 1);
     int fenced = lb_membarrier() == 0;
-    if (!lock_unless_claiming(c)) {
+    if (!lock_writer(c, detaching)) {
         /* It sealed its chunk on its own since (a claim seals first). */
         if (!keep_request) atomic_store(&w->steal, 0);
         return 1;
@@ -670,7 +682,7 @@ static int is_own(lb_writer *w) {
 /* Whether flush (or close, `detaching`) is done with writer `w`: its chunk was taken now, or it
  * holds none; for flush also when the owner sealed the chunk it had when flush asked. */
 static int seal_done(lb_writer *w, lb_bundle *b, int detaching) {
-    if (steal_chunk(w, b, 1)) return 1;
+    if (steal_chunk(w, b, 1, detaching)) return 1;
     if (detaching) return 0;
     lb_writer_cold *c = COLD(w);
     if (!lock_unless_claiming(c)) return 1;  /* sealed before claiming */
@@ -704,10 +716,10 @@ static void seal_writers(lb_bundle *b, int detaching) {
             }
             continue;
         }
-        if (!lock_unless_claiming(c)) continue;  /* it holds no chunk: nothing to seal */
+        if (!lock_writer(c, detaching)) continue;  /* it holds no chunk: nothing to seal */
         c->seals_asked = c->seals;
         pthread_mutex_unlock(&c->lock);
-        if (!steal_chunk(w, b, 1)) {
+        if (!steal_chunk(w, b, 1, detaching)) {
             c->seal_pending = 1;
             pending++;
         }
@@ -761,6 +773,12 @@ void lb_writers_detach_all(lb_bundle *b) {
         lb_writer *next = c->next_in_bundle;
         /* The owner finds `bundle == NULL` on its next slow path; `steal` sends it there. */
         pthread_mutex_lock(&c->lock);
+        if (w->chunk && !c->stolen) {
+            /* A chunk close gave up on: counted as its header says until detach_ring reads it back
+             * from the file (the counters must not drop its records in between). */
+            b->abandoned_records += atomic_load(&w->chunk->record_count);
+            b->abandoned_bytes += atomic_load(&w->chunk->committed) - LB_CHUNK_HEADER_SIZE;
+        }
         c->bundle = NULL;
         c->next_in_bundle = NULL;
         atomic_store(&w->steal, 1);
@@ -786,25 +804,36 @@ void lb_writers_seal_idle(lb_bundle *b, uint64_t idle_ticks) {
         int idle = h && atomic_load_explicit(&h->record_count, memory_order_relaxed) > 0;
         pthread_mutex_unlock(&c->lock);
         uint64_t last = atomic_load_explicit(&w->last_ticks, memory_order_relaxed);
-        if (idle && now > last && now - last >= idle_ticks) steal_chunk(w, b, 0);
+        if (idle && now > last && now - last >= idle_ticks) steal_chunk(w, b, 0, 0);
     }
     lb_registry_unlock();
 }
 
-uint64_t lb_writers_active_records(lb_bundle *b, uint64_t *bytes) {
-    uint64_t records = 0, total = 0;
+void lb_writers_count_records(lb_bundle *b, uint64_t *records, uint64_t *bytes) {
+    /* One moment for the whole count: every writer's lock is held while the ring's totals are read,
+     * so a chunk's records are counted in its writer's chunk or in the totals, never both and never
+     * neither (read one by one, a chunk sealed between the two reads was counted twice, and the
+     * next call counted fewer records: found under ThreadSanitizer's slowdown). A writer claiming a
+     * chunk holds none: it sealed its last one into the totals before claiming. */
+    uint64_t active = 0, active_bytes = 0;
     lb_registry_lock();
     for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
         lb_writer_cold *c = COLD(w);
-        if (!lock_unless_claiming(c)) continue;  /* no chunk while it claims one */
+        c->counting_locked = (uint32_t)lock_unless_claiming(c);
+        if (!c->counting_locked) continue;
         lb_chunk_header *h = c->stolen ? NULL : w->chunk;
         if (h) {
-            records += atomic_load(&h->record_count);
-            total += atomic_load(&h->committed) - LB_CHUNK_HEADER_SIZE;
+            active += atomic_load(&h->record_count);
+            active_bytes += atomic_load(&h->committed) - LB_CHUNK_HEADER_SIZE;
         }
-        pthread_mutex_unlock(&c->lock);
+    }
+    /* The chunks close gave up on leave the writers' list under this lock, into `abandoned_*`. */
+    *records = atomic_load(&b->ring->records) + active + b->abandoned_records;
+    *bytes = atomic_load(&b->ring->bytes) + active_bytes + b->abandoned_bytes;
+    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
+        lb_writer_cold *c = COLD(w);
+        if (c->counting_locked) pthread_mutex_unlock(&c->lock);
+        c->counting_locked = 0;
     }
     lb_registry_unlock();
-    *bytes = total;
-    return records;
 }
