@@ -237,6 +237,72 @@ static void test_many_loggers(void) {
     CHECK(lb_bundle_close(b) == 0);
 }
 
+/* A thread stuck between lb_record_begin and lb_record_commit past shutdown's 2 s wait: its commit
+ * lands in the memory that replaced the ring, so it must say the record was dropped (-EBADF), as
+ * the counters do (`closed`), and the files keep only the record before it (commit returned 0:
+ * found by adversarial review). The counters never go down meanwhile. */
+typedef struct stuck_writer {
+    lb_bundle *bundle;
+    lb_logger *logger;
+    uint32_t site;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int inside, release, commit_rc;
+} stuck_writer;
+
+static void *write_stuck(void *p) {
+    stuck_writer *s = p;
+    lb_writer *w = lb_writer_get(s->bundle);
+    lb_record_begin(w, s->logger->id, LB_LEVEL_INFO);
+    lb_record_put_u32(w, 7);
+    pthread_mutex_lock(&s->lock);
+    s->inside = 1;
+    pthread_cond_broadcast(&s->changed);
+    while (!s->release) pthread_cond_wait(&s->changed, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+    lb_record_put_u32(w, 8);
+    s->commit_rc = lb_record_commit(w, s->site);
+    return NULL;
+}
+
+static void test_record_stuck_past_shutdown(void) {
+    char path[512];
+    path_of(path, sizeof path, "stuck.logbook");
+    lb_options o;
+    lb_options_init(&o);
+    o.capacity = 1 << 20;
+    o.chunk_size = 16 << 10;
+    o.ignore_environment_filter = 1;
+    stuck_writer s = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .commit_rc = 99};
+    CHECK(lb_bundle_open(path, &o, &s.bundle) == 0);
+    CHECK(lb_logger_register(s.bundle, "stuck", &s.logger) == 0);
+    s.site = lb_site_register_c(s.bundle, __FILE__, __LINE__, __func__, "a={} b={}");
+    LB_INFO(s.logger, "before {}", 1);
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, write_stuck, &s) == 0);
+    pthread_mutex_lock(&s.lock);
+    while (!s.inside) pthread_cond_wait(&s.changed, &s.lock);
+    pthread_mutex_unlock(&s.lock);
+    CHECK(lb_bundle_shutdown(s.bundle) == 0);
+    lb_counters before, after;
+    CHECK(lb_bundle_counters(s.bundle, &before) == 0);
+    CHECK(before.records == 1 && before.dropped == 0);
+    pthread_mutex_lock(&s.lock);
+    s.release = 1;
+    pthread_cond_broadcast(&s.changed);
+    pthread_mutex_unlock(&s.lock);
+    pthread_join(thread, NULL);
+    CHECK(s.commit_rc == -EBADF);
+    CHECK(lb_bundle_counters(s.bundle, &after) == 0);
+    CHECK(after.records == 1 && after.drops[LB_DROP_CLOSED] == 1 && after.dropped == 1);
+    CHECK(lb_bundle_close(s.bundle) == 0);
+    lb_reader *r;
+    CHECK(lb_reader_open(path, &r) == 0);
+    CHECK(lb_reader_scan(r) == 1);
+    CHECK(lb_reader_entry_count(r) == 1);
+    lb_reader_close(r);
+}
+
 int main(void) {
     /* The C test runs on the CLOCK_MONOTONIC fallback (the Swift tests cover the TSC): one
      * nanosecond per tick is also what makes extreme timestamps overflow naive arithmetic. */
@@ -249,6 +315,7 @@ int main(void) {
     test_extreme_timestamps();
     test_filters();
     test_many_loggers();
+    test_record_stuck_past_shutdown();
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

@@ -118,8 +118,9 @@ int lb_bundle_close(lb_bundle *bundle);
  * blocks) keeps its chunk, which the files keep active with the records it committed, as after a
  * crash (the next writer's recovery seals it). The memory stays valid, so that a racing or stuck
  * writer never touches unmapped memory, but the ring is mapped over anonymous memory: nothing
- * reaches the files any more, also not a drop count or a stuck thread's record (counted as
- * dropped, LB_DROP_CLOSED, in lb_bundle_counters once its call returns). lb_bundle_close does this
+ * reaches the files any more, also not a drop count or a stuck thread's record (its commit returns
+ * -EBADF, and it is counted as dropped, LB_DROP_CLOSED, in lb_bundle_counters once its call
+ * returns; one committed before the ring was detached is kept and counted). lb_bundle_close does this
  * and then frees. -EBADF when the bundle was already shut down. */
 int lb_bundle_shutdown(lb_bundle *bundle);
 
@@ -142,6 +143,9 @@ typedef struct lb_counters {
     uint64_t dropped;          /* the sum of drops */
 } lb_counters;
 
+/* The counters at one moment: each committed record is counted once, in `records` or in its
+ * chunk, so `records` never goes down. Takes the writers' locks briefly; while lb_bundle_shutdown
+ * or lb_bundle_flush waits for a thread in the middle of a record (up to 2 s), it waits too. */
 int lb_bundle_counters(lb_bundle *bundle, lb_counters *out);
 
 /* The writer's view of its ring: chunks by state and the bytes they hold now. */
@@ -432,6 +436,7 @@ lb_writer *lb_writer_get_slow(lb_bundle *bundle);
 void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nested);
 uint8_t *lb_record_reserve_slow(lb_writer *w, size_t size);
 int lb_record_commit_slow(lb_writer *w, uint32_t site);
+int lb_record_commit_late(lb_writer *w, const uint8_t *record);
 
 /* Abandons the record being built: the following lb_record_commit drops it and counts `reason`
  * (lb_drop_reason). Used when its call site could not be registered. */
@@ -562,7 +567,9 @@ static inline void lb_record_put_redacted(lb_writer *w, uint8_t type) {
 
 /* Commits the record with its call site: zeroes the next header slot, then release-stores the
  * header. Returns 0, or -EMSGSIZE / -ENOSPC / -EBADF / -EDEADLK / -EIO when the record was dropped
- * (and counted). */
+ * (and counted). A record begun before lb_bundle_shutdown and committed after shutdown gave up
+ * waiting for it (2 s) and detached the ring returns -EBADF (dropped, counted `closed`); one
+ * committed before the ring was detached reached the file and returns 0. */
 static inline int lb_record_commit(lb_writer *w, uint32_t site) {
     if (__builtin_expect(w->mode != LB_WRITER_DIRECT, 0)) return lb_record_commit_slow(w, site);
     uint8_t *r = w->record;
@@ -584,6 +591,10 @@ static inline int lb_record_commit(lb_writer *w, uint32_t site) {
                           memory_order_release);
     w->cur = next;
     atomic_store_explicit(&w->building, 0, memory_order_release);
+    /* Another thread asked for the chunk: flush, the idle sealer, or close, which may have given
+     * up on this record and replaced the ring's memory before it was stored. */
+    if (__builtin_expect(atomic_load_explicit(&w->steal, memory_order_acquire) != 0, 0))
+        return lb_record_commit_late(w, r);
     return 0;
 }
 

@@ -749,8 +749,36 @@ static void stop_sealer(lb_bundle *b) {
  * counted there as dropped, `closed`). */
 static void ring_usage_of(lb_bundle *b, lb_ring_usage *out);
 
+/* The chunks close gave up on, as the file keeps them: their records counted as recovery will
+ * count them when the next writer seals them, `end` where a late record's header word would be. */
+static void count_abandoned(lb_bundle *b) {
+    if (!b->abandoned_count) return;
+    uint8_t *chunk = malloc(b->chunk_size);
+    for (uint32_t i = 0; i < b->abandoned_count; i++) {
+        lb_abandoned_chunk *a = &b->abandoned[i];
+        uint64_t at = (uint64_t)((uint8_t *)a->chunk - (uint8_t *)b->ring);
+        a->end = a->header_end;  /* if the file cannot be read: as the header said before the remap */
+        if (chunk && lb_pread_full(b->ring_fd, chunk, b->chunk_size, at) == (ssize_t)b->chunk_size) {
+            recovery_count count = {0, LB_CHUNK_HEADER_SIZE};
+            lb_walk_end how;
+            a->end = lb_chunk_walk(chunk, b->chunk_size, LB_CHUNK_HEADER_SIZE, recovery_visit,
+                                   &count, &how);
+            b->abandoned_records += count.records;
+        } else {
+            b->abandoned_records += a->header_records;
+        }
+        b->abandoned_bytes += a->end - LB_CHUNK_HEADER_SIZE;
+    }
+    free(chunk);
+}
+
 static void detach_ring_locked(lb_bundle *b) {
     ring_usage_of(b, &b->final_usage);
+    for (uint32_t i = 0; i < b->abandoned_count; i++) {
+        lb_abandoned_chunk *a = &b->abandoned[i];
+        a->header_records = atomic_load(&a->chunk->record_count);
+        a->header_end = atomic_load(&a->chunk->committed);
+    }
     uint8_t *saved = malloc(LB_RING_HEADER_SIZE);
     if (saved) memcpy(saved, b->ring, LB_RING_HEADER_SIZE);  /* if the file cannot be read back */
     void *fresh = mmap(b->ring, b->map_length, PROT_READ | PROT_WRITE,
@@ -760,6 +788,7 @@ static void detach_ring_locked(lb_bundle *b) {
         return;
     }
     b->ring_detached = 1;
+    count_abandoned(b);
     if (!saved) return;
     uint8_t *header = (uint8_t *)b->ring;
     /* The file's header as it stays; the copy taken before the remap if it cannot be read. */
@@ -777,34 +806,6 @@ static void detach_ring_locked(lb_bundle *b) {
     for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++)
         atomic_fetch_add(&b->ring->drops[i], atomic_load(&file->drops[i]));
     free(saved);
-    if (!b->writers_given_up) return;
-    uint8_t *chunk = malloc(b->chunk_size);
-    lb_abandoned_chunk *list = calloc(b->writers_given_up, sizeof *list);
-    if (!chunk || !list) {  /* the count detach took from the chunks' headers stays */
-        free(chunk);
-        free(list);
-        return;
-    }
-    b->abandoned_records = b->abandoned_bytes = 0;  /* counted again, from the file */
-    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
-        uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * b->chunk_size;
-        if (lb_pread_full(b->ring_fd, chunk, LB_CHUNK_HEADER_SIZE, at) != LB_CHUNK_HEADER_SIZE)
-            break;
-        const lb_chunk_header *h = (const lb_chunk_header *)(const void *)chunk;
-        if (atomic_load(&h->state) != LB_CHUNK_ACTIVE || b->abandoned_count == b->writers_given_up)
-            continue;
-        if (lb_pread_full(b->ring_fd, chunk, b->chunk_size, at) != (ssize_t)b->chunk_size) break;
-        /* Counted as recovery will count it when the next writer seals it. */
-        recovery_count count = {0, LB_CHUNK_HEADER_SIZE};
-        lb_walk_end how;
-        uint32_t end = lb_chunk_walk(chunk, b->chunk_size, LB_CHUNK_HEADER_SIZE, recovery_visit,
-                                     &count, &how);
-        list[b->abandoned_count++] = (lb_abandoned_chunk){lb_chunk_at(b, slot), end};
-        b->abandoned_records += count.records;
-        b->abandoned_bytes += end - LB_CHUNK_HEADER_SIZE;
-    }
-    free(chunk);
-    b->abandoned = list;
 }
 
 static void detach_ring(lb_bundle *b) {
@@ -885,7 +886,7 @@ int lb_bundle_counters(lb_bundle *b, lb_counters *out) {
     for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->drops[i] = atomic_load(&r->drops[i]);
     /* Writers close gave up on (detach_ring): their records in the file, and a record one of them
      * committed since, in memory only (its header word is where the file's records end). */
-    for (uint32_t i = 0; i < b->abandoned_count; i++) {
+    for (uint32_t i = 0; b->ring_detached && i < b->abandoned_count; i++) {
         lb_abandoned_chunk *a = &b->abandoned[i];
         if (a->end + 8 <= b->chunk_size &&
             atomic_load((_Atomic uint64_t *)(void *)((uint8_t *)a->chunk + a->end)) != 0)

@@ -217,8 +217,9 @@ typedef struct lb_site_entry {
 /* A chunk a writer still held when close gave up waiting for it: the file keeps it active, with
  * the records whose headers reached it (`end`: where the next record would start). */
 typedef struct lb_abandoned_chunk {
-    lb_chunk_header *chunk;  /* in the anonymous mapping that replaced the ring */
-    uint32_t end;
+    lb_chunk_header *chunk;  /* in the ring; in the anonymous mapping that replaced it once detached */
+    uint32_t end;            /* set by detach_ring */
+    uint32_t header_records, header_end;  /* the chunk's header just before the remap */
 } lb_abandoned_chunk;
 
 struct lb_bundle {
@@ -254,9 +255,11 @@ struct lb_bundle {
     pthread_mutex_t detach_lock;
     int ring_detached;
     uint32_t writers_given_up;     /* by close's wait; under the registry lock */
-    struct lb_abandoned_chunk *abandoned;  /* the chunks they held, as the file keeps them */
+    /* The chunks they held: set when close detaches the writers (under the registry lock), read
+     * back from the file when the ring is detached. */
+    struct lb_abandoned_chunk *abandoned;
     uint32_t abandoned_count;
-    uint64_t abandoned_records, abandoned_bytes;
+    uint64_t abandoned_records, abandoned_bytes;  /* once detached (or when no list fits) */
     lb_ring_usage final_usage;     /* the ring's chunks when it was detached */
     /* archiver (CSources/CLogbookArchive), when one is attached */
     uint32_t lossless_wait_ms;

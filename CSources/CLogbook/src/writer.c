@@ -597,6 +597,27 @@ static void count_drop(lb_writer *w, unsigned reason) {
     pthread_mutex_unlock(&c->lock);
 }
 
+int lb_record_commit_late(lb_writer *w, const uint8_t *record) {
+    lb_writer_cold *c = COLD(w);
+    pthread_mutex_lock(&c->lock);
+    lb_bundle *b = c->bundle ? NULL : c->counted_in;  /* detached by close, or just asked */
+    pthread_mutex_unlock(&c->lock);
+    if (!b) return 0;
+    /* The record is lost when its header word landed in the memory that replaced the ring: then
+     * it is where the file's records of its chunk end (counted `closed` by lb_bundle_counters).
+     * Stored before the remap, it reached the file, which detach_ring read it back from. */
+    int lost = 0;
+    pthread_mutex_lock(&b->detach_lock);
+    if (b->ring_detached) {
+        for (uint32_t i = 0; i < b->abandoned_count; i++) {
+            const lb_abandoned_chunk *a = &b->abandoned[i];
+            if ((const uint8_t *)a->chunk + a->end == record) lost = 1;
+        }
+    }
+    pthread_mutex_unlock(&b->detach_lock);
+    return lost ? -EBADF : 0;
+}
+
 int lb_record_commit_slow(lb_writer *w, uint32_t site) {
     lb_writer_cold *c = COLD(w);
     uint32_t depth = atomic_load_explicit(&w->building, memory_order_relaxed);
@@ -767,6 +788,12 @@ void lb_writers_detach_all(lb_bundle *b) {
     /* Closed is set: no writer begins a record from here (its slow path drops it), so once its
      * chunk is taken it stays without one until it is detached below. */
     seal_writers(b, 1);
+    /* The chunks close gave up on (a writer that still holds one) leave the writers' list into
+     * `abandoned`, under this lock: the counters go on counting their records from the chunks'
+     * headers (a stuck record committed now reaches the file) until detach_ring reads them back. */
+    uint32_t writers = 0;
+    for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) writers++;
+    if (b->writers_given_up) b->abandoned = calloc(writers, sizeof *b->abandoned);
     lb_writer *w = b->writers;
     while (w) {
         lb_writer_cold *c = COLD(w);
@@ -774,10 +801,12 @@ void lb_writers_detach_all(lb_bundle *b) {
         /* The owner finds `bundle == NULL` on its next slow path; `steal` sends it there. */
         pthread_mutex_lock(&c->lock);
         if (w->chunk && !c->stolen) {
-            /* A chunk close gave up on: counted as its header says until detach_ring reads it back
-             * from the file (the counters must not drop its records in between). */
-            b->abandoned_records += atomic_load(&w->chunk->record_count);
-            b->abandoned_bytes += atomic_load(&w->chunk->committed) - LB_CHUNK_HEADER_SIZE;
+            if (b->abandoned) {
+                b->abandoned[b->abandoned_count++] = (lb_abandoned_chunk){.chunk = w->chunk};
+            } else {  /* no memory for the list: counted as the header says now */
+                b->abandoned_records += atomic_load(&w->chunk->record_count);
+                b->abandoned_bytes += atomic_load(&w->chunk->committed) - LB_CHUNK_HEADER_SIZE;
+            }
         }
         c->bundle = NULL;
         c->next_in_bundle = NULL;
@@ -827,7 +856,15 @@ void lb_writers_count_records(lb_bundle *b, uint64_t *records, uint64_t *bytes) 
             active_bytes += atomic_load(&h->committed) - LB_CHUNK_HEADER_SIZE;
         }
     }
-    /* The chunks close gave up on leave the writers' list under this lock, into `abandoned_*`. */
+    /* The chunks close gave up on leave the writers' list under this lock, into `abandoned`:
+     * counted live until the ring is detached, then as the file keeps them (detach_ring). */
+    if (!b->ring_detached) {
+        for (uint32_t i = 0; i < b->abandoned_count; i++) {
+            lb_chunk_header *h = b->abandoned[i].chunk;
+            active += atomic_load(&h->record_count);
+            active_bytes += atomic_load(&h->committed) - LB_CHUNK_HEADER_SIZE;
+        }
+    }
     *records = atomic_load(&b->ring->records) + active + b->abandoned_records;
     *bytes = atomic_load(&b->ring->bytes) + active_bytes + b->abandoned_bytes;
     for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
