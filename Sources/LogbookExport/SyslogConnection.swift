@@ -105,6 +105,7 @@ public final class SyslogConnection {
     /// found closed by the server before or (`checkingAfter`) after the write: the caller sends
     /// them again on a new connection. RELP does not check after: its acknowledgements tell.
     public func send(_ bytes: [UInt8], checkingAfter: Bool = true) -> Bool {
+        failedAfterWriting = false
         guard fd >= 0, !serverHasClosed() else {
             disconnect()
             return false
@@ -114,17 +115,24 @@ public final class SyslogConnection {
             let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EINTR { continue }
+                failedAfterWriting = sent > 0
                 disconnect()
                 return false
             }
             sent += n
         }
         if checkingAfter && serverHasClosed() {
+            failedAfterWriting = true
             disconnect()
             return false
         }
         return true
     }
+
+    /// Whether the last failed `send` had written bytes before the connection was found closed:
+    /// the server may have read them (and some of the messages in them) before it closed, so
+    /// writing them again may repeat them.
+    public private(set) var failedAfterWriting = false
 }
 
 public enum SyslogError: Error, CustomStringConvertible {

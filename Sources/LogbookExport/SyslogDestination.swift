@@ -9,9 +9,11 @@ import LogbookUpload
 /// Over RELP every message is acknowledged: a batch is delivered when all its messages are, and a
 /// message not acknowledged when a connection broke is sent again on the next one (counted in
 /// `resent`: the server may have taken it just before it went away, so each is a possible repeat).
-/// Over plain TCP a batch is delivered when it was written on a connection still up after it; a
-/// server that goes down loses what its kernel had received and it had not read (TCP syslog has no
-/// acknowledgements), which is why RELP exists.
+/// Over plain TCP a batch is delivered when it was written on a connection still up after it; one
+/// written on a connection found closed after it is written again on a new one and counted in
+/// `resent` (the server may have read it before it closed). A server that goes down loses what its
+/// kernel had received and it had not read (TCP syslog has no acknowledgements), which is why RELP
+/// exists.
 public final class SyslogDestination: @unchecked Sendable {
     public enum Transport: String, Sendable {
         /// RFC 6587 octet counting over TCP: no acknowledgements.
@@ -50,8 +52,9 @@ public final class SyslogDestination: @unchecked Sendable {
 
     public enum Delivery: Sendable, Equatable {
         /// Every message delivered; `truncated` were cut to the format's maximum size (with the
-        /// marker); `resent` were sent again on a new RELP session after a connection broke before
-        /// their acknowledgement (possible repeats).
+        /// marker); `resent` were sent again on a new connection (possible repeats): over RELP
+        /// those a connection broke before their acknowledgement, over TCP a batch written on a
+        /// connection found closed after it.
         case delivered(attempts: Int, truncated: Int, resent: Int)
         /// The policy's attempts ran out (or the server refused a message: RELP), with the reason.
         case gaveUp(attempts: Int, reason: String)
@@ -89,7 +92,10 @@ public final class SyslogDestination: @unchecked Sendable {
                             return .success(false)
                         }
                     }
+                    resent += sentUnacknowledged
                     if connection.send(messages.flatMap { $0 }) { return .success(true) }
+                    // Written, then found closed: the server may have read some of it first.
+                    sentUnacknowledged = connection.failedAfterWriting ? messages.count : 0
                     lastFailure = "the connection to \(connection.host):\(connection.port) closed"
                     return .success(false)
                 case .relp:

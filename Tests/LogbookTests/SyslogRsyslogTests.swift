@@ -170,8 +170,10 @@ final class SyslogRsyslogTests: XCTestCase {
     }
 
     /// Plain TCP: the same restarts lose at most what rsyslog had received but not read, and repeat
-    /// nothing; what is sent after a restart arrives (the connection found closed is made again).
-    func testRestartsOverTCPRepeatNothing() throws {
+    /// only what was written again after a connection was found closed (`resent`: rsyslog may have
+    /// read a batch just before it closed; a test that expected no repeat at all failed when the
+    /// restart's timing put a batch in that window); what is sent after a restart arrives.
+    func testRestartsOverTCPRepeatOnlyWhatWasResent() throws {
         let dir = makeTemporaryDirectory(self)
         let rsyslog = try Rsyslog(directory: dir, input: .tcp)
         try rsyslog.start()
@@ -180,12 +182,16 @@ final class SyslogRsyslogTests: XCTestCase {
         let (entries, deliveries) = try sendAcrossRestarts(rsyslog, destination, count: 3000, restarts: 3) { entries, bodies in
             bodies.contains(entries.last!.message)
         }
-        XCTAssertTrue(deliveries.allSatisfy { if case .delivered = $0 { true } else { false } }, "\(deliveries)")
+        var resent = 0
+        for delivery in deliveries {
+            guard case .delivered(_, _, let again) = delivery else { return XCTFail("\(delivery)") }
+            resent += again
+        }
         let bodies = rsyslog.bodies()
-        XCTAssertEqual(bodies.count, Set(bodies).count, "nothing twice")
+        XCTAssertLessThanOrEqual(bodies.count - Set(bodies).count, resent, "repeats only among those resent")
         XCTAssertTrue(Set(bodies).isSubset(of: Set(entries.map { $0.message })))
         XCTAssertEqual(bodies.last, entries.last?.message, "the last batch, after the restarts, arrived")
-        print("TCP across 3 restarts: \(entries.count) messages, \(bodies.count) arrived")
+        print("TCP across 3 restarts: \(entries.count) messages, \(bodies.count) arrived, \(resent) resent")
     }
 
     /// `logbook export --syslog relp://` and `tcp://` to rsyslog: every record once, its fields as
