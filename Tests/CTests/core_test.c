@@ -303,6 +303,82 @@ static void test_record_stuck_past_shutdown(void) {
     lb_reader_close(r);
 }
 
+/* A thread that took its writer before shutdown and begins a record after it: the record is
+ * dropped, and the writer keeps `steal` set, so that a bundle opened later (perhaps at the closed
+ * one's address) gets a writer of its own (found by review: `steal` was cleared, and every record
+ * the thread logged to the next bundle at that address was dropped as `closed`). */
+typedef struct late_writer {
+    lb_bundle *first, *second;
+    lb_logger *first_logger, *second_logger;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int phase, late_rc, kept;
+    uint32_t steal_after;
+} late_writer;
+
+static void late_wait(late_writer *s, int phase) {
+    pthread_mutex_lock(&s->lock);
+    while (s->phase != phase) pthread_cond_wait(&s->changed, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void late_set(late_writer *s, int phase) {
+    pthread_mutex_lock(&s->lock);
+    s->phase = phase;
+    pthread_cond_broadcast(&s->changed);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int late_log(lb_bundle *b, lb_logger *l, lb_writer *w) {
+    uint32_t site = lb_site_register_c(b, __FILE__, __LINE__, __func__, "x={}");
+    lb_record_begin(w, l->id, LB_LEVEL_INFO);
+    lb_record_put_u32(w, 7);
+    return lb_record_commit(w, site);
+}
+
+static void *write_late(void *p) {
+    late_writer *s = p;
+    lb_writer *w = lb_writer_get(s->first);
+    late_log(s->first, s->first_logger, w);
+    late_set(s, 1);
+    late_wait(s, 2);
+    s->late_rc = late_log(s->first, s->first_logger, w);  /* its writer taken before shutdown */
+    s->steal_after = atomic_load(&w->steal);
+    late_set(s, 3);
+    late_wait(s, 4);
+    for (int i = 0; i < 100; i++)
+        if (late_log(s->second, s->second_logger, lb_writer_get(s->second)) == 0) s->kept++;
+    return NULL;
+}
+
+static void test_writer_taken_before_shutdown(void) {
+    char first[512], second[512];
+    path_of(first, sizeof first, "late-first.logbook");
+    path_of(second, sizeof second, "late-second.logbook");
+    lb_options o;
+    lb_options_init(&o);
+    o.capacity = 1 << 20;
+    o.ignore_environment_filter = 1;
+    late_writer s = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+    CHECK(lb_bundle_open(first, &o, &s.first) == 0);
+    CHECK(lb_logger_register(s.first, "late", &s.first_logger) == 0);
+    pthread_t thread;
+    CHECK(pthread_create(&thread, NULL, write_late, &s) == 0);
+    late_wait(&s, 1);
+    CHECK(lb_bundle_shutdown(s.first) == 0);
+    late_set(&s, 2);
+    late_wait(&s, 3);
+    CHECK(s.late_rc == -EBADF);
+    CHECK(s.steal_after != 0);
+    CHECK(lb_bundle_close(s.first) == 0);
+    CHECK(lb_bundle_open(second, &o, &s.second) == 0);
+    CHECK(lb_logger_register(s.second, "late", &s.second_logger) == 0);
+    late_set(&s, 4);
+    pthread_join(thread, NULL);
+    CHECK(s.kept == 100);
+    CHECK(lb_bundle_close(s.second) == 0);
+}
+
 int main(void) {
     /* The C test runs on the CLOCK_MONOTONIC fallback (the Swift tests cover the TSC): one
      * nanosecond per tick is also what makes extreme timestamps overflow naive arithmetic. */
@@ -316,6 +392,7 @@ int main(void) {
     test_filters();
     test_many_loggers();
     test_record_stuck_past_shutdown();
+    test_writer_taken_before_shutdown();
     char cmd[512];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);

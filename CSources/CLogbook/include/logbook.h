@@ -120,8 +120,10 @@ int lb_bundle_close(lb_bundle *bundle);
  * writer never touches unmapped memory, but the ring is mapped over anonymous memory: nothing
  * reaches the files any more, also not a drop count or a stuck thread's record (its commit returns
  * -EBADF, and it is counted as dropped, LB_DROP_CLOSED, in lb_bundle_counters once its call
- * returns; one committed before the ring was detached is kept and counted). lb_bundle_close does this
- * and then frees. -EBADF when the bundle was already shut down. */
+ * returns; a record that fits its chunk committed before the ring was detached reached the file
+ * and is kept and counted, while a larger one needs the detached writer and is dropped).
+ * lb_bundle_close does this and then frees: call it only once no thread shutdown gave up on can
+ * still be inside a record. -EBADF when the bundle was already shut down. */
 int lb_bundle_shutdown(lb_bundle *bundle);
 
 /* Seals the active chunk of every thread, so that readers and the archiver see them as complete,

@@ -779,33 +779,26 @@ static void detach_ring_locked(lb_bundle *b) {
         a->header_records = atomic_load(&a->chunk->record_count);
         a->header_end = atomic_load(&a->chunk->committed);
     }
-    uint8_t *saved = malloc(LB_RING_HEADER_SIZE);
-    if (saved) memcpy(saved, b->ring, LB_RING_HEADER_SIZE);  /* if the file cannot be read back */
+    /* The header as it was, on the stack: no allocation can fail and leave the counters reading
+     * zeroed memory (found by review). */
+    _Alignas(64) uint8_t saved[LB_RING_HEADER_SIZE];
+    memcpy(saved, b->ring, LB_RING_HEADER_SIZE);
     void *fresh = mmap(b->ring, b->map_length, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-    if (fresh == MAP_FAILED) {  /* the file mapping stays: a stuck writer may still reach it */
-        free(saved);
-        return;
-    }
+    if (fresh == MAP_FAILED) return;  /* the file mapping stays: a stuck writer may still reach it */
     b->ring_detached = 1;
     count_abandoned(b);
-    if (!saved) return;
     uint8_t *header = (uint8_t *)b->ring;
     /* The file's header as it stays; the copy taken before the remap if it cannot be read. */
-    uint8_t *read_back = malloc(LB_RING_HEADER_SIZE);
-    if (read_back && lb_pread_full(b->ring_fd, read_back, LB_RING_HEADER_SIZE, 0) == (ssize_t)LB_RING_HEADER_SIZE) {
-        free(saved);
-        saved = read_back;
-    } else {
-        free(read_back);
-    }
+    _Alignas(64) uint8_t read_back[LB_RING_HEADER_SIZE];
+    if (lb_pread_full(b->ring_fd, read_back, LB_RING_HEADER_SIZE, 0) == (ssize_t)LB_RING_HEADER_SIZE)
+        memcpy(saved, read_back, LB_RING_HEADER_SIZE);
     lb_ring_header *file = (lb_ring_header *)(void *)saved;
     size_t drops_at = offsetof(lb_ring_header, drops), drops_end = drops_at + sizeof file->drops;
     memcpy(header, saved, drops_at);
     memcpy(header + drops_end, saved + drops_end, LB_RING_HEADER_SIZE - drops_end);
     for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++)
         atomic_fetch_add(&b->ring->drops[i], atomic_load(&file->drops[i]));
-    free(saved);
 }
 
 static void detach_ring(lb_bundle *b) {

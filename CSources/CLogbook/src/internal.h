@@ -305,7 +305,8 @@ void lb_writers_stop_all(lb_bundle *bundle);
 void lb_writers_detach_all(lb_bundle *bundle);  /* close: seal every chunk and detach */
 void lb_writers_seal_all(lb_bundle *bundle);    /* flush: seal every chunk, keep writers */
 void lb_writers_seal_idle(lb_bundle *bundle, uint64_t idle_ticks);
-/* The records and bytes committed: the ring's totals plus every writer's chunk, at one moment. */
+/* The records and bytes committed: the ring's totals plus every writer's chunk, at one moment.
+ * The caller holds detach_lock (ring_detached and abandoned_* change under it). */
 void lb_writers_count_records(lb_bundle *bundle, uint64_t *records, uint64_t *bytes);
 void lb_bundle_count_drop(lb_bundle *bundle, unsigned reason);
 int lb_membarrier(void);  /* 0 when the asymmetric fence ran, -errno when unavailable */

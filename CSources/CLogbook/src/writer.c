@@ -377,9 +377,11 @@ void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nest
     pthread_mutex_lock(&c->lock);  /* waits out a stealer that is taking our chunk */
     lb_bundle *b = c->bundle;
     if (c->stolen) {
-        /* Another thread sealed our chunk while we were idle: forget it. */
+        /* Another thread sealed our chunk while we were idle: forget it. A writer close detached
+         * keeps `steal` set for good (found by review: cleared here, a thread that took its writer
+         * before close and began a record after it went on with `steal` clear). */
         c->stolen = 0;
-        atomic_store_explicit(&w->steal, 0, memory_order_relaxed);
+        if (b && !atomic_load(&b->closed)) atomic_store_explicit(&w->steal, 0, memory_order_relaxed);
         writer_drop_chunk(w);
     }
     if (b && w->chunk && atomic_load_explicit(&w->steal, memory_order_relaxed)) {
