@@ -32,10 +32,8 @@ static double seconds(void) {
 
 /* A ring of `chunks` chunks of 4 KiB under `policy`, archived with pwritev (io_uring writes
  * happen in the kernel, out of the shim's reach), no count or quota limit; NULL on failure. */
-static lb_bundle *open_bundle(const char *dir, const char *name, uint32_t chunks, uint32_t policy,
-                              uint32_t wait_ms, uint32_t idle_seal_ms) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+static lb_bundle *open_bundle(const char *path, uint32_t chunks, uint32_t policy, uint32_t wait_ms,
+                              uint32_t idle_seal_ms) {
     lb_options o;
     lb_options_init(&o);
     o.capacity = chunks * 4096u;
@@ -55,7 +53,7 @@ static lb_bundle *open_bundle(const char *dir, const char *name, uint32_t chunks
 static void lossless_fails_fast(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/stalled.logbook", dir);
-    lb_bundle *b = open_bundle(dir, "stalled.logbook", 16, LB_WRAP_LOSSLESS, 200, 1000);
+    lb_bundle *b = open_bundle(path, 16, LB_WRAP_LOSSLESS, 200, 1000);
     if (!b) { CHECK(0); return; }
     lb_logger *log;
     lb_logger_register(b, "stalled", &log);
@@ -104,7 +102,7 @@ static void lossless_fails_fast(const char *dir) {
 static void overwrite_never_drops_for_a_slow_archiver(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/slow.logbook", dir);
-    lb_bundle *b = open_bundle(dir, "slow.logbook", 16, LB_WRAP_OVERWRITE, 0, 1000);
+    lb_bundle *b = open_bundle(path, 16, LB_WRAP_OVERWRITE, 0, 1000);
     if (!b) { CHECK(0); return; }
     lb_logger *log;
     lb_logger_register(b, "slow", &log);
@@ -171,7 +169,7 @@ static void waiting_writer_lets_the_sealer_free_chunks(const char *dir) {
     char path[4096];
     snprintf(path, sizeof path, "%s/quiet.logbook", dir);
     /* Four chunks: one per quiet thread. */
-    lb_bundle *b = open_bundle(dir, "quiet.logbook", 4, LB_WRAP_LOSSLESS, 20000, 500);
+    lb_bundle *b = open_bundle(path, 4, LB_WRAP_LOSSLESS, 20000, 500);
     if (!b) { CHECK(0); return; }
     lb_logger *log;
     lb_logger_register(b, "quiet", &log);

@@ -237,17 +237,38 @@ static void test_many_loggers(void) {
     CHECK(lb_bundle_close(b) == 0);
 }
 
+/* Two threads taking turns: each waits for the phase the other sets (no sleeps). */
+typedef struct phases {
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    int phase;
+} phases;
+
+#define PHASES_INIT {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER}
+
+static void phase_wait(phases *p, int phase) {
+    pthread_mutex_lock(&p->lock);
+    while (p->phase != phase) pthread_cond_wait(&p->changed, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}
+
+static void phase_set(phases *p, int phase) {
+    pthread_mutex_lock(&p->lock);
+    p->phase = phase;
+    pthread_cond_broadcast(&p->changed);
+    pthread_mutex_unlock(&p->lock);
+}
+
 /* A thread stuck between lb_record_begin and lb_record_commit past shutdown's 2 s wait: its commit
  * lands in the memory that replaced the ring, so it must say the record was dropped (-EBADF), as
  * the counters do (`closed`), and the files keep only the record before it (commit returned 0:
- * found by adversarial review). The counters never go down meanwhile. */
+ * found by adversarial review). */
 typedef struct stuck_writer {
     lb_bundle *bundle;
     lb_logger *logger;
     uint32_t site;
-    pthread_mutex_t lock;
-    pthread_cond_t changed;
-    int inside, release, commit_rc;
+    phases turn;
+    int commit_rc;
 } stuck_writer;
 
 static void *write_stuck(void *p) {
@@ -255,11 +276,8 @@ static void *write_stuck(void *p) {
     lb_writer *w = lb_writer_get(s->bundle);
     lb_record_begin(w, s->logger->id, LB_LEVEL_INFO);
     lb_record_put_u32(w, 7);
-    pthread_mutex_lock(&s->lock);
-    s->inside = 1;
-    pthread_cond_broadcast(&s->changed);
-    while (!s->release) pthread_cond_wait(&s->changed, &s->lock);
-    pthread_mutex_unlock(&s->lock);
+    phase_set(&s->turn, 1);  /* inside the record */
+    phase_wait(&s->turn, 2);  /* released after shutdown */
     lb_record_put_u32(w, 8);
     s->commit_rc = lb_record_commit(w, s->site);
     return NULL;
@@ -273,24 +291,19 @@ static void test_record_stuck_past_shutdown(void) {
     o.capacity = 1 << 20;
     o.chunk_size = 16 << 10;
     o.ignore_environment_filter = 1;
-    stuck_writer s = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .commit_rc = 99};
+    stuck_writer s = {.turn = PHASES_INIT, .commit_rc = 99};
     CHECK(lb_bundle_open(path, &o, &s.bundle) == 0);
     CHECK(lb_logger_register(s.bundle, "stuck", &s.logger) == 0);
     s.site = lb_site_register_c(s.bundle, __FILE__, __LINE__, __func__, "a={} b={}");
     LB_INFO(s.logger, "before {}", 1);
     pthread_t thread;
     CHECK(pthread_create(&thread, NULL, write_stuck, &s) == 0);
-    pthread_mutex_lock(&s.lock);
-    while (!s.inside) pthread_cond_wait(&s.changed, &s.lock);
-    pthread_mutex_unlock(&s.lock);
+    phase_wait(&s.turn, 1);
     CHECK(lb_bundle_shutdown(s.bundle) == 0);
     lb_counters before, after;
     CHECK(lb_bundle_counters(s.bundle, &before) == 0);
     CHECK(before.records == 1 && before.dropped == 0);
-    pthread_mutex_lock(&s.lock);
-    s.release = 1;
-    pthread_cond_broadcast(&s.changed);
-    pthread_mutex_unlock(&s.lock);
+    phase_set(&s.turn, 2);
     pthread_join(thread, NULL);
     CHECK(s.commit_rc == -EBADF);
     CHECK(lb_bundle_counters(s.bundle, &after) == 0);
@@ -310,24 +323,10 @@ static void test_record_stuck_past_shutdown(void) {
 typedef struct late_writer {
     lb_bundle *first, *second;
     lb_logger *first_logger, *second_logger;
-    pthread_mutex_t lock;
-    pthread_cond_t changed;
-    int phase, late_rc, kept;
+    phases turn;
+    int late_rc, kept;
     uint32_t steal_after;
 } late_writer;
-
-static void late_wait(late_writer *s, int phase) {
-    pthread_mutex_lock(&s->lock);
-    while (s->phase != phase) pthread_cond_wait(&s->changed, &s->lock);
-    pthread_mutex_unlock(&s->lock);
-}
-
-static void late_set(late_writer *s, int phase) {
-    pthread_mutex_lock(&s->lock);
-    s->phase = phase;
-    pthread_cond_broadcast(&s->changed);
-    pthread_mutex_unlock(&s->lock);
-}
 
 static int late_log(lb_bundle *b, lb_logger *l, lb_writer *w) {
     uint32_t site = lb_site_register_c(b, __FILE__, __LINE__, __func__, "x={}");
@@ -340,12 +339,12 @@ static void *write_late(void *p) {
     late_writer *s = p;
     lb_writer *w = lb_writer_get(s->first);
     late_log(s->first, s->first_logger, w);
-    late_set(s, 1);
-    late_wait(s, 2);
+    phase_set(&s->turn, 1);
+    phase_wait(&s->turn, 2);
     s->late_rc = late_log(s->first, s->first_logger, w);  /* its writer taken before shutdown */
     s->steal_after = atomic_load(&w->steal);
-    late_set(s, 3);
-    late_wait(s, 4);
+    phase_set(&s->turn, 3);
+    phase_wait(&s->turn, 4);
     for (int i = 0; i < 100; i++)
         if (late_log(s->second, s->second_logger, lb_writer_get(s->second)) == 0) s->kept++;
     return NULL;
@@ -359,21 +358,21 @@ static void test_writer_taken_before_shutdown(void) {
     lb_options_init(&o);
     o.capacity = 1 << 20;
     o.ignore_environment_filter = 1;
-    late_writer s = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER};
+    late_writer s = {.turn = PHASES_INIT};
     CHECK(lb_bundle_open(first, &o, &s.first) == 0);
     CHECK(lb_logger_register(s.first, "late", &s.first_logger) == 0);
     pthread_t thread;
     CHECK(pthread_create(&thread, NULL, write_late, &s) == 0);
-    late_wait(&s, 1);
+    phase_wait(&s.turn, 1);
     CHECK(lb_bundle_shutdown(s.first) == 0);
-    late_set(&s, 2);
-    late_wait(&s, 3);
+    phase_set(&s.turn, 2);
+    phase_wait(&s.turn, 3);
     CHECK(s.late_rc == -EBADF);
     CHECK(s.steal_after != 0);
     CHECK(lb_bundle_close(s.first) == 0);
     CHECK(lb_bundle_open(second, &o, &s.second) == 0);
     CHECK(lb_logger_register(s.second, "late", &s.second_logger) == 0);
-    late_set(&s, 4);
+    phase_set(&s.turn, 4);
     pthread_join(thread, NULL);
     CHECK(s.kept == 100);
     CHECK(lb_bundle_close(s.second) == 0);

@@ -785,6 +785,12 @@ void lb_writers_stop_all(lb_bundle *b) {
     lb_registry_unlock();
 }
 
+/* Adds a chunk's committed records and bytes (its header's counts) to a running total. */
+static void add_chunk_counts(const lb_chunk_header *h, uint64_t *records, uint64_t *bytes) {
+    *records += atomic_load(&h->record_count);
+    *bytes += atomic_load(&h->committed) - LB_CHUNK_HEADER_SIZE;
+}
+
 void lb_writers_detach_all(lb_bundle *b) {
     lb_registry_lock();
     /* Closed is set: no writer begins a record from here (its slow path drops it), so once its
@@ -806,8 +812,7 @@ void lb_writers_detach_all(lb_bundle *b) {
             if (b->abandoned) {
                 b->abandoned[b->abandoned_count++] = (lb_abandoned_chunk){.chunk = w->chunk};
             } else {  /* no memory for the list: counted as the header says now */
-                b->abandoned_records += atomic_load(&w->chunk->record_count);
-                b->abandoned_bytes += atomic_load(&w->chunk->committed) - LB_CHUNK_HEADER_SIZE;
+                add_chunk_counts(w->chunk, &b->abandoned_records, &b->abandoned_bytes);
             }
         }
         c->bundle = NULL;
@@ -852,20 +857,13 @@ void lb_writers_count_records(lb_bundle *b, uint64_t *records, uint64_t *bytes) 
         lb_writer_cold *c = COLD(w);
         c->counting_locked = (uint32_t)lock_unless_claiming(c);
         if (!c->counting_locked) continue;
-        lb_chunk_header *h = c->stolen ? NULL : w->chunk;
-        if (h) {
-            active += atomic_load(&h->record_count);
-            active_bytes += atomic_load(&h->committed) - LB_CHUNK_HEADER_SIZE;
-        }
+        if (w->chunk && !c->stolen) add_chunk_counts(w->chunk, &active, &active_bytes);
     }
     /* The chunks close gave up on leave the writers' list under this lock, into `abandoned`:
      * counted live until the ring is detached, then as the file keeps them (detach_ring). */
     if (!b->ring_detached) {
-        for (uint32_t i = 0; i < b->abandoned_count; i++) {
-            lb_chunk_header *h = b->abandoned[i].chunk;
-            active += atomic_load(&h->record_count);
-            active_bytes += atomic_load(&h->committed) - LB_CHUNK_HEADER_SIZE;
-        }
+        for (uint32_t i = 0; i < b->abandoned_count; i++)
+            add_chunk_counts(b->abandoned[i].chunk, &active, &active_bytes);
     }
     *records = atomic_load(&b->ring->records) + active + b->abandoned_records;
     *bytes = atomic_load(&b->ring->bytes) + active_bytes + b->abandoned_bytes;
