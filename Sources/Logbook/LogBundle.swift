@@ -85,6 +85,30 @@ public struct RingUsage: Sendable, Equatable {
     }
 }
 
+/// What a bundle promises about a power loss or a kernel crash (a crash of the process loses
+/// nothing committed in either case: the ring is a shared file mapping).
+public enum Durability: Sendable, Equatable {
+    /// No syncs: a power loss keeps whatever the kernel had written back (usually within 30 s);
+    /// records that were not are lost, and a torn record is never shown. ``LogBundle/sync()`` makes
+    /// everything logged before it durable.
+    case none
+    /// A background thread syncs the bundle this often (when anything was logged since the last
+    /// sync, `lb_options.sync_interval_ms`): a power loss loses at most the records of the last
+    /// interval and of the sync under way. Each sync costs the logging threads a page fault per
+    /// page they write next (measured in the README's Speed section).
+    case interval(Duration)
+
+    var milliseconds: Int {
+        switch self {
+        case .none: return 0
+        case .interval(let d):
+            let (seconds, attoseconds) = d.components
+            let ms = seconds.multipliedReportingOverflow(by: 1000)
+            return ms.overflow ? Int.max : max(1, Int(ms.partialValue) + Int(attoseconds / 1_000_000_000_000_000))
+        }
+    }
+}
+
 /// A `.logbook` bundle opened for writing: a memory-mapped ring that survives a crash of the process.
 ///
 /// ```swift
@@ -114,6 +138,7 @@ public final class LogBundle: @unchecked Sendable {
     ///     free a chunk before dropping the record (0: drop at once).
     ///   - archive: persist every sealed chunk into rolling archive files (see ``ArchiveOptions``);
     ///     `nil`: no archiver.
+    ///   - durability: what a power loss may take (see ``Durability``); `.none` by default.
     ///   - filter: runtime filter rules to start with (see ``LogFilter``).
     ///   - applyEnvironmentFilter: apply `LOGBOOK_FILTER` on top of `filter` (its rules replace those
     ///     for the same pattern). A malformed value is ignored with a line on stderr and in
@@ -126,6 +151,7 @@ public final class LogBundle: @unchecked Sendable {
         idleSealMilliseconds: Int = 1000,
         losslessWaitMilliseconds: Int = 100,
         archive: ArchiveOptions? = nil,
+        durability: Durability = .none,
         filter: LogFilter = LogFilter(),
         applyEnvironmentFilter: Bool = true
     ) throws(LogbookError) {
@@ -137,6 +163,8 @@ public final class LogBundle: @unchecked Sendable {
              "idle seal \(idleSealMilliseconds) ms is out of range (0 to \(UInt32.max); 0: never)"),
             (0...Int(UInt32.max) ~= losslessWaitMilliseconds,
              "lossless wait \(losslessWaitMilliseconds) ms is out of range (0 to \(UInt32.max); 0: drop at once)"),
+            (durability.milliseconds <= Int(UInt32.max),
+             "sync interval \(durability) is out of range (1 ms to \(UInt32.max) ms)"),
         ] + (archive?.unrepresentable ?? []))
         var options = lb_options()
         lb_options_init(&options)
@@ -146,6 +174,7 @@ public final class LogBundle: @unchecked Sendable {
         options.idle_seal_ms = UInt32(clamping: idleSealMilliseconds)
         options.lossless_wait_ms = UInt32(clamping: losslessWaitMilliseconds)
         options.ignore_environment_filter = applyEnvironmentFilter ? 0 : 1
+        options.sync_interval_ms = UInt32(clamping: durability.milliseconds)
         var bundle: OpaquePointer?
         let spec = filter.rules.isEmpty ? nil : filter.description
         if let archive {
@@ -198,6 +227,15 @@ public final class LogBundle: @unchecked Sendable {
     /// Seals every thread's open chunk so readers see it complete, and schedules writeback.
     public func flush() throws(LogbookError) {
         try check(lb_bundle_flush(raw), "lb_bundle_flush", path: path)
+    }
+
+    /// Makes every record logged before the call durable: it survives a power loss or a kernel
+    /// crash, and ``LogReader/verify()`` fails if a reader cannot find it. Syncs the meta file, the
+    /// archive file being written and the ring, then records what it made durable (the bundle's
+    /// `durable` file). Blocks for the disk; one sync runs at a time. From the first sync on, the
+    /// archiver syncs each batch before it frees the chunks' slots.
+    public func sync() throws(LogbookError) {
+        try check(lb_bundle_sync(raw), "lb_bundle_sync", path: path)
     }
 
     /// Seals all chunks and releases the writer lock. Later log calls are dropped and counted

@@ -403,7 +403,7 @@ static void test_errors_name_what_was_wrong(void) {
     uint32_t version = 1;
     CHECK(pwrite(fd, &version, 4, 8) == 4);  /* format_version sits after the 8-byte magic */
     CHECK(lb_bundle_open(path, &o, &b) == -EPROTO);
-    CHECK_DETAIL("is of format version 1; this library reads and writes version 2");
+    CHECK_DETAIL("is of format version 1; this library reads and writes version 3");
     version = LB_FORMAT_VERSION;
     CHECK(pwrite(fd, &version, 4, 8) == 4);
     CHECK(ftruncate(fd, 8192) == 0);

@@ -123,8 +123,8 @@ final class CorruptionTests: XCTestCase {
         let sixth = try readBundle(path).entries[5]
         let recordOffset = 4096 + (sixth.chunkSequence % 16) * 4096 + UInt64(sixth.chunkOffset)
         let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path + "/ring"))
-        try handle.seek(toOffset: recordOffset + 7)
-        handle.write(Data([0x00]))  // the check byte of its header
+        try handle.seek(toOffset: recordOffset + 3)
+        handle.write(Data([UInt8(LB_RECORD_FULL.rawValue)]))  // its kind, with the check (bits 28-31) cleared
         try handle.close()
         let reader = try LogReader(path: path)
         let entries = try reader.readAll()

@@ -224,7 +224,7 @@ final class OrphanedFragmentTests: XCTestCase {
             let at = off_t(LB_RING_HEADER_SIZE) + off_t(slot * chunkSize)
             var word: UInt64 = 0
             guard pread(fd, &word, 8, at + off_t(LB_CHUNK_HEADER_SIZE)) == 8 else { break }
-            if UInt8(truncatingIfNeeded: word >> 48) == UInt8(LB_RECORD_MIDDLE.rawValue) {
+            if lb_record_word_kind(word) == UInt8(LB_RECORD_MIDDLE.rawValue) {
                 var garbage = [UInt8](repeating: 0xA5, count: 16)
                 XCTAssertEqual(pwrite(fd, &garbage, 16, at), 16)
                 damaged = true
@@ -262,7 +262,7 @@ final class OrphanedFragmentTests: XCTestCase {
             let at = off_t(LB_RING_HEADER_SIZE) + off_t(slot * chunkSize)
             var word: UInt64 = 0
             guard pread(fd, &word, 8, at + off_t(LB_CHUNK_HEADER_SIZE)) == 8 else { break }
-            let kind = UInt8(truncatingIfNeeded: word >> 48)
+            let kind = lb_record_word_kind(word)
             if kind == UInt8(LB_RECORD_MIDDLE.rawValue) || kind == UInt8(LB_RECORD_LAST.rawValue) {
                 var garbage = [UInt8](repeating: 0xA5, count: 16)
                 _ = pwrite(fd, &garbage, 16, at)

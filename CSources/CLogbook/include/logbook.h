@@ -70,6 +70,11 @@ typedef struct lb_options {
     uint32_t ignore_environment_filter; /* 1: do not apply LOGBOOK_FILTER */
     const char *filter;       /* runtime filter rules to start with (see "Runtime filters");
                                  NULL = none. LOGBOOK_FILTER is applied on top. */
+    uint32_t sync_interval_ms;/* bounded loss: a background thread runs lb_bundle_sync this often
+                                 (when anything was logged since the last one), so a power loss or
+                                 kernel crash loses at most the records of the last interval and
+                                 the sync under way; 0 = never (the default: the ring survives a
+                                 process crash, and a power loss keeps what the kernel wrote) */
 } lb_options;
 
 /* Defaults: 16 MiB ring of 64 KiB chunks, overwrite, idle chunks sealed after 1000 ms, a lossless
@@ -133,6 +138,16 @@ int lb_bundle_shutdown(lb_bundle *bundle);
  * up to 2 s in all (a thread stuck inside a record keeps its chunk until its next record).
  * -EBADF after lb_bundle_shutdown, and in a forked child (which never touches the parent's chunks). */
 int lb_bundle_flush(lb_bundle *bundle);
+
+/* Makes every record logged before the call durable: it survives a power loss or a kernel crash.
+ * Syncs the meta file, the archive file being written (with an archiver) and the ring (msync),
+ * then records what it made durable in the bundle's `durable` file (logbook_format.h), which
+ * verify checks: a durable record a reader cannot find fails verify. From the first sync on, the
+ * archiver syncs each batch before its chunks' slots can be reused. One sync runs at a time; it
+ * blocks for the disk's write of what changed since the last one. Returns 0, -EBADF after
+ * lb_bundle_shutdown (or in a forked child), or -errno of a failed fdatasync, msync or write
+ * (nothing is retried into success: the records are then not known to be durable). */
+int lb_bundle_sync(lb_bundle *bundle);
 
 typedef struct lb_counters {
     uint64_t records;          /* committed records, including those in active chunks (after
@@ -416,11 +431,12 @@ enum lb_writer_mode {
 typedef struct lb_writer {
     /* hot, owner thread only */
     uint8_t *cur;                  /* next byte of the record being built */
-    uint8_t *end;                  /* end of the area `cur` may advance to */
+    uint8_t *end;                  /* end of the area `cur` may advance to (in a chunk: its end
+                                      less the 8 bytes a page check may need) */
     uint8_t *record;               /* start of the record being built */
     uint8_t *chunk_end;            /* end of the owned chunk (NULL when none) */
     lb_chunk_header *chunk;        /* the owned chunk, or NULL */
-    uint64_t tag_bits;             /* bits 32..63 of this chunk's record headers, kind excluded */
+    uint64_t tag_bits;             /* this chunk's record header bits: tag and check, no kind */
     uint32_t mode;                 /* lb_writer_mode of the record being built */
     _Atomic uint32_t building;     /* 1 from begin to commit; the steal protocol's busy flag */
     _Atomic uint64_t last_ticks;   /* clock ticks of the last record begun (read by the sealer) */
@@ -439,6 +455,7 @@ void lb_record_begin_slow(lb_writer *w, uint16_t logger, uint8_t level, int nest
 uint8_t *lb_record_reserve_slow(lb_writer *w, size_t size);
 int lb_record_commit_slow(lb_writer *w, uint32_t site);
 int lb_record_commit_late(lb_writer *w, const uint8_t *record);
+int lb_record_commit_crossing(lb_writer *w, uint32_t site);
 
 /* Abandons the record being built: the following lb_record_commit drops it and counts `reason`
  * (lb_drop_reason). Used when its call site could not be registered. */
@@ -576,6 +593,9 @@ static inline int lb_record_commit(lb_writer *w, uint32_t site) {
     if (__builtin_expect(w->mode != LB_WRITER_DIRECT, 0)) return lb_record_commit_slow(w, site);
     uint8_t *r = w->record;
     uint32_t length = (uint32_t)(w->cur - r);
+    /* A record with bytes in two pages carries a page check (logbook_format.h): the slow path. */
+    if (__builtin_expect((((uintptr_t)r ^ ((uintptr_t)r + length - 1u)) & ~(uintptr_t)(LB_PAGE_SIZE - 1u)) != 0, 0))
+        return lb_record_commit_crossing(w, site);
     memcpy(r + 16, &site, 4);
     uint8_t *next = r + ((length + 7u) & ~7u);
     if ((size_t)(w->chunk_end - next) >= 8) {
@@ -583,7 +603,7 @@ static inline int lb_record_commit(lb_writer *w, uint32_t site) {
         memcpy(next, &zero, 8);
     }
     atomic_store_explicit((_Atomic uint64_t *)(void *)r,
-                          (uint64_t)length | w->tag_bits | ((uint64_t)LB_RECORD_FULL << 48),
+                          (uint64_t)length | w->tag_bits | ((uint64_t)LB_RECORD_FULL << 24),
                           memory_order_release);
     lb_chunk_header *chunk = w->chunk;
     atomic_store_explicit(&chunk->committed, (uint32_t)(next - (uint8_t *)chunk),

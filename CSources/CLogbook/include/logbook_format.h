@@ -1,5 +1,5 @@
 /*
- * logbook_format.h — the on-disk byte format of a .logbook bundle (format version 1).
+ * logbook_format.h — the on-disk byte format of a .logbook bundle (format version 3).
  *
  * This header is the single definition of every byte Logbook writes. docs/FORMAT.md mirrors it
  * for readers who will never open C. All integers are little-endian. Every enum starts at 1 so that
@@ -46,12 +46,26 @@
  *
  *   The header word is stored LAST, with a release store, and is the commit:
  *
- *     bits  0..31  length: exact byte count of the record including this header; the next record
- *                  starts at the length rounded up to 8
- *     bits 32..47  tag: the low 16 bits of the chunk's sequence (bytes of an earlier lap of the
+ *     bits  0..23  length: exact byte count of the record including this header; the next record
+ *                  starts at the length rounded up to 8 (after the page check, if any)
+ *     bits 24..27  kind (lb_record_kind)
+ *     bits 28..31  LB_RECORD_CHECK (0xB)
+ *     bits 32..63  tag: the low 32 bits of the chunk's sequence (bytes of an earlier lap of the
  *                  ring carry another tag and are never taken as records)
- *     bits 48..55  kind (lb_record_kind)
- *     bits 56..63  LB_RECORD_CHECK
+ *
+ *   page check: a record whose bytes lie in more than one 4 KiB page of its chunk (offsets taken
+ *   from the chunk's start, which is page-aligned in the ring) is followed by an 8-byte check word
+ *   at its rounded-up end, written before the header:
+ *
+ *     +--------+-- ... --+--------+----------------------+----------------------+
+ *     | header | bytes   | 0 pad  | crc u32              | tag u32              |
+ *     +--------+-- ... --+--------+----------------------+----------------------+
+ *              crc = CRC-32C of the chunk's sequence (u64), the header word as committed, then
+ *                    the record's bytes 8..length-1;  tag = the header's tag again
+ *
+ *   After a power loss each page of the ring can come from another moment; the header's page
+ *   proves the header, and the check proves the pages after it (LB_PAGE_SIZE). A record in one
+ *   page needs none: a page is written whole.
  *
  *   A record longer than a chunk is written as fragments (FIRST, MIDDLE..., LAST) at the start of
  *   consecutive chunks of the same writer; each continuation chunk names the chunk before it by
@@ -186,14 +200,17 @@
 #include <stdint.h>
 #include <stdatomic.h>
 
-#define LB_FORMAT_VERSION 2u
+#define LB_FORMAT_VERSION 3u
 
 #define LB_RING_MAGIC "LBRING01"
 #define LB_RING_HEADER_SIZE 4096u
 #define LB_CHUNK_MAGIC 0x4b43424cu   /* "LBCK" */
 #define LB_CHUNK_HEADER_SIZE 64u
 #define LB_RECORD_FIXED_SIZE 24u     /* header + timestamp + site + logger + level + pad */
-#define LB_RECORD_CHECK 0xB7u        /* top byte of every committed record header */
+#define LB_RECORD_CHECK 0xBu         /* bits 28..31 of every committed record header */
+#define LB_RECORD_LENGTH_MASK 0xFFFFFFu /* bits 0..23: the record's length */
+#define LB_RECORD_CHECK_SIZE 8u      /* the page check after a record that crosses a page */
+#define LB_PAGE_SIZE 4096u           /* the unit a power loss can tear a file into */
 #define LB_META_MAGIC "LBMETA01"
 #define LB_META_ENTRY_HEAD_SIZE 12u
 
@@ -442,6 +459,42 @@ typedef struct lb_meta_file_header {
     uint32_t reserved;
 } lb_meta_file_header;
 
+/* durable — what the last sync made durable (lb_bundle_sync, lb_options.sync_interval_ms).
+ *
+ *   +------------------------+------------------------+
+ *   | copy 0                 | copy 1                 |   each copy_size bytes: 64 + 24 x
+ *   | head (64) + entries    | head (64) + entries    |   chunk_count, rounded up to 4096
+ *   +------------------------+------------------------+
+ *
+ * A sync takes a snapshot of every chunk the ring holds (sequence, claim, committed end, record
+ * count: its records through that end were committed), syncs meta, the archive file being written
+ * and the ring (msync), and only then writes the snapshot into the copy generation % 2 and
+ * fdatasyncs it. Readers take the valid copy with the higher generation: a write torn by a power
+ * loss leaves the other copy, one sync older. Every record a valid copy lists is durable: a reader
+ * must find it, or verify fails. */
+#define LB_DURABLE_MAGIC "LBDURAB1"
+
+typedef struct lb_durable_head {
+    char magic[8];                 /* LB_DURABLE_MAGIC */
+    uint32_t format_version;       /* LB_FORMAT_VERSION */
+    uint32_t chunk_count;          /* the ring's */
+    uint64_t ring_created_wall_ns; /* the ring's: which ring the snapshot describes */
+    uint64_t generation;           /* 1, 2, ...: the copy with the higher valid one is current */
+    int64_t sync_wall_ns;          /* CLOCK_REALTIME when the snapshot was taken */
+    uint64_t chunks_claimed;       /* the ring's claim counter at the snapshot */
+    uint32_t entry_count;          /* entries after the head */
+    uint32_t entries_crc;          /* CRC-32C of the entries */
+    uint32_t reserved;             /* 0 */
+    uint32_t head_crc;             /* CRC-32C of bytes 0..59 */
+} lb_durable_head;
+
+typedef struct lb_durable_entry {
+    uint64_t sequence;             /* a chunk the ring held (active, sealed, archiving, archived) */
+    uint64_t claim;                /* its claim number */
+    uint32_t committed;            /* its records end at or after this offset ... */
+    uint32_t records;              /* ... and there are at least this many before it */
+} lb_durable_entry;
+
 _Static_assert(sizeof(lb_ring_header) == LB_RING_HEADER_SIZE, "ring header is one page");
 _Static_assert(sizeof(lb_chunk_header) == LB_CHUNK_HEADER_SIZE, "chunk header is 64 bytes");
 _Static_assert(sizeof(lb_meta_file_header) == 16, "meta file header is 16 bytes");
@@ -457,9 +510,23 @@ _Static_assert(sizeof(lb_archive_frame_head) == LB_ARCHIVE_FRAME_HEAD_SIZE, "fra
 _Static_assert(sizeof(lb_archive_end) == 64, "END frame body");
 _Static_assert(sizeof(lb_zst_seek_entry) == 16, "seek entry");
 _Static_assert(sizeof(lb_zst_footer) == 64, "compressed archive footer");
+_Static_assert(sizeof(lb_durable_head) == 64, "durable head");
+_Static_assert(sizeof(lb_durable_entry) == 24, "durable entry");
 
 #define LB_RECORD_HEADER(length, tag, kind) \
-    ((uint64_t)(uint32_t)(length) | ((uint64_t)(uint16_t)(tag) << 32) | \
-     ((uint64_t)(uint8_t)(kind) << 48) | ((uint64_t)LB_RECORD_CHECK << 56))
+    ((uint64_t)((uint32_t)(length) & LB_RECORD_LENGTH_MASK) | ((uint64_t)((uint8_t)(kind) & 0xFu) << 24) | \
+     ((uint64_t)LB_RECORD_CHECK << 28) | ((uint64_t)(uint32_t)(tag) << 32))
+
+/* The parts of a record header word (a committed one has lb_record_word_check == LB_RECORD_CHECK). */
+static inline uint32_t lb_record_word_length(uint64_t word) { return (uint32_t)word & LB_RECORD_LENGTH_MASK; }
+static inline uint8_t lb_record_word_kind(uint64_t word) { return (uint8_t)((word >> 24) & 0xFu); }
+static inline uint8_t lb_record_word_check(uint64_t word) { return (uint8_t)((word >> 28) & 0xFu); }
+static inline uint32_t lb_record_word_tag(uint64_t word) { return (uint32_t)(word >> 32); }
+
+/* 1 when a record of `length` bytes at chunk offset `offset` has bytes in two pages or more, and so
+ * is followed by its page check. */
+static inline int lb_record_crosses_page(uint32_t offset, uint32_t length) {
+    return ((offset ^ (offset + length - 1u)) & ~(LB_PAGE_SIZE - 1u)) != 0;
+}
 
 #endif

@@ -27,6 +27,7 @@ void lb_options_init(lb_options *o) {
     o->wrap_policy = LB_WRAP_OVERWRITE;
     o->idle_seal_ms = 1000;
     o->lossless_wait_ms = 100;
+    o->sync_interval_ms = 0;
 }
 
 /* ---- meta file ---- */
@@ -407,7 +408,7 @@ typedef struct recovery_count {
 static int recovery_visit(void *context, const lb_walk_record *r) {
     recovery_count *c = context;
     if (r->kind == LB_RECORD_FULL || r->kind == LB_RECORD_LAST) c->records++;
-    c->end = r->offset + ((r->length + 7u) & ~7u);
+    c->end = r->next;
     return 0;
 }
 
@@ -512,6 +513,7 @@ static void bundle_free(lb_bundle *b) {
     free(b->loggers);
     free(b->logger_index);
     lb_filter_free(b);
+    lb_durable_free(b);
     pthread_mutex_destroy(&b->lock);
     pthread_mutex_destroy(&b->sealer_lock);
     pthread_mutex_destroy(&b->detach_lock);
@@ -659,6 +661,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     pthread_mutex_init(&b->sealer_lock, NULL);
     pthread_mutex_init(&b->detach_lock, NULL);
     pthread_cond_init(&b->sealer_wake, NULL);
+    lb_durable_init(b);
     b->path = strdup(path);
     b->next_site_id = 1;
     int rc = 0;
@@ -720,6 +723,13 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     lb_membarrier();  /* registers the process for expedited barriers */
     if (b->idle_seal_ms > 0 && lb_membarrier() == 0) {
         if (pthread_create(&b->sealer, NULL, sealer_main, b) == 0) b->sealer_running = 1;
+    }
+    rc = lb_durable_start(b, options);
+    if (rc) {
+        lb_error_detail_set("'%s/durable' cannot be opened or the interval syncer started", path);
+        lb_bundle_shutdown(b);
+        lb_registry_remove_bundle(b);
+        goto fail;
     }
     *out = b;
     return 0;
@@ -816,6 +826,7 @@ int lb_bundle_shutdown(lb_bundle *b) {
      * are kept (detach waits for them), so a thread's records are an unbroken run. */
     lb_writers_stop_all(b);
     stop_sealer(b);
+    lb_durable_stop(b);
     lb_bundle_chunks_released(b);  /* lossless writers waiting for a chunk see `closed` */
     lb_writers_detach_all(b);
     /* A meta entry being appended right now (under the lock) completes before the archiver's last
@@ -832,6 +843,9 @@ int lb_bundle_shutdown(lb_bundle *b) {
     }
     /* Every chunk is sealed and counted, the archiver done: the counters are exact. */
     atomic_store(&b->ring->writer_state, LB_WRITER_STATE_CLOSED);
+    /* A bundle that syncs ends durable; others are scheduled for writeback. */
+    int synced = lb_durable_final(b);
+    if (synced && !rc) rc = synced;
     if (msync(b->ring, b->map_length, MS_ASYNC) != 0 && !rc) rc = -errno;
     detach_ring(b);
     if (b->lock_fd >= 0) {

@@ -150,6 +150,12 @@ uint32_t lb_ring_header_crc(const lb_ring_header *header) {
     return lb_crc32c(0, header, __builtin_offsetof(lb_ring_header, header_crc));
 }
 
+uint32_t lb_record_page_check(uint64_t sequence, uint64_t word, const uint8_t *record, uint32_t length) {
+    uint64_t head[2] = {sequence, word};
+    uint32_t crc = lb_crc32c(0, head, sizeof head);
+    return lb_crc32c(crc, record + 8, length - 8);
+}
+
 uint32_t lb_chunk_crc(const lb_chunk_header *chunk) {
     uint32_t crc = lb_crc32c(0, &chunk->magic, 4);
     return lb_crc32c(crc, &chunk->sequence,

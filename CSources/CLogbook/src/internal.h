@@ -17,6 +17,9 @@
 uint32_t lb_crc32c_portable(uint32_t crc, const void *data, size_t length);  /* table only */
 uint32_t lb_ring_header_crc(const lb_ring_header *header);
 uint32_t lb_chunk_crc(const lb_chunk_header *chunk);
+/* The page check of a record that crosses a page (logbook_format.h): CRC-32C of the chunk's
+ * sequence, the committed header word, then the record's bytes after its header. */
+uint32_t lb_record_page_check(uint64_t sequence, uint64_t word, const uint8_t *record, uint32_t length);
 
 /* ---- clock ---- */
 /* Decides TSC or CLOCK_MONOTONIC once and returns ticks per second (calibrated once). */
@@ -29,6 +32,9 @@ typedef struct lb_walk_record {
     uint32_t length;       /* exact length including the 8-byte header */
     uint8_t kind;          /* lb_record_kind */
     const uint8_t *bytes;  /* the record, header included */
+    uint32_t next;         /* where the next record starts: after it and its page check */
+    uint8_t altered;       /* 1: it crosses a page and fails its page check (its later pages are
+                              from another moment, or damaged): its bytes are not what was logged */
 } lb_walk_record;
 
 typedef enum lb_walk_end {
@@ -49,7 +55,7 @@ static inline __attribute__((always_inline)) uint32_t
 lb_chunk_walk_inline(const uint8_t *chunk, uint32_t chunk_size, uint32_t start,
                      lb_walk_visitor visit, void *context, lb_walk_end *end) {
     const lb_chunk_header *h = (const lb_chunk_header *)(const void *)chunk;
-    const uint16_t tag = (uint16_t)h->sequence;
+    const uint32_t tag = (uint32_t)h->sequence;
     uint32_t off = start < LB_CHUNK_HEADER_SIZE ? LB_CHUNK_HEADER_SIZE : start;
     *end = LB_WALK_END_CLEAN;
     if (off & 7u) {
@@ -60,21 +66,33 @@ lb_chunk_walk_inline(const uint8_t *chunk, uint32_t chunk_size, uint32_t start,
         uint64_t word;
         memcpy(&word, chunk + off, 8);
         if (word == 0) return off;
-        uint32_t length = (uint32_t)word;
-        uint16_t record_tag = (uint16_t)(word >> 32);
-        uint8_t kind = (uint8_t)(word >> 48);
-        uint8_t check = (uint8_t)(word >> 56);
+        uint32_t length = lb_record_word_length(word);
+        uint8_t kind = lb_record_word_kind(word);
         uint32_t minimum = (kind == LB_RECORD_FULL || kind == LB_RECORD_FIRST)
                                ? LB_RECORD_FIXED_SIZE
                                : 9u;
-        if (check != LB_RECORD_CHECK || record_tag != tag || kind < LB_RECORD_FULL ||
-            kind > LB_RECORD_LAST || length < minimum || length > chunk_size - off) {
+        if (lb_record_word_check(word) != LB_RECORD_CHECK || lb_record_word_tag(word) != tag ||
+            kind < LB_RECORD_FULL || kind > LB_RECORD_LAST || length < minimum ||
+            length > chunk_size - off) {
             *end = LB_WALK_END_INVALID;
             return off;
         }
-        lb_walk_record record = {off, length, kind, chunk + off};
-        if (visit && visit(context, &record) != 0) return off;
         uint32_t next = off + ((length + 7u) & ~7u);
+        lb_walk_record record = {off, length, kind, chunk + off, next, 0};
+        if (LB_UNLIKELY(lb_record_crosses_page(off, length))) {
+            /* Its page check follows it; one the chunk has no room for is not a record. */
+            uint32_t check[2];
+            if ((uint64_t)next + LB_RECORD_CHECK_SIZE > chunk_size) {
+                *end = LB_WALK_END_INVALID;
+                return off;
+            }
+            memcpy(check, chunk + next, 8);
+            record.altered = check[1] != tag ||
+                             check[0] != lb_record_page_check(h->sequence, word, chunk + off, length);
+            next += LB_RECORD_CHECK_SIZE;
+            record.next = next;
+        }
+        if (visit && visit(context, &record) != 0) return off;
         if (next <= off) break;
         off = next;
     }
@@ -275,6 +293,20 @@ struct lb_bundle {
     _Atomic uint32_t writers_waiting;      /* lossless writers wait on archived_generation */
     _Atomic uint32_t lossless_stalled;     /* archived_generation + 1 when a wait timed out at it;
                                               claims fail at once until the generation moves */
+    /* durability (durable.c): syncs, the `durable` file, the interval syncer */
+    _Atomic uint32_t durability_wanted;    /* set by the first sync or sync_interval_ms: the
+                                              archiver fdatasyncs a batch before marking it archived */
+    uint32_t sync_interval_ms;
+    int durable_fd;
+    uint64_t durable_generation;
+    struct lb_durable_entry *durable_entries, *durable_previous;  /* chunk_count each */
+    uint32_t durable_previous_count;
+    int (*archiver_datasync)(void *archiver);  /* fdatasync of the file being written */
+    pthread_mutex_t sync_lock;             /* one sync at a time */
+    pthread_t syncer;
+    int syncer_running, syncer_stop;
+    pthread_mutex_t syncer_lock;
+    pthread_cond_t syncer_wake;
     /* idle sealer */
     uint32_t idle_seal_ms;
     pthread_t sealer;
@@ -283,6 +315,18 @@ struct lb_bundle {
     pthread_cond_t sealer_wake;
     int sealer_stop;
 };
+
+/* ---- durability (durable.c) ---- */
+void lb_durable_init(lb_bundle *b);              /* at allocation: locks, no descriptor */
+int lb_durable_start(lb_bundle *b, const lb_options *options);  /* end of open */
+void lb_durable_stop(lb_bundle *b);              /* shutdown, first: the interval syncer ends */
+int lb_durable_final(lb_bundle *b);              /* shutdown, before detach: the last sync */
+void lb_durable_free(lb_bundle *b);
+/* The current copy of a bundle's `durable` file for a ring of this header: entries sorted by
+ * sequence (malloc'd, *count of them), or 0 entries when the file is absent, damaged in both
+ * copies or describes another ring. Returns 0, or -errno of a failed read. */
+int lb_durable_read(int fd, uint64_t ring_created_wall_ns, uint32_t chunk_count,
+                    struct lb_durable_entry **entries, size_t *count, uint64_t *generation);
 
 /* ---- runtime filters (filter.c) ---- */
 /* The minimum level the bundle's rules give a logger of this name. Caller holds b->lock. */

@@ -151,6 +151,9 @@ struct lb_reader {
     char *path;
     int ring_mode;          /* reading a bundle (ring and meta), not only archive files */
     int ring_fd, meta_fd, lock_fd;
+    int durable_fd;         /* the bundle's `durable` file, or -1 */
+    lb_durable_entry *durable;  /* what the last sync made durable, by sequence (durable.c) */
+    size_t durable_count;
     int header_ok, meta_ok, truncation_reported;
     int ring_broken;        /* the ring header is damaged (reported once); chunks are read with
                                the geometry of an archive file of this bundle when one says it */
@@ -866,6 +869,35 @@ typedef struct pending_state {
     size_t length;
 } pending_state;
 
+/* How a record that fails its page check is reported: `torn` (an incomplete write at a crash,
+ * which verify passes) unless a sync made it durable, then `corrupt`. */
+static uint32_t durable_through(const lb_reader *r, uint64_t sequence);
+
+static uint32_t altered_issue_kind(walk_context *w, const lb_walk_record *rec) {
+    return durable_through(w->r, w->h->sequence) > rec->offset ? LB_ISSUE_CORRUPT : LB_ISSUE_TORN;
+}
+
+/* A record that crosses a page and fails its page check: after a power loss its later pages came
+ * from another moment than its header, so its bytes are not what was logged. It is never shown: an
+ * issue names it (with the record it accounts for), and the large record it belongs to, if any,
+ * is given up. The walk goes on after it: its header's page is whole, so its length is right. */
+static int altered_record(walk_context *w, const lb_walk_record *rec, uint64_t file_offset) {
+    lb_reader *r = w->r;
+    /* The record is accounted once: here for a FULL or LAST; a FIRST's or MIDDLE's by its LAST,
+     * which then finds no beginning. */
+    int counted = rec->kind == LB_RECORD_FULL || rec->kind == LB_RECORD_LAST;
+    if (rec->kind == LB_RECORD_MIDDLE || rec->kind == LB_RECORD_LAST) {
+        uint64_t prev = lb_chunk_prev_sequence(w->h);
+        pending_record *p = prev ? find_pending(r, prev) : NULL;
+        if (p) p->consumed = 1;
+    }
+    lb_issue *issue = add_issue(r, altered_issue_kind(w, rec), w->file, file_offset, rec->length,
+                                "record fails its page check: its bytes after the first page are "
+                                "from another moment (a power loss) or damaged; not shown");
+    if (issue && counted) issue->records = 1;
+    return 0;
+}
+
 static int walk_visit(void *context, const lb_walk_record *rec) {
     walk_context *w = context;
     lb_reader *r = w->r;
@@ -873,15 +905,16 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
     uint64_t file_offset = w->chunk_file_offset + rec->offset;
     const uint8_t *body = rec->bytes + 8;
     size_t body_length = rec->length - 8;
-    uint32_t end = rec->offset + ((rec->length + 7u) & ~7u);
+    uint32_t end = rec->next;
     if (rec->kind == LB_RECORD_FULL || rec->kind == LB_RECORD_LAST) w->records++;
+    if (LB_UNLIKELY(rec->altered)) return altered_record(w, rec, file_offset);
     switch (rec->kind) {
     case LB_RECORD_FULL:
         emit(r, &w->map, w->file, file_offset, rec->offset, body, body_length, h->thread_id,
              h->sequence, 0);
         return 0;
     case LB_RECORD_FIRST: {
-        if (end + 8 <= w->chunk_size) {
+        if (end + LB_RECORD_CHECK_SIZE + 8 <= w->chunk_size) {
             w->corrupt_issue = add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
                                          "first fragment does not end its chunk");
             w->corrupt = 1;
@@ -900,7 +933,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
     }
     default: {
         if (rec->offset != LB_CHUNK_HEADER_SIZE ||
-            (rec->kind == LB_RECORD_MIDDLE && end + 8 <= w->chunk_size)) {
+            (rec->kind == LB_RECORD_MIDDLE && end + LB_RECORD_CHECK_SIZE + 8 <= w->chunk_size)) {
             if (rec->kind == LB_RECORD_LAST) w->records--;  /* not walked past: counted below */
             w->corrupt_issue = add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
                                          "fragment is out of place in its chunk");
@@ -1012,7 +1045,7 @@ int lb_reader_open(const char *path, lb_reader **out) {
     }
     lb_reader *r = calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
-    r->ring_fd = r->meta_fd = r->lock_fd = -1;
+    r->ring_fd = r->meta_fd = r->lock_fd = r->durable_fd = -1;
     r->path = strdup(path);
     int rc = r->path ? 0 : -ENOMEM;
     if (!rc && S_ISREG(st.st_mode)) {
@@ -1057,6 +1090,8 @@ int lb_reader_open(const char *path, lb_reader **out) {
                 r->meta_open_error = meta >= 0 ? 0 : meta;
                 int lock = open_bundle_file(dir, "lock");
                 r->lock_fd = lock >= 0 ? lock : -1;
+                int durable = open_bundle_file(dir, "durable");
+                r->durable_fd = durable >= 0 ? durable : -1;
                 r->archive_dir = lb_path_join(path, "archive");
                 if (!r->archive_dir) rc = -ENOMEM;
             } else if (directory_has_archive_files(dir)) {
@@ -1107,6 +1142,8 @@ void lb_reader_close(lb_reader *r) {
     if (r->ring_fd >= 0) close(r->ring_fd);
     if (r->meta_fd >= 0) close(r->meta_fd);
     if (r->lock_fd >= 0) close(r->lock_fd);
+    if (r->durable_fd >= 0) close(r->durable_fd);
+    free(r->durable);
     lb_reader_discard_entries(r);
     large_free(r->entries, r->entry_capacity * sizeof(lb_entry));
     free(r->issues);
@@ -1234,7 +1271,32 @@ static int read_header(lb_reader *r) {
     int rc = use_geometry(r, h.chunk_size, h.chunk_count);
     if (rc) return rc;
     r->header_ok = 1;
+    if (r->durable_fd >= 0) {
+        uint64_t generation;
+        free(r->durable);
+        r->durable = NULL;
+        r->durable_count = 0;
+        lb_durable_read(r->durable_fd, h.created_wall_ns, h.chunk_count, &r->durable,
+                        &r->durable_count, &generation);
+    }
     return 0;
+}
+
+/* What the last sync made durable of chunk `sequence`: its records end at or after this offset
+ * (0: nothing, or no sync listed it). */
+static const lb_durable_entry *durable_entry(const lb_reader *r, uint64_t sequence) {
+    size_t lo = 0, hi = r->durable_count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->durable[mid].sequence < sequence) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < r->durable_count && r->durable[lo].sequence == sequence ? &r->durable[lo] : NULL;
+}
+
+static uint32_t durable_through(const lb_reader *r, uint64_t sequence) {
+    const lb_durable_entry *e = durable_entry(r, sequence);
+    return e ? e->committed : 0;
 }
 
 typedef struct chunk_ref {
@@ -1272,8 +1334,8 @@ static uint64_t chunk_floor(const chunk_start *start) {
     uint64_t word, ticks;
     memcpy(&word, start->first, 8);
     memcpy(&ticks, start->first + 8, 8);
-    uint8_t kind = (uint8_t)(word >> 48);
-    if ((uint8_t)(word >> 56) == LB_RECORD_CHECK && (kind == LB_RECORD_FULL || kind == LB_RECORD_FIRST) &&
+    uint8_t kind = lb_record_word_kind(word);
+    if (lb_record_word_check(word) == LB_RECORD_CHECK && (kind == LB_RECORD_FULL || kind == LB_RECORD_FIRST) &&
         ticks < start->h.tick_anchor)
         return ticks;
     return start->h.tick_anchor;
@@ -2526,6 +2588,42 @@ static void verify_claims(lb_reader *r, const lb_ring_header *h) {
                    (unsigned long long)abandoned, (unsigned long long)discarded);
 }
 
+/* The records the last sync made durable (the `durable` file) must all be here: in the chunk it
+ * listed, walked at least to the offset and count it recorded. A listed chunk no copy holds is
+ * accounted for only by archive retention, or, under the overwrite policy, by a newer claim of
+ * its slot; otherwise its durable records are missing. */
+static void verify_durable(lb_reader *r, const lb_ring_header *h) {
+    uint64_t retired = atomic_load(&h->archive_retired_claim);
+    for (size_t i = 0; i < r->durable_count; i++) {
+        const lb_durable_entry *e = &r->durable[i];
+        seen_chunk *seen = seen_find(r, e->sequence);
+        if (seen) {
+            if (seen->offset >= e->committed && seen->records >= e->records) continue;
+            uint32_t short_by = seen->records < e->records ? e->records - seen->records : 0;
+            add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, short_by,
+                       "chunk %llu: a sync made %u records through offset %u durable, but it reads "
+                       "only to offset %u (%u records)", (unsigned long long)e->sequence,
+                       e->records, e->committed, seen->offset, seen->records);
+            continue;
+        }
+        if (e->claim < retired) continue;
+        if (h->wrap_policy != LB_WRAP_LOSSLESS && r->ring_fd >= 0 && r->geometry_known) {
+            lb_chunk_header now;
+            uint32_t count = r->header.chunk_count;
+            uint64_t at = LB_RING_HEADER_SIZE + (e->sequence % count) * (uint64_t)r->header.chunk_size;
+            if (lb_pread_full(r->ring_fd, &now, sizeof now, at) == (ssize_t)sizeof now &&
+                (now.magic != LB_CHUNK_MAGIC || now.state == LB_CHUNK_CLAIMING ||
+                 (now.sequence > e->sequence &&
+                  lb_chunk_header_check(&now, (uint32_t)(e->sequence % count), count) >= 0)))
+                continue;  /* overwritten by a newer claim of its slot: the policy's loss */
+        }
+        add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, e->records,
+                   "chunk %llu (claim %llu): a sync made %u records durable, and neither the ring "
+                   "nor an archive file holds it", (unsigned long long)e->sequence,
+                   (unsigned long long)e->claim, e->records);
+    }
+}
+
 int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
     if (!r || !out) return -EINVAL;
     if (r->verified) return -EALREADY;
@@ -2550,6 +2648,7 @@ int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
                    "%llu records were overwritten before they were archived (the overwrite policy "
                    "keeps the newest)", (unsigned long long)out->records_overwritten);
     if (out->writer_alive) return 0;  /* counts move while a writer runs: checked once it stops */
+    verify_durable(r, &h);
     if (h.wrap_policy == LB_WRAP_LOSSLESS) verify_claims(r, &h);
     uint64_t active = 0;
     for (size_t i = 0; i < r->seen_capacity; i++)

@@ -155,6 +155,12 @@ int lb_membarrier(void) {
 }
 
 /* ---- chunk ownership (owner thread, or a stealer holding cold->lock while !building) ---- */
+
+/* Where a record built in the owned chunk must end: the chunk's last 8 bytes are kept for the page
+ * check of a record that ends there, so that a record that fits always fits with its check. */
+static inline uint8_t *chunk_limit(const lb_writer *w) {
+    return w->chunk_end ? w->chunk_end - LB_RECORD_CHECK_SIZE : NULL;
+}
 static void writer_drop_chunk(lb_writer *w) {
     w->chunk = NULL;
     w->cur = w->end = w->chunk_end = w->record = NULL;
@@ -194,8 +200,8 @@ static int writer_claim(lb_writer *w, lb_bundle *b) {
     w->chunk = h;
     w->chunk_end = (uint8_t *)h + b->chunk_size;
     w->cur = (uint8_t *)h + LB_CHUNK_HEADER_SIZE;
-    w->end = w->chunk_end;
-    w->tag_bits = ((uint64_t)(uint16_t)h->sequence << 32) | ((uint64_t)LB_RECORD_CHECK << 56);
+    w->end = chunk_limit(w);
+    w->tag_bits = LB_RECORD_HEADER(0, h->sequence, 0);
     atomic_store(&c->claiming, 0);
     return 0;
 }
@@ -514,23 +520,48 @@ static int drop_errno(unsigned reason) {
     }
 }
 
-/* Appends one record (or fragment) to the owned chunk, which must have room. */
-static void chunk_append(lb_writer *w, const uint8_t *body, size_t body_length, uint8_t kind) {
-    uint8_t *r = w->cur;
-    size_t length = 8 + body_length;
-    memcpy(r + 8, body, body_length);
-    uint8_t *next = r + ((length + 7u) & ~(size_t)7u);
-    if ((size_t)(w->chunk_end - next) >= 8) memset(next, 0, 8);
-    atomic_store_explicit((_Atomic uint64_t *)(void *)r,
-                          (uint64_t)length | w->tag_bits | ((uint64_t)kind << 48),
-                          memory_order_release);
+/* Commits the record (or fragment) of `length` bytes at `r` in the owned chunk, whose body is in
+ * place: writes its page check when it crosses a page, zeroes the header slot after it, then
+ * release-stores the header and the chunk's committed end and count. */
+static uint8_t *chunk_publish(lb_writer *w, uint8_t *r, uint32_t length, uint8_t kind) {
     lb_chunk_header *h = w->chunk;
+    uint64_t word = (uint64_t)length | w->tag_bits | ((uint64_t)kind << 24);
+    uint8_t *next = r + ((length + 7u) & ~7u);
+    uint32_t offset = (uint32_t)(r - (uint8_t *)h);
+    if (lb_record_crosses_page(offset, length)) {
+        uint32_t check[2] = {lb_record_page_check(h->sequence, word, r, length), (uint32_t)h->sequence};
+        memcpy(next, check, 8);
+        next += LB_RECORD_CHECK_SIZE;
+    }
+    if ((size_t)(w->chunk_end - next) >= 8) memset(next, 0, 8);
+    atomic_store_explicit((_Atomic uint64_t *)(void *)r, word, memory_order_release);
     atomic_store_explicit(&h->committed, (uint32_t)(next - (uint8_t *)h), memory_order_release);
     if (kind == LB_RECORD_FULL || kind == LB_RECORD_LAST)
         atomic_store_explicit(&h->record_count,
                               atomic_load_explicit(&h->record_count, memory_order_relaxed) + 1,
                               memory_order_release);
-    w->cur = next;
+    return next;
+}
+
+/* Appends one record (or fragment) to the owned chunk, which must have room for it and its page
+ * check. */
+static void chunk_append(lb_writer *w, const uint8_t *body, size_t body_length, uint8_t kind) {
+    uint8_t *r = w->cur;
+    memcpy(r + 8, body, body_length);
+    w->cur = chunk_publish(w, r, (uint32_t)(8 + body_length), kind);
+    if (w->cur > w->end) w->end = w->cur;  /* a page check in the last 8 bytes: the chunk is full */
+}
+
+/* lb_record_commit of a record that crosses a page: the same steps, with its page check. */
+int lb_record_commit_crossing(lb_writer *w, uint32_t site) {
+    uint8_t *r = w->record;
+    memcpy(r + 16, &site, 4);
+    w->cur = chunk_publish(w, r, (uint32_t)(w->cur - r), LB_RECORD_FULL);
+    if (w->cur > w->end) w->end = w->cur;  /* a page check in the last 8 bytes: the chunk is full */
+    atomic_store_explicit(&w->building, 0, memory_order_release);
+    if (LB_UNLIKELY(atomic_load_explicit(&w->steal, memory_order_acquire) != 0))
+        return lb_record_commit_late(w, r);
+    return 0;
 }
 
 static int commit_staged(lb_writer *w, uint32_t site) {
@@ -544,7 +575,7 @@ static int commit_staged(lb_writer *w, uint32_t site) {
     lb_bundle *b = c->bundle;
     /* Restore the chunk cursor the record started from. */
     w->record = NULL;
-    w->end = w->chunk_end;
+    w->end = chunk_limit(w);
     w->cur = w->chunk ? c->resume : NULL;
     w->mode = LB_WRITER_DIRECT;
     /* A record begun before close is kept while its writer is attached, as one built in its chunk
@@ -555,10 +586,11 @@ static int commit_staged(lb_writer *w, uint32_t site) {
         lb_bundle_count_drop(c->counted_in, LB_DROP_CLOSED);
         goto done;
     }
-    size_t capacity = b->chunk_size - LB_CHUNK_HEADER_SIZE;  /* record bytes in an empty chunk */
-    /* A record up to `capacity` bytes is whole in a fresh chunk: one that ends at the chunk's end
-     * needs no zeroed header slot after it. (Deciding with `length + 8` here wrote a record of
-     * capacity-7...capacity bytes as a FIRST fragment with no LAST: the reader never finished it.) */
+    /* Record bytes in an empty chunk, less the page check a record there may need: a record up to
+     * `capacity` bytes is whole in a fresh chunk; one that ends at the chunk's end needs no zeroed
+     * header slot after it. (Deciding with `length + 8` here once wrote a record of a few bytes less
+     * than that as a FIRST fragment with no LAST: the reader never finished it.) */
+    size_t capacity = b->chunk_size - LB_CHUNK_HEADER_SIZE - LB_RECORD_CHECK_SIZE;
     int fragmented = length > capacity;
     if (fragmented) atomic_fetch_add_explicit(&b->ring->large_records, 1, memory_order_relaxed);
     uint8_t kind = fragmented ? LB_RECORD_FIRST : LB_RECORD_FULL;
@@ -652,7 +684,7 @@ int lb_record_commit_slow(lb_writer *w, uint32_t site) {
         w->mode = LB_WRITER_DIRECT;
         if (w->chunk) {
             w->cur = c->resume;
-            w->end = w->chunk_end;
+            w->end = chunk_limit(w);
         } else {
             /* No chunk (its claim failed): `chunk` is NULL already and is written only under the
              * lock, which the idle sealer reads it under. */

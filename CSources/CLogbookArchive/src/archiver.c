@@ -127,6 +127,7 @@ typedef struct archiver {
     pthread_mutex_t lock;
     pthread_cond_t done;
     uint64_t roll_requested, roll_done, sync_requested, sync_done;
+    int ended;                 /* the thread ended: requests are refused (-EBADF) */
     int request_result;
     lb_archive_stats stats;
     int error_reported;
@@ -144,6 +145,9 @@ typedef struct archiver {
     int compress_error_reported;  /* the compression thread's own */
     int waiting_for_compression;  /* under files_lock: rolls waiting (they lend it a priority) */
 } archiver;
+
+static int archiver_datasync(void *archiver_state);
+static int wait_request(archiver *a, uint64_t *done, uint64_t target, uint32_t timeout_ms);
 
 /* ---- small helpers ---- */
 static int64_t now_ns(archiver *a) {
@@ -823,6 +827,11 @@ static int append_chunks(archiver *a, candidate *c, size_t n) {
             offset += lb_archive_frame_span(k->length);
         }
         rc = write_ops(a, a->cur.fd, ops, op_count);
+        /* A bundle that syncs (lb_bundle_sync, sync_interval_ms) must never let a chunk leave the
+         * ring for a copy a power loss can take back: the slot of an archived chunk is reused. */
+        if (!rc && atomic_load_explicit(&a->b->durability_wanted, memory_order_relaxed) &&
+            fdatasync(a->cur.fd) != 0)
+            rc = -errno;
         if (rc) {
             /* Cut whatever part of the batch landed, so the file ends at a frame boundary. */
             char name[LB_ARCHIVE_NAME_MAX];
@@ -1521,6 +1530,13 @@ static void *archiver_main(void *arg) {
              * that an uploader gets every record of a process that ended cleanly. */
             int complete_rc = complete_current(a, 1);
             a->stop_result = rc ? rc : complete_rc;
+            /* A request made after this pass gets -EBADF instead of a wait that never ends. */
+            pthread_mutex_lock(&a->lock);
+            a->ended = 1;
+            uint64_t pending_rolls = a->roll_requested, pending_syncs = a->sync_requested;
+            pthread_mutex_unlock(&a->lock);
+            if (pending_rolls > a->roll_done || pending_syncs > a->sync_done)
+                complete_requests(a, pending_rolls, pending_syncs, -EBADF);
             break;
         }
         if (rc) {
@@ -1765,6 +1781,7 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
         compression_priority(a, 0);
     }
     lb_bundle_attach_archiver(b, a, archiver_stop, archiver_forget);
+    b->archiver_datasync = archiver_datasync;
     if (pthread_create(&a->thread, NULL, archiver_main, a) != 0) {
         rc = -EAGAIN;
         b->archiver_stop = NULL;
@@ -1777,6 +1794,24 @@ fail:
     if (a->compress_started) stop_compression(a);
     archiver_free(a);
     lb_bundle_close(b);
+    return rc;
+}
+
+/* lb_bundle_sync's part: the file being written is fdatasynced (after the chunks sealed before
+ * the request are archived), so chunks whose slots were reused are durable. */
+static int archiver_datasync(void *p) {
+    archiver *a = p;
+    pthread_mutex_lock(&a->lock);
+    if (a->ended) {
+        pthread_mutex_unlock(&a->lock);
+        return -EBADF;
+    }
+    uint64_t target = ++a->sync_requested;
+    pthread_mutex_unlock(&a->lock);
+    wake(a);
+    pthread_mutex_lock(&a->lock);
+    int rc = wait_request(a, &a->sync_done, target, 0);
+    pthread_mutex_unlock(&a->lock);
     return rc;
 }
 

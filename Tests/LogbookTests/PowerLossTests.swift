@@ -1,0 +1,138 @@
+import CLogbook
+import Foundation
+import XCTest
+@testable import Logbook
+
+/// Power loss and kernel crashes (FORMAT.md "Power loss"): a record whose pages come from two
+/// moments is never shown, and what a sync made durable is held to by verify. The simulator that
+/// composes crash images page by page is `Tests/CTests/power_loss.c` (CProgramTests).
+final class PowerLossTests: XCTestCase {
+    /// Replaces page `page` of chunk slot `slot` of `path`'s ring with the same page of `from`.
+    private func copyPage(of from: String, into path: String, slot: Int, page: Int, chunkSize: Int) throws {
+        let offset = UInt64(LB_RING_HEADER_SIZE) + UInt64(slot * chunkSize + page * 4096)
+        let source = try FileHandle(forReadingFrom: URL(fileURLWithPath: from + "/ring"))
+        try source.seek(toOffset: offset)
+        let bytes = try source.read(upToCount: 4096) ?? Data()
+        try source.close()
+        let target = try FileHandle(forUpdating: URL(fileURLWithPath: path + "/ring"))
+        try target.seek(toOffset: offset)
+        target.write(bytes)
+        try target.close()
+    }
+
+    private func copyBundle(_ from: String, to: String) throws {
+        try FileManager.default.copyItem(atPath: from, toPath: to)
+    }
+
+    /// A record that crosses from the first page of its chunk into the second, whose second page
+    /// is taken from a moment before it was written: the reader shows every other record, never
+    /// that one, and names it in an issue (torn: no sync made it durable).
+    func testARecordWhoseLaterPageIsFromAnEarlierMomentIsNeverShown() throws {
+        let dir = makeTemporaryDirectory(self)
+        let text = String(repeating: "x", count: 300)
+        // One chunk holds every record; some cross its first page boundary.
+        let second = dir + "/cross.logbook"
+        let b2 = try LogBundle(path: second, capacity: 64 << 10, chunkSize: 16 << 10, idleSealMilliseconds: 0)
+        let l2 = try b2.logger("pages")
+        for i in 0..<4 { l2.info("early \(i) \(text)") }
+        // The moment before the crossing record: its chunk's second page is still untouched.
+        try copyBundle(second, to: dir + "/moment-a.logbook")
+        for i in 4..<24 { l2.info("late \(i) \(text)") }
+        try b2.close()
+        let all = try LogReader(path: second).readAll()
+        XCTAssertEqual(all.count, 24)
+        // The chunk that holds them (the only one with records), and its slot.
+        let slot = Int(all[0].chunkSequence % 4)
+        XCTAssertTrue(all.allSatisfy { $0.chunkSequence == all[0].chunkSequence })
+        // The record that crosses from page 0 into page 1 of the chunk.
+        let offsets = all.map { Int($0.chunkOffset) }
+        guard let crossing = offsets.indices.first(where: { i in
+            i + 1 < offsets.count && offsets[i] < 4096 && offsets[i + 1] > 4096
+        }) else { return XCTFail("no record crosses the first page: \(offsets)") }
+
+        // The crash image: everything from the end, but the chunk's second page from moment A.
+        try copyPage(of: dir + "/moment-a.logbook", into: second, slot: slot, page: 1, chunkSize: 16 << 10)
+        let reader = try LogReader(path: second)
+        let shown = try reader.readAll()
+        XCTAssertFalse(shown.contains { $0.chunkOffset == all[crossing].chunkOffset },
+                       "the record assembled from two moments is not shown")
+        for entry in shown {
+            let original = all.first { $0.chunkOffset == entry.chunkOffset }
+            XCTAssertEqual(entry.message, original?.message, "every record shown is the one logged")
+        }
+        let flagged = reader.issues.filter { $0.reason.contains("page check") }
+        XCTAssertEqual(flagged.count, 1, "\(reader.issues)")
+        XCTAssertEqual(flagged.first?.kind, .torn, "no sync made it durable")
+        XCTAssertEqual(flagged.first?.records, 1)
+        XCTAssertEqual(flagged.first?.offset, UInt64(LB_RING_HEADER_SIZE) + UInt64(slot * (16 << 10)) + UInt64(all[crossing].chunkOffset))
+    }
+
+    /// After `sync()`, a durable record that a damaged page hides fails verify, by name; the same
+    /// bundle undamaged verifies clean, and its `durable` file lists the synced chunk.
+    func testWhatASyncMadeDurableIsHeldToByVerify() throws {
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/synced.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 16 << 10, idleSealMilliseconds: 0)
+        let log = try bundle.logger("sync")
+        let text = String(repeating: "y", count: 200)
+        for i in 0..<40 { log.info("durable \(i) \(text)") }
+        try bundle.sync()
+        for i in 0..<5 { log.info("after \(i)") }
+        try bundle.close()
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path + "/durable"))
+
+        try copyBundle(path, to: dir + "/clean.logbook")
+        let clean = try LogReader(path: dir + "/clean.logbook")
+        XCTAssertEqual(try clean.readAll().count, 45)
+        _ = try clean.verify()
+        XCTAssertTrue(clean.issues.filter(\.isFailure).isEmpty, "\(clean.issues)")
+
+        // Zero the second page of the chunk: durable records are gone.
+        let all = try LogReader(path: path).readAll()
+        let slot = Int(all[0].chunkSequence % 4)
+        let zero = dir + "/zero.logbook"
+        try copyBundle(path, to: zero)
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: zero + "/ring"))
+        try handle.seek(toOffset: UInt64(LB_RING_HEADER_SIZE) + UInt64(slot * (16 << 10) + 4096))
+        handle.write(Data(count: 4096))
+        try handle.close()
+        let damaged = try LogReader(path: zero)
+        _ = try damaged.readAll()
+        _ = try damaged.verify()
+        XCTAssertTrue(damaged.issues.contains { $0.isFailure && $0.reason.contains("a sync made") },
+                      "\(damaged.issues)")
+    }
+
+    /// The bounded-loss mode syncs by itself: the `durable` file appears and grows a generation
+    /// while a program logs, and a clean close leaves the bundle durable and verified.
+    func testTheIntervalModeSyncsWhileTheProgramLogs() throws {
+        let path = makeTemporaryDirectory(self) + "/interval.logbook"
+        let bundle = try LogBundle(path: path, capacity: 256 << 10, chunkSize: 16 << 10,
+                                   durability: .interval(.milliseconds(5)))
+        let log = try bundle.logger("interval")
+        var logged = 0
+        // Waits on what the syncer did (the file's first copy written), not on time.
+        let synced = waitUntil {
+            log.info("record \(logged)")
+            logged += 1
+            let size = (try? FileManager.default.attributesOfItem(atPath: path + "/durable")[.size] as? Int) ?? 0
+            return size > 0
+        }
+        XCTAssertTrue(synced, "the interval syncer wrote the durable file")
+        try bundle.close()
+        let reader = try LogReader(path: path)
+        XCTAssertEqual(try reader.readAll().count, logged)
+        _ = try reader.verify()
+        XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(reader.issues)")
+    }
+
+    /// `sync()` after close is refused, never a silent success.
+    func testSyncAfterCloseIsRefused() throws {
+        let path = makeTemporaryDirectory(self) + "/closed.logbook"
+        let bundle = try LogBundle(path: path)
+        try bundle.close()
+        XCTAssertThrowsError(try bundle.sync()) { error in
+            XCTAssertTrue((error as? LogbookError)?.isClosed ?? false, "\(error)")
+        }
+    }
+}
