@@ -58,7 +58,7 @@ public final class LogCapture: @unchecked Sendable {
     deinit {
         try? bundle.close()
         let directory = String(path.dropLast("/capture.logbook".count))
-        for name in ["ring", "meta", "lock"] { unlink(path + "/" + name) }
+        for name in ["ring", "meta", "lock", "durable"] { unlink(path + "/" + name) }
         rmdir(path)
         rmdir(directory)
     }

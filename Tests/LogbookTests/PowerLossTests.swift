@@ -126,6 +126,51 @@ final class PowerLossTests: XCTestCase {
         XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(reader.issues)")
     }
 
+    /// A bundle that syncs, whose writer died: damage past the last sync's durable point is torn
+    /// (verify passes: nothing durable is missing), damage before it fails verify.
+    func testAfterACrashOnlyDamageToWhatASyncCoveredFailsVerify() throws {
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/crashed.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 16 << 10, idleSealMilliseconds: 0)
+        let log = try bundle.logger("crash")
+        let text = String(repeating: "z", count: 200)
+        for i in 0..<12 { log.info("durable \(i) \(text)") }   // within the chunk's first page
+        try bundle.sync()
+        for i in 0..<40 { log.info("later \(i) \(text)") }     // into its next pages, not synced
+        // The process dies here: no close. A copy of its files is what a crash leaves.
+        try copyBundle(path, to: dir + "/image.logbook")
+        try bundle.close()
+        let image = dir + "/image.logbook"
+        unlink(image + "/lock")
+        let all = try LogReader(path: image).readAll()
+        XCTAssertEqual(all.count, 52)
+        let slot = Int(all[0].chunkSequence % 4)
+        func tear(page: Int, in bundlePath: String) throws {
+            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: bundlePath + "/ring"))
+            try handle.seek(toOffset: UInt64(LB_RING_HEADER_SIZE) + UInt64(slot * (16 << 10) + page * 4096))
+            handle.write(Data(repeating: 0xA5, count: 4096))
+            try handle.close()
+        }
+        // Past the durable point: the second page, which only unsynced records reached.
+        let late = dir + "/late.logbook"
+        try copyBundle(image, to: late)
+        try tear(page: 2, in: late)
+        let lateReader = try LogReader(path: late)
+        let lateEntries = try lateReader.readAll()
+        _ = try lateReader.verify()
+        XCTAssertTrue(lateEntries.count < 52 && lateEntries.count >= 12)
+        XCTAssertTrue(lateReader.issues.contains { $0.kind == .torn }, "\(lateReader.issues)")
+        XCTAssertTrue(lateReader.issues.filter(\.isFailure).isEmpty, "\(lateReader.issues)")
+        // Before it: the first page holds durable records.
+        let early = dir + "/early.logbook"
+        try copyBundle(image, to: early)
+        try tear(page: 0, in: early)
+        let earlyReader = try LogReader(path: early)
+        _ = try earlyReader.readAll()
+        _ = try earlyReader.verify()
+        XCTAssertTrue(earlyReader.issues.contains(where: \.isFailure), "\(earlyReader.issues)")
+    }
+
     /// `sync()` after close is refused, never a silent success.
     func testSyncAfterCloseIsRefused() throws {
         let path = makeTemporaryDirectory(self) + "/closed.logbook"

@@ -61,8 +61,9 @@ static int open_durable_file(lb_bundle *b) {
     /* Go on from the generation an earlier session reached: readers take the higher one. */
     lb_durable_entry *entries = NULL;
     size_t count = 0;
-    uint64_t generation = 0;
-    lb_durable_read(fd, b->ring->created_wall_ns, b->chunk_count, &entries, &count, &generation);
+    uint64_t generation = 0, claimed;
+    lb_durable_read(fd, b->ring->created_wall_ns, b->chunk_count, &entries, &count, &generation,
+                    &claimed);
     free(entries);
     b->durable_generation = generation;
     b->durable_fd = fd;
@@ -232,10 +233,12 @@ static int read_copy(int fd, size_t size, uint64_t at, uint64_t ring_created, ui
 }
 
 int lb_durable_read(int fd, uint64_t ring_created_wall_ns, uint32_t chunk_count,
-                    lb_durable_entry **entries, size_t *count, uint64_t *generation) {
+                    lb_durable_entry **entries, size_t *count, uint64_t *generation,
+                    uint64_t *chunks_claimed) {
     *entries = NULL;
     *count = 0;
     *generation = 0;
+    *chunks_claimed = 0;
     if (chunk_count == 0 || chunk_count > LB_CHUNK_COUNT_MAX) return 0;
     size_t size = copy_size(chunk_count);
     uint8_t *buffers[2] = {malloc(size), malloc(size)};
@@ -258,6 +261,7 @@ int lb_durable_read(int fd, uint64_t ring_created_wall_ns, uint32_t chunk_count,
             qsort(*entries, n, sizeof(lb_durable_entry), compare_entries);
             *count = n;
             *generation = heads[pick].generation;
+            *chunks_claimed = heads[pick].chunks_claimed;
         }
     }
     free(buffers[0]);

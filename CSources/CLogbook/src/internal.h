@@ -326,7 +326,8 @@ void lb_durable_free(lb_bundle *b);
  * sequence (malloc'd, *count of them), or 0 entries when the file is absent, damaged in both
  * copies or describes another ring. Returns 0, or -errno of a failed read. */
 int lb_durable_read(int fd, uint64_t ring_created_wall_ns, uint32_t chunk_count,
-                    struct lb_durable_entry **entries, size_t *count, uint64_t *generation);
+                    struct lb_durable_entry **entries, size_t *count, uint64_t *generation,
+                    uint64_t *chunks_claimed);
 
 /* ---- runtime filters (filter.c) ---- */
 /* The minimum level the bundle's rules give a logger of this name. Caller holds b->lock. */

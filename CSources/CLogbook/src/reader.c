@@ -154,6 +154,7 @@ struct lb_reader {
     int durable_fd;         /* the bundle's `durable` file, or -1 */
     lb_durable_entry *durable;  /* what the last sync made durable, by sequence (durable.c) */
     size_t durable_count;
+    uint64_t durable_claimed;   /* the claim counter when it was taken */
     int header_ok, meta_ok, truncation_reported;
     int ring_broken;        /* the ring header is damaged (reported once); chunks are read with
                                the geometry of an archive file of this bundle when one says it */
@@ -714,6 +715,21 @@ static uint8_t *spill_copy(window_run *run, const uint8_t *bytes, size_t length)
 /* Builds an entry of the run being filled from a logical record (bytes from the timestamp on), or
  * skips it when the pass's filter does. `in_image` says whether the bytes are in the run's image
  * (a record in one piece) or in a reassembled large record (its arguments are copied). */
+static uint32_t durable_through(const lb_reader *r, uint64_t sequence);
+static int writer_alive(lb_reader *r);
+
+/* After a power loss or kernel crash, what no sync covered may be torn: pages of the ring from
+ * different moments. A bundle that syncs (it has a `durable` file) whose writer died is read that
+ * way: damage in the ring at or past chunk `sequence`'s durable offset is `torn` (verify passes);
+ * before it, or in a bundle that never synced, it is `corrupt`. */
+static uint32_t ring_damage_kind(lb_reader *r, const char *file, uint64_t sequence, uint32_t offset,
+                                 uint32_t otherwise) {
+    if (r->durable_count == 0 || strcmp(file, "ring") != 0 ||
+        atomic_load(&r->header.writer_state) == LB_WRITER_STATE_CLOSED || writer_alive(r))
+        return otherwise;
+    return offset >= durable_through(r, sequence) ? LB_ISSUE_TORN : otherwise;
+}
+
 static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t file_offset,
                  uint32_t offset,
                  const uint8_t *logical, size_t length, uint32_t thread_id, uint64_t sequence,
@@ -740,7 +756,8 @@ static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t f
          * meta before the ring: a site registered in between is read now, not reported. */
         if (!name_find(r->sites, map->session, site_id) && r->meta_fd >= 0 && r->meta_ok) read_meta(r);
         if (!name_find(r->sites, map->session, site_id)) {
-            add_issue(r, LB_ISSUE_UNKNOWN_SITE, file, file_offset, length + 8,
+            add_issue(r, ring_damage_kind(r, file, sequence, offset, LB_ISSUE_UNKNOWN_SITE), file,
+                      file_offset, length + 8,
                       "record refers to a call site that no meta entry defines");
         } else {
             r->known_site_session = map->session;
@@ -875,6 +892,13 @@ static uint32_t durable_through(const lb_reader *r, uint64_t sequence);
 
 static uint32_t altered_issue_kind(walk_context *w, const lb_walk_record *rec) {
     return durable_through(w->r, w->h->sequence) > rec->offset ? LB_ISSUE_CORRUPT : LB_ISSUE_TORN;
+}
+
+/* After a crash of a bundle that syncs, the ring's damage past what the last sync made durable
+ * (ring_damage_kind), and counts that disagree for the same reason, are torn. */
+static int read_after_power_loss(lb_reader *r) {
+    return r->durable_count > 0 && atomic_load(&r->header.writer_state) != LB_WRITER_STATE_CLOSED &&
+           !writer_alive(r);
 }
 
 /* A record that crosses a page and fails its page check: after a power loss its later pages came
@@ -1277,7 +1301,7 @@ static int read_header(lb_reader *r) {
         r->durable = NULL;
         r->durable_count = 0;
         lb_durable_read(r->durable_fd, h.created_wall_ns, h.chunk_count, &r->durable,
-                        &r->durable_count, &generation);
+                        &r->durable_count, &generation, &r->durable_claimed);
     }
     return 0;
 }
@@ -1676,8 +1700,9 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
     lb_walk_end end;
     *stop = lb_chunk_walk_inline(r->run->image, image_length, start, walk_visit, &w, &end);
     if (end == LB_WALK_END_INVALID && !w.corrupt) {
-        w.corrupt_issue = add_issue(r, LB_ISSUE_CORRUPT, file, file_offset + *stop,
-                                    image_length - *stop, "record header is not valid for its chunk");
+        w.corrupt_issue = add_issue(r, ring_damage_kind(r, file, h->sequence, *stop, LB_ISSUE_CORRUPT),
+                                    file, file_offset + *stop, image_length - *stop,
+                                    "record header is not valid for its chunk");
         w.corrupt = 1;
     }
     *corrupt = w.corrupt;
@@ -1696,15 +1721,16 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
         if (w.corrupt_issue) {
             w.corrupt_issue->records += lost;
         } else {
-            add_issuef(r, LB_ISSUE_CORRUPT, file, file_offset + *stop,
-                       committed > *stop ? committed - *stop : 0, lost,
+            add_issuef(r, ring_damage_kind(r, file, h->sequence, *stop, LB_ISSUE_CORRUPT), file,
+                       file_offset + *stop, committed > *stop ? committed - *stop : 0, lost,
                        "chunk %llu: its records end at offset %u of %u committed bytes; %u of "
                        "its %u records are unreadable",
                        (unsigned long long)h->sequence, *stop, committed, lost, count);
             *corrupt = 1;
         }
     } else if (complete && !w.corrupt && *stop != committed) {
-        add_issuef(r, LB_ISSUE_CORRUPT, file, file_offset + *stop, 0, 0,
+        add_issuef(r, ring_damage_kind(r, file, h->sequence, *stop, LB_ISSUE_CORRUPT), file,
+                   file_offset + *stop, 0, 0,
                    "chunk %llu: its records end at offset %u, its header says %u",
                    (unsigned long long)h->sequence, *stop, committed);
         *corrupt = 1;
@@ -2576,6 +2602,21 @@ static void verify_claims(lb_reader *r, const lb_ring_header *h) {
         add_issuef(r, LB_ISSUE_CORRUPT, "ring", 0, 0, 0,
                    "%llu chunks with a damaged header were cleared when the bundle was reopened "
                    "for writing: their records are lost", (unsigned long long)discarded);
+    /* After a power loss, claims the last sync did not cover may hold nothing: the claim counter's
+     * page can be newer than the chunks' pages. */
+    uint64_t undurable = 0;
+    if (read_after_power_loss(r) && r->durable_claimed < end) {
+        for (size_t i = 0, at = r->durable_claimed; at < end; at++) {
+            while (i < r->claim_count && r->claims[i] < at) i++;
+            if (i >= r->claim_count || r->claims[i] != at) undurable++;
+        }
+        if (undurable > missing) undurable = missing;
+        if (undurable)
+            add_issuef(r, LB_ISSUE_TORN, "ring", 0, 0, 0,
+                       "%llu chunk claims after the last sync hold nothing: lost with what no sync "
+                       "covered", (unsigned long long)undurable);
+        missing -= undurable;
+    }
     if (missing > abandoned + discarded)
         add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, 0,
                    "%llu chunks (claims %s%s) are neither in the ring nor in an archive file",
@@ -2682,7 +2723,15 @@ int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
                    "are damaged", (unsigned long long)(out->records_found + explained),
                    (unsigned long long)out->records_expected);
     }
-    if (out->records_expected > out->records_found + explained) {
+    if (out->records_expected > out->records_found + explained && read_after_power_loss(r)) {
+        /* The counters' page may be newer than the chunks': what the sync covered was checked
+         * record by record (verify_durable); the rest cannot be told from a power loss's tear. */
+        uint64_t short_by = out->records_expected - out->records_found - explained;
+        add_issuef(r, LB_ISSUE_TORN, "ring", 0, 0, 0,
+                   "%llu records the counters name are not here: the writer died after its last "
+                   "sync, and what no sync covered can be lost to a power loss",
+                   (unsigned long long)short_by);
+    } else if (out->records_expected > out->records_found + explained) {
         out->records_lost = out->records_expected - out->records_found - explained;
         add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, out->records_lost,
                    "%llu records are missing: the bundle's counters say %llu should be here, %llu "
