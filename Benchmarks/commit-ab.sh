@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The writer's fast path, two revisions A/B: the C core of each built at -O2, one thread logging
-# 20 M records (LB_INFO, two arguments), 11 interleaved pairs; prints the medians, their spread and
+# 20 M records (LB_INFO, three scalars), 11 interleaved pairs; prints the medians, their spread and
 # the ratio B/A pair by pair. Usage: Benchmarks/commit-ab.sh REV_A [REV_B (default: the work tree)]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -21,8 +21,8 @@ run() {  # run RECORDS RATE
   done | python3 -c '
 import statistics as s, sys
 rows = [line.split() for line in sys.stdin]
-a = [float(r[0]) for r in rows]; b = [float(r[3]) for r in rows]; q = [y / x for x, y in zip(a, b)]
-wa = [int(r[2]) for r in rows]; wb = [int(r[5]) for r in rows]
+a = [float(r[0]) for r in rows]; b = [float(r[4]) for r in rows]; q = [y / x for x, y in zip(a, b)]
+wa = [int(r[2]) for r in rows]; wb = [int(r[6]) for r in rows]
 print("  off %.2f ns/record (%.2f-%.2f), every '"$interval"' ms %.2f ns/record (%.2f-%.2f), ratio %.3f (%.3f-%.3f); disk wrote %.0f MB vs %.0f MB (medians), %d pairs" % (
     s.median(a), min(a), max(a), s.median(b), min(b), max(b), s.median(q), min(q), max(q),
     s.median(wa) / 1e6, s.median(wb) / 1e6, len(rows)))'

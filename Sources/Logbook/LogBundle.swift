@@ -94,8 +94,9 @@ public enum Durability: Sendable, Equatable {
     case none
     /// A background thread syncs the bundle this often (when anything was logged since the last
     /// sync, `lb_options.sync_interval_ms`): a power loss loses at most the records of the last
-    /// interval and of the sync under way. Each sync costs the logging threads a page fault per
-    /// page they write next (measured in the README's Speed section).
+    /// interval and of the sync under way. The syncs copy what was logged into the bundle's
+    /// `mirror` file (as large as the ring) and sync that, never the ring: the logging threads
+    /// pay nothing measurable (README, Speed), the disk writes what is logged.
     case interval(Duration)
 
     var milliseconds: Int {
@@ -230,10 +231,11 @@ public final class LogBundle: @unchecked Sendable {
     }
 
     /// Makes every record logged before the call durable: it survives a power loss or a kernel
-    /// crash, and ``LogReader/verify()`` fails if a reader cannot find it. Syncs the meta file, the
-    /// archive file being written and the ring, then records what it made durable (the bundle's
-    /// `durable` file). Blocks for the disk; one sync runs at a time. From the first sync on, the
-    /// archiver syncs each batch before it frees the chunks' slots.
+    /// crash, and ``LogReader/verify()`` fails if a reader cannot find it. Syncs the meta file and
+    /// the archive file being written, copies what was logged since the last sync into the
+    /// bundle's `mirror` file and syncs it, then records what it made durable (the `durable`
+    /// file). Blocks for the disk; one sync runs at a time. From the first sync on, the archiver
+    /// syncs each batch before it frees the chunks' slots, and ``close()`` ends with a sync.
     public func sync() throws(LogbookError) {
         try check(lb_bundle_sync(raw), "lb_bundle_sync", path: path)
     }

@@ -67,37 +67,47 @@ final class PowerLossTests: XCTestCase {
         XCTAssertEqual(flagged.first?.offset, UInt64(LB_RING_HEADER_SIZE) + UInt64(slot * (16 << 10)) + UInt64(all[crossing].chunkOffset))
     }
 
-    /// After `sync()`, a durable record that a damaged page hides fails verify, by name; the same
-    /// bundle undamaged verifies clean, and its `durable` file lists the synced chunk.
-    func testWhatASyncMadeDurableIsHeldToByVerify() throws {
+    /// Zeroes page `page` of chunk slot `slot` of `file` (the ring, or the mirror: no header page).
+    private func zeroPage(_ file: String, slot: Int, page: Int, chunkSize: Int) throws {
+        let base = file.hasSuffix("/ring") ? UInt64(LB_RING_HEADER_SIZE) : 0
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+        try handle.seek(toOffset: base + UInt64(slot * chunkSize + page * 4096))
+        handle.write(Data(count: 4096))
+        try handle.close()
+    }
+
+    /// After `sync()` the records are in the mirror too: a ring page lost to a power loss costs
+    /// nothing durable; when the mirror's copy is damaged as well, verify fails and names them.
+    func testWhatASyncMadeDurableSurvivesItsRingPageAndIsHeldToByVerify() throws {
         let dir = makeTemporaryDirectory(self)
         let path = dir + "/synced.logbook"
-        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 16 << 10, idleSealMilliseconds: 0)
+        let chunk = 16 << 10
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: chunk, idleSealMilliseconds: 0)
         let log = try bundle.logger("sync")
         let text = String(repeating: "y", count: 200)
         for i in 0..<40 { log.info("durable \(i) \(text)") }
         try bundle.sync()
         for i in 0..<5 { log.info("after \(i)") }
-        try bundle.close()
+        try bundle.close()  // a bundle that synced ends with a sync
         XCTAssertTrue(FileManager.default.fileExists(atPath: path + "/durable"))
-
-        try copyBundle(path, to: dir + "/clean.logbook")
-        let clean = try LogReader(path: dir + "/clean.logbook")
-        XCTAssertEqual(try clean.readAll().count, 45)
-        _ = try clean.verify()
-        XCTAssertTrue(clean.issues.filter(\.isFailure).isEmpty, "\(clean.issues)")
-
-        // Zero the second page of the chunk: durable records are gone.
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path + "/mirror"))
         let all = try LogReader(path: path).readAll()
+        XCTAssertEqual(all.count, 45)
         let slot = Int(all[0].chunkSequence % 4)
-        let zero = dir + "/zero.logbook"
-        try copyBundle(path, to: zero)
-        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: zero + "/ring"))
-        try handle.seek(toOffset: UInt64(LB_RING_HEADER_SIZE) + UInt64(slot * (16 << 10) + 4096))
-        handle.write(Data(count: 4096))
-        try handle.close()
-        let damaged = try LogReader(path: zero)
-        _ = try damaged.readAll()
+
+        let ringLost = dir + "/ring-page.logbook"
+        try copyBundle(path, to: ringLost)
+        try zeroPage(ringLost + "/ring", slot: slot, page: 1, chunkSize: chunk)
+        let fromMirror = try LogReader(path: ringLost)
+        XCTAssertEqual(try fromMirror.readAll().map(\.message), all.map(\.message))
+        _ = try fromMirror.verify()
+        XCTAssertTrue(fromMirror.issues.filter(\.isFailure).isEmpty, "\(fromMirror.issues)")
+
+        let bothLost = dir + "/both.logbook"
+        try copyBundle(ringLost, to: bothLost)
+        try zeroPage(bothLost + "/mirror", slot: slot, page: 1, chunkSize: chunk)
+        let damaged = try LogReader(path: bothLost)
+        XCTAssertLessThan(try damaged.readAll().count, 45)
         _ = try damaged.verify()
         XCTAssertTrue(damaged.issues.contains { $0.isFailure && $0.reason.contains("a sync made") },
                       "\(damaged.issues)")
@@ -126,49 +136,47 @@ final class PowerLossTests: XCTestCase {
         XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(reader.issues)")
     }
 
-    /// A bundle that syncs, whose writer died: damage past the last sync's durable point is torn
-    /// (verify passes: nothing durable is missing), damage before it fails verify.
-    func testAfterACrashOnlyDamageToWhatASyncCoveredFailsVerify() throws {
+    /// A writer that synced, then died: its chunk's header page comes back from before the chunk
+    /// was claimed (zeros), as a power loss can leave it. The durable records are read from the
+    /// mirror, the rest is torn and verify passes; the next writer puts the durable records back
+    /// into the ring before it recovers it.
+    func testAfterACrashTheDurableRecordsComeFromTheMirrorAndTheNextWriterRestoresThem() throws {
         let dir = makeTemporaryDirectory(self)
         let path = dir + "/crashed.logbook"
-        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 16 << 10, idleSealMilliseconds: 0)
+        let chunk = 16 << 10
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: chunk, idleSealMilliseconds: 0)
         let log = try bundle.logger("crash")
         let text = String(repeating: "z", count: 200)
-        for i in 0..<12 { log.info("durable \(i) \(text)") }   // within the chunk's first page
+        for i in 0..<12 { log.info("durable \(i) \(text)") }
         try bundle.sync()
-        for i in 0..<40 { log.info("later \(i) \(text)") }     // into its next pages, not synced
-        // The process dies here: no close. A copy of its files is what a crash leaves.
-        try copyBundle(path, to: dir + "/image.logbook")
-        try bundle.close()
+        for i in 0..<40 { log.info("later \(i) \(text)") }  // not synced
+        // The process dies here: a copy of its files is what the crash leaves.
         let image = dir + "/image.logbook"
+        try copyBundle(path, to: image)
+        try bundle.close()
         unlink(image + "/lock")
         let all = try LogReader(path: image).readAll()
         XCTAssertEqual(all.count, 52)
         let slot = Int(all[0].chunkSequence % 4)
-        func tear(page: Int, in bundlePath: String) throws {
-            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: bundlePath + "/ring"))
-            try handle.seek(toOffset: UInt64(LB_RING_HEADER_SIZE) + UInt64(slot * (16 << 10) + page * 4096))
-            handle.write(Data(repeating: 0xA5, count: 4096))
-            try handle.close()
-        }
-        // Past the durable point: the second page, which only unsynced records reached.
-        let late = dir + "/late.logbook"
-        try copyBundle(image, to: late)
-        try tear(page: 2, in: late)
-        let lateReader = try LogReader(path: late)
-        let lateEntries = try lateReader.readAll()
-        _ = try lateReader.verify()
-        XCTAssertTrue(lateEntries.count < 52 && lateEntries.count >= 12)
-        XCTAssertTrue(lateReader.issues.contains { $0.kind == .torn }, "\(lateReader.issues)")
-        XCTAssertTrue(lateReader.issues.filter(\.isFailure).isEmpty, "\(lateReader.issues)")
-        // Before it: the first page holds durable records.
-        let early = dir + "/early.logbook"
-        try copyBundle(image, to: early)
-        try tear(page: 0, in: early)
-        let earlyReader = try LogReader(path: early)
-        _ = try earlyReader.readAll()
-        _ = try earlyReader.verify()
-        XCTAssertTrue(earlyReader.issues.contains(where: \.isFailure), "\(earlyReader.issues)")
+        try zeroPage(image + "/ring", slot: slot, page: 0, chunkSize: chunk)
+
+        let reader = try LogReader(path: image)
+        let shown = try reader.readAll()
+        XCTAssertEqual(shown.map(\.message), all.prefix(12).map(\.message), "exactly the durable records")
+        _ = try reader.verify()
+        XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(reader.issues)")
+
+        let next = try LogBundle(path: image, idleSealMilliseconds: 0)
+        try next.logger("crash").info("after the crash")
+        try next.close()
+        let reopened = try LogReader(path: image)
+        XCTAssertEqual(try reopened.readAll().map(\.message), all.prefix(12).map(\.message) + ["after the crash"])
+        _ = try reopened.verify()
+        XCTAssertTrue(reopened.issues.filter(\.isFailure).isEmpty, "\(reopened.issues)")
+        // The ring holds them again: without the mirror, they are still read.
+        unlink(image + "/mirror")
+        unlink(image + "/durable")
+        XCTAssertEqual(try LogReader(path: image).readAll().count, 13)
     }
 
     /// `sync()` after close is refused, never a silent success.

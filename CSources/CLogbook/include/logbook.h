@@ -74,7 +74,9 @@ typedef struct lb_options {
                                  (when anything was logged since the last one), so a power loss or
                                  kernel crash loses at most the records of the last interval and
                                  the sync under way; 0 = never (the default: the ring survives a
-                                 process crash, and a power loss keeps what the kernel wrote) */
+                                 process crash, and a power loss keeps what the kernel wrote back,
+                                 a torn record never shown). Costs a second file the ring's size
+                                 (`mirror`) and the disk writes of what is logged */
 } lb_options;
 
 /* Defaults: 16 MiB ring of 64 KiB chunks, overwrite, idle chunks sealed after 1000 ms, a lossless
@@ -140,13 +142,15 @@ int lb_bundle_shutdown(lb_bundle *bundle);
 int lb_bundle_flush(lb_bundle *bundle);
 
 /* Makes every record logged before the call durable: it survives a power loss or a kernel crash.
- * Syncs the meta file, the archive file being written (with an archiver) and the ring (msync),
- * then records what it made durable in the bundle's `durable` file (logbook_format.h), which
- * verify checks: a durable record a reader cannot find fails verify. From the first sync on, the
- * archiver syncs each batch before its chunks' slots can be reused. One sync runs at a time; it
- * blocks for the disk's write of what changed since the last one. Returns 0, -EBADF after
- * lb_bundle_shutdown (or in a forked child), or -errno of a failed fdatasync, msync or write
- * (nothing is retried into success: the records are then not known to be durable). */
+ * Syncs the meta file and the archive file being written (with an archiver), copies what each
+ * chunk committed since the last sync into the bundle's `mirror` and syncs it, then records what it
+ * made durable in the bundle's `durable` file (logbook_format.h), which verify checks: a durable
+ * record a reader cannot find fails verify. The ring itself is never synced, so logging threads
+ * pay nothing for it. From the first sync on, the archiver syncs each batch before its chunks'
+ * slots can be reused, and a clean close ends with a sync. One sync runs at a time; it blocks for
+ * the disk's write of what was logged since the last one. Returns 0, -EBADF after
+ * lb_bundle_shutdown (or in a forked child), or -errno of a failed fdatasync or write (nothing is
+ * retried into success: the records are then not known to be durable). */
 int lb_bundle_sync(lb_bundle *bundle);
 
 typedef struct lb_counters {

@@ -466,12 +466,17 @@ typedef struct lb_meta_file_header {
  *   | head (64) + entries    | head (64) + entries    |   chunk_count, rounded up to 4096
  *   +------------------------+------------------------+
  *
+ * mirror — the durable copies of the chunks: chunk_count x chunk_size bytes, slot s at s x
+ * chunk_size (the ring's layout without its header page), preallocated.
+ *
  * A sync takes a snapshot of every chunk the ring holds (sequence, claim, committed end, record
- * count: its records through that end were committed), syncs meta, the archive file being written
- * and the ring (msync), and only then writes the snapshot into the copy generation % 2 and
- * fdatasyncs it. Readers take the valid copy with the higher generation: a write torn by a power
- * loss leaves the other copy, one sync older. Every record a valid copy lists is durable: a reader
- * must find it, or verify fails. */
+ * count: its records through that end were committed), syncs meta and the archive file being
+ * written, copies what each chunk committed since the last sync into the mirror (then its header,
+ * carrying the snapshot's end and count) and fdatasyncs it, and only then writes the snapshot into
+ * the copy generation % 2 of `durable` and fdatasyncs that. The ring is never synced. Readers take
+ * the valid copy with the higher generation (a write torn by a power loss leaves the other, one
+ * sync older) and each listed chunk's prefix from the mirror when the ring's is torn; every record
+ * a valid copy lists is durable: a reader must find it, or verify fails. */
 #define LB_DURABLE_MAGIC "LBDURAB1"
 
 typedef struct lb_durable_head {

@@ -705,7 +705,10 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     }
 
     if (created) b->meta_offset = sizeof(lb_meta_file_header);
-    else recover_chunks(b);
+    else {
+        lb_durable_restore(b);  /* a failure leaves the ring as it is: verify reports what is lost */
+        recover_chunks(b);
+    }
     /* A session that did not close cleanly may have left the counters short (a seal cut short
      * between its state and its counters): verify then stops demanding exact counts. */
     if (atomic_exchange(&b->ring->writer_state, LB_WRITER_STATE_OPEN) == LB_WRITER_STATE_OPEN)

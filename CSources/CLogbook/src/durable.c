@@ -1,18 +1,21 @@
-/* durable.c — power-loss durability: lb_bundle_sync, the interval syncer, and the `durable` file
- * that records what the last sync made durable (layout: logbook_format.h, lb_durable_head).
+/* durable.c — power-loss durability: lb_bundle_sync, the interval syncer, and the two files that
+ * hold what a sync made durable (layouts: logbook_format.h, "durable" and "mirror").
  *
  * A kill -9 loses nothing committed: the ring is a shared file mapping and the kernel keeps its
  * pages. A power loss or kernel crash is different: each page of each file can come from any
- * moment since it was last synced. A sync snapshots every chunk the ring holds, then syncs meta,
- * the archive file being written and the ring, and only then writes the snapshot: what the
- * snapshot lists is on disk, and readers hold verify to it. */
+ * moment since it was last synced. Syncing the ring itself (msync) would cost every logging
+ * thread a page fault per page it writes next (writeback write-protects the pages it cleans:
+ * +66 % at full speed, x3.9 at 1 M records/s, measured), so the ring is never synced. A sync
+ * copies what each chunk committed since the last sync into `mirror` (the same layout as the
+ * ring's chunks), fdatasyncs it, and only then writes the snapshot to `durable`. Readers and the
+ * next writer take a chunk's durable prefix from the mirror when the ring's copy is torn. */
 #define _GNU_SOURCE
 #include "internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
-#include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,8 +57,30 @@ static int compare_entries(const void *x, const void *y) {
     return (a->sequence > b->sequence) - (a->sequence < b->sequence);
 }
 
+/* The mirror's bytes are allocated for real: a sync never meets a full disk halfway. */
+static int open_mirror_file(lb_bundle *b) {
+    if (b->mirror_fd >= 0) return 0;
+    int fd = lb_file_open_at(b->dir_fd, "mirror", O_RDWR | O_CREAT, b->path);
+    if (fd < 0) return fd;
+    off_t length = (off_t)b->chunk_count * b->chunk_size;
+    struct stat st;
+    int err = fstat(fd, &st) != 0 ? errno : 0;
+    if (!err && st.st_size != length) {
+        if (st.st_size > length && ftruncate(fd, length) != 0) err = errno;
+        else if (!err) err = posix_fallocate(fd, 0, length);
+    }
+    if (err) {
+        close(fd);
+        lb_error_detail_set("'%s/mirror' cannot be allocated (%lld bytes): %s", b->path,
+                            (long long)length, strerror(err));
+        return -err;
+    }
+    b->mirror_fd = fd;
+    return 0;
+}
+
 static int open_durable_file(lb_bundle *b) {
-    if (b->durable_fd >= 0) return 0;
+    if (b->durable_fd >= 0) return open_mirror_file(b);
     int fd = lb_file_open_at(b->dir_fd, "durable", O_RDWR | O_CREAT, b->path);
     if (fd < 0) return fd;
     /* Go on from the generation an earlier session reached: readers take the higher one. */
@@ -67,7 +92,44 @@ static int open_durable_file(lb_bundle *b) {
     free(entries);
     b->durable_generation = generation;
     b->durable_fd = fd;
-    return 0;
+    return open_mirror_file(b);
+}
+
+/* Copies what chunk `e` committed since the last sync into the mirror: its bytes from where the
+ * mirror's copy of it ends, then its header (with the snapshot's committed end and count). The
+ * bytes are copied out of the ring first and the slot's sequence checked again after, so that a
+ * slot reused meanwhile is never mirrored half old, half new. Returns 1 when mirrored, 0 when the
+ * slot was reused (the entry is left out of the snapshot), -errno when a write failed. */
+static int mirror_chunk(lb_bundle *b, const lb_durable_entry *e) {
+    uint32_t slot = (uint32_t)(e->sequence % b->chunk_count);
+    lb_chunk_header *h = lb_chunk_at(b, slot);
+    uint32_t from = b->mirrored[slot].sequence == e->sequence ? b->mirrored[slot].end : 0;
+    if (from >= e->committed) return 1;
+    if (from < LB_CHUNK_HEADER_SIZE) from = LB_CHUNK_HEADER_SIZE;
+    uint8_t *copy = b->mirror_buffer;
+    memcpy(copy, h, LB_CHUNK_HEADER_SIZE);
+    memcpy(copy + from, (const uint8_t *)h + from, e->committed - from);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit((_Atomic uint64_t *)(void *)&h->sequence, memory_order_relaxed) !=
+            e->sequence ||
+        atomic_load_explicit(&h->state, memory_order_relaxed) < LB_CHUNK_ACTIVE) {
+        b->mirrored[slot].sequence = 0;
+        return 0;
+    }
+    lb_chunk_header *image = (lb_chunk_header *)(void *)copy;
+    if (image->sequence != e->sequence) return 0;
+    atomic_store_explicit(&image->committed, e->committed, memory_order_relaxed);
+    atomic_store_explicit(&image->record_count, e->records, memory_order_relaxed);
+    uint64_t at = (uint64_t)slot * b->chunk_size;
+    /* A slot that changed hands since the last sync loses its old copy here: that chunk left the
+     * ring for good (overwritten, or archived and synced first). */
+    b->mirrored[slot].sequence = 0;
+    int rc = lb_pwrite_full(b->mirror_fd, copy + from, e->committed - from, at + from);
+    if (!rc) rc = lb_pwrite_full(b->mirror_fd, copy, LB_CHUNK_HEADER_SIZE, at);
+    if (rc) return rc;
+    b->mirrored[slot].sequence = e->sequence;
+    b->mirrored[slot].end = e->committed;
+    return 1;
 }
 
 /* Writes the snapshot into the older copy and makes it durable. */
@@ -115,11 +177,17 @@ static int sync_locked(lb_bundle *b) {
         rc = b->archiver_datasync(b->archiver);
         if (rc) return rc;
     }
-    if (msync(b->ring, b->map_length, MS_SYNC) != 0) return -errno;
-    rc = write_table(b, b->durable_entries, count, wall, claimed);
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        rc = mirror_chunk(b, &b->durable_entries[i]);
+        if (rc < 0) return rc;
+        if (rc) b->durable_entries[kept++] = b->durable_entries[i];
+    }
+    if (fdatasync(b->mirror_fd) != 0) return -errno;
+    rc = write_table(b, b->durable_entries, kept, wall, claimed);
     if (rc) return rc;
-    memcpy(b->durable_previous, b->durable_entries, (size_t)count * sizeof(lb_durable_entry));
-    b->durable_previous_count = count;
+    memcpy(b->durable_previous, b->durable_entries, (size_t)kept * sizeof(lb_durable_entry));
+    b->durable_previous_count = kept;
     return 0;
 }
 
@@ -164,7 +232,7 @@ static void *syncer_main(void *arg) {
 }
 
 void lb_durable_init(lb_bundle *b) {
-    b->durable_fd = -1;
+    b->durable_fd = b->mirror_fd = -1;
     pthread_mutex_init(&b->sync_lock, NULL);
     pthread_mutex_init(&b->syncer_lock, NULL);
     pthread_cond_init(&b->syncer_wake, NULL);
@@ -173,7 +241,10 @@ void lb_durable_init(lb_bundle *b) {
 int lb_durable_start(lb_bundle *b, const lb_options *options) {
     b->durable_entries = calloc(b->chunk_count, sizeof(lb_durable_entry));
     b->durable_previous = calloc(b->chunk_count, sizeof(lb_durable_entry));
-    if (!b->durable_entries || !b->durable_previous) return -ENOMEM;
+    b->mirrored = calloc(b->chunk_count, sizeof *b->mirrored);
+    b->mirror_buffer = malloc(b->chunk_size);
+    if (!b->durable_entries || !b->durable_previous || !b->mirrored || !b->mirror_buffer)
+        return -ENOMEM;
     b->sync_interval_ms = options->sync_interval_ms;
     if (!b->sync_interval_ms) return 0;
     atomic_store(&b->durability_wanted, 1);
@@ -205,13 +276,91 @@ int lb_durable_final(lb_bundle *b) {
 
 void lb_durable_free(lb_bundle *b) {
     if (b->durable_fd >= 0) close(b->durable_fd);
-    b->durable_fd = -1;
+    if (b->mirror_fd >= 0) close(b->mirror_fd);
+    b->durable_fd = b->mirror_fd = -1;
     free(b->durable_entries);
     free(b->durable_previous);
+    free(b->mirrored);
+    free(b->mirror_buffer);
+    b->mirrored = NULL;
+    b->mirror_buffer = NULL;
     b->durable_entries = b->durable_previous = NULL;
     pthread_mutex_destroy(&b->sync_lock);
     pthread_mutex_destroy(&b->syncer_lock);
     pthread_cond_destroy(&b->syncer_wake);
+}
+
+/* ---- a chunk's durable prefix: checked, and restored into the ring ---- */
+
+typedef struct prefix_walk {
+    uint32_t end, records, altered;
+} prefix_walk;
+
+static int prefix_visit(void *context, const lb_walk_record *r) {
+    prefix_walk *w = context;
+    if (r->offset >= w->end) return 1;
+    if (r->kind == LB_RECORD_FULL || r->kind == LB_RECORD_LAST) w->records++;
+    if (r->altered) w->altered++;
+    return 0;
+}
+
+int lb_durable_prefix_holds(const uint8_t *chunk, uint32_t length, uint32_t end, uint32_t records) {
+    if (end < LB_CHUNK_HEADER_SIZE || end > length) return 0;
+    prefix_walk w = {end, 0, 0};
+    lb_walk_end how;
+    uint32_t stop = lb_chunk_walk(chunk, length, LB_CHUNK_HEADER_SIZE, prefix_visit, &w, &how);
+    return stop >= end && w.records >= records && w.altered == 0 &&
+           (how == LB_WALK_END_CLEAN || stop >= end);
+}
+
+/* The next writer, before recovery: a chunk the last sync made durable whose copy in the ring does
+ * not hold its durable records (its pages came back from different moments after a power loss)
+ * is put back from the mirror, through its durable end; what followed it in the ring was not
+ * durable and is dropped. A slot that holds a newer chunk is left alone: the durable one left the
+ * ring before (overwritten, or archived and synced first). */
+int lb_durable_restore(lb_bundle *b) {
+    int durable = lb_file_open_at(b->dir_fd, "durable", O_RDONLY, NULL);
+    if (durable < 0) return durable == -ENOENT ? 0 : durable;
+    int mirror = lb_file_open_at(b->dir_fd, "mirror", O_RDONLY, NULL);
+    lb_durable_entry *entries = NULL;
+    size_t count = 0;
+    uint64_t generation, claimed;
+    int rc = mirror < 0 ? 0 : lb_durable_read(durable, b->ring->created_wall_ns, b->chunk_count,
+                                              &entries, &count, &generation, &claimed);
+    uint8_t *image = count ? malloc(b->chunk_size) : NULL;
+    uint32_t restored = 0;
+    for (size_t i = 0; image && i < count; i++) {
+        const lb_durable_entry *e = &entries[i];
+        uint32_t slot = (uint32_t)(e->sequence % b->chunk_count);
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        int check = lb_chunk_header_check(h, slot, b->chunk_count);
+        /* A newer chunk in the slot: the durable one was reused legitimately. (A slot whose header
+         * a claim had cleared is ambiguous after a power loss, its page from any moment: the
+         * durable chunk is put back rather than lost.) */
+        if (h->magic == LB_CHUNK_MAGIC && h->sequence > e->sequence) continue;
+        if (check == 0 && h->sequence == e->sequence &&
+            lb_durable_prefix_holds((const uint8_t *)h, b->chunk_size, e->committed, e->records))
+            continue;
+        if (lb_pread_full(mirror, image, e->committed, (uint64_t)slot * b->chunk_size) !=
+                (ssize_t)e->committed ||
+            lb_chunk_header_check((lb_chunk_header *)(void *)image, slot, b->chunk_count) < 0 ||
+            ((lb_chunk_header *)(void *)image)->sequence != e->sequence ||
+            !lb_durable_prefix_holds(image, e->committed, e->committed, e->records))
+            continue;  /* no sound copy: verify reports the durable records missing */
+        memcpy(h, image, e->committed);
+        if (e->committed + 8 <= b->chunk_size) memset((uint8_t *)h + e->committed, 0, 8);
+        /* Sealed as the walk finds it (recover_chunks), archived again if need be. */
+        atomic_store(&h->state, LB_CHUNK_ACTIVE);
+        restored++;
+    }
+    if (restored)
+        fprintf(stderr, "logbook: %s: %u chunks whose pages a crash tore were restored from the "
+                        "last sync's copy (`mirror`)\n", b->path, restored);
+    free(image);
+    free(entries);
+    if (mirror >= 0) close(mirror);
+    close(durable);
+    return rc;
 }
 
 /* ---- reading ---- */

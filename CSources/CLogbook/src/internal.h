@@ -297,8 +297,10 @@ struct lb_bundle {
     _Atomic uint32_t durability_wanted;    /* set by the first sync or sync_interval_ms: the
                                               archiver fdatasyncs a batch before marking it archived */
     uint32_t sync_interval_ms;
-    int durable_fd;
+    int durable_fd, mirror_fd;
     uint64_t durable_generation;
+    struct { uint64_t sequence; uint32_t end; } *mirrored;  /* per slot: what the mirror holds */
+    uint8_t *mirror_buffer;                /* chunk_size: a chunk's new bytes, copied out */
     struct lb_durable_entry *durable_entries, *durable_previous;  /* chunk_count each */
     uint32_t durable_previous_count;
     int (*archiver_datasync)(void *archiver);  /* fdatasync of the file being written */
@@ -322,6 +324,11 @@ int lb_durable_start(lb_bundle *b, const lb_options *options);  /* end of open *
 void lb_durable_stop(lb_bundle *b);              /* shutdown, first: the interval syncer ends */
 int lb_durable_final(lb_bundle *b);              /* shutdown, before detach: the last sync */
 void lb_durable_free(lb_bundle *b);
+/* 1 when `chunk` (length bytes) walks without a page check failing to at least `end`, with at least
+ * `records` records before it: it holds what a sync made durable of it. */
+int lb_durable_prefix_holds(const uint8_t *chunk, uint32_t length, uint32_t end, uint32_t records);
+/* Open, before recovery: chunks torn since the last sync are put back from the mirror. */
+int lb_durable_restore(lb_bundle *b);
 /* The current copy of a bundle's `durable` file for a ring of this header: entries sorted by
  * sequence (malloc'd, *count of them), or 0 entries when the file is absent, damaged in both
  * copies or describes another ring. Returns 0, or -errno of a failed read. */

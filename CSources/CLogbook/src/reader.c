@@ -152,6 +152,7 @@ struct lb_reader {
     int ring_mode;          /* reading a bundle (ring and meta), not only archive files */
     int ring_fd, meta_fd, lock_fd;
     int durable_fd;         /* the bundle's `durable` file, or -1 */
+    int mirror_fd;          /* its `mirror`: the durable prefixes of the chunks it lists, or -1 */
     lb_durable_entry *durable;  /* what the last sync made durable, by sequence (durable.c) */
     size_t durable_count;
     uint64_t durable_claimed;   /* the claim counter when it was taken */
@@ -719,14 +720,13 @@ static uint32_t durable_through(const lb_reader *r, uint64_t sequence);
 static int writer_alive(lb_reader *r);
 
 /* After a power loss or kernel crash, what no sync covered may be torn: pages of the ring from
- * different moments. A bundle that syncs (it has a `durable` file) whose writer died is read that
- * way: damage in the ring at or past chunk `sequence`'s durable offset is `torn` (verify passes);
- * before it, or in a bundle that never synced, it is `corrupt`. */
+ * different moments. A bundle that syncs (it has a `durable` file) never syncs its ring (the
+ * mirror holds the durable copies), so once no writer holds it, damage in the ring at or past
+ * chunk `sequence`'s durable offset is `torn` (verify passes); before it, where the mirror's copy
+ * was not sound either, or in a bundle that never synced, it is `corrupt`. */
 static uint32_t ring_damage_kind(lb_reader *r, const char *file, uint64_t sequence, uint32_t offset,
                                  uint32_t otherwise) {
-    if (r->durable_count == 0 || strcmp(file, "ring") != 0 ||
-        atomic_load(&r->header.writer_state) == LB_WRITER_STATE_CLOSED || writer_alive(r))
-        return otherwise;
+    if (r->durable_count == 0 || strcmp(file, "ring") != 0 || writer_alive(r)) return otherwise;
     return offset >= durable_through(r, sequence) ? LB_ISSUE_TORN : otherwise;
 }
 
@@ -894,11 +894,10 @@ static uint32_t altered_issue_kind(walk_context *w, const lb_walk_record *rec) {
     return durable_through(w->r, w->h->sequence) > rec->offset ? LB_ISSUE_CORRUPT : LB_ISSUE_TORN;
 }
 
-/* After a crash of a bundle that syncs, the ring's damage past what the last sync made durable
- * (ring_damage_kind), and counts that disagree for the same reason, are torn. */
+/* In a bundle that syncs, once its writer is gone: the ring's damage past what the last sync made
+ * durable (ring_damage_kind), and counts that disagree for the same reason, are torn. */
 static int read_after_power_loss(lb_reader *r) {
-    return r->durable_count > 0 && atomic_load(&r->header.writer_state) != LB_WRITER_STATE_CLOSED &&
-           !writer_alive(r);
+    return r->durable_count > 0 && !writer_alive(r);
 }
 
 /* A record that crosses a page and fails its page check: after a power loss its later pages came
@@ -1069,7 +1068,7 @@ int lb_reader_open(const char *path, lb_reader **out) {
     }
     lb_reader *r = calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
-    r->ring_fd = r->meta_fd = r->lock_fd = r->durable_fd = -1;
+    r->ring_fd = r->meta_fd = r->lock_fd = r->durable_fd = r->mirror_fd = -1;
     r->path = strdup(path);
     int rc = r->path ? 0 : -ENOMEM;
     if (!rc && S_ISREG(st.st_mode)) {
@@ -1116,6 +1115,8 @@ int lb_reader_open(const char *path, lb_reader **out) {
                 r->lock_fd = lock >= 0 ? lock : -1;
                 int durable = open_bundle_file(dir, "durable");
                 r->durable_fd = durable >= 0 ? durable : -1;
+                int mirror = open_bundle_file(dir, "mirror");
+                r->mirror_fd = mirror >= 0 ? mirror : -1;
                 r->archive_dir = lb_path_join(path, "archive");
                 if (!r->archive_dir) rc = -ENOMEM;
             } else if (directory_has_archive_files(dir)) {
@@ -1167,6 +1168,7 @@ void lb_reader_close(lb_reader *r) {
     if (r->meta_fd >= 0) close(r->meta_fd);
     if (r->lock_fd >= 0) close(r->lock_fd);
     if (r->durable_fd >= 0) close(r->durable_fd);
+    if (r->mirror_fd >= 0) close(r->mirror_fd);
     free(r->durable);
     lb_reader_discard_entries(r);
     large_free(r->entries, r->entry_capacity * sizeof(lb_entry));
@@ -1323,9 +1325,12 @@ static uint32_t durable_through(const lb_reader *r, uint64_t sequence) {
     return e ? e->committed : 0;
 }
 
+#define SOURCE_RING (-1)
+#define SOURCE_MIRROR (-2)  /* a durable prefix in `mirror`: read before the ring's copy */
+
 typedef struct chunk_ref {
     uint64_t sequence;
-    int32_t source;    /* -1: the ring; else the index of an archive file */
+    int32_t source;    /* SOURCE_RING, SOURCE_MIRROR, or the index of an archive file */
     uint32_t slot;     /* ring: the slot */
     uint64_t offset;   /* archive: file offset of the chunk image */
     uint32_t length;   /* archive: bytes of the image */
@@ -1886,6 +1891,51 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
     return 0;
 }
 
+/* The durable prefixes the mirror holds, for a bundle that syncs whose writer is gone: after a
+ * power loss the ring's copy of a chunk may be torn; the mirror's, written and synced before the
+ * snapshot that lists it, is read first and the ring's copy from where it ends. */
+static void collect_mirror(lb_reader *r, ref_list *refs) {
+    if (r->mirror_fd < 0 || !r->durable_count || !r->geometry_known || writer_alive(r)) return;
+    const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
+    for (size_t i = 0; i < r->durable_count; i++) {
+        const lb_durable_entry *e = &r->durable[i];
+        uint32_t slot = (uint32_t)(e->sequence % count);
+        seen_chunk *seen = seen_find(r, e->sequence);
+        if (e->committed > size || (seen && (seen->broken || seen->offset >= e->committed))) continue;
+        chunk_start start;
+        if (lb_pread_full(r->mirror_fd, &start, sizeof start, (uint64_t)slot * size) !=
+                (ssize_t)sizeof start ||
+            start.h.sequence != e->sequence || lb_chunk_header_check(&start.h, slot, count) < 0)
+            continue;
+        push_ref(refs, (chunk_ref){e->sequence, SOURCE_MIRROR, slot, (uint64_t)slot * size,
+                                   e->committed, e->records, 0, start.h.session, chunk_floor(&start)});
+    }
+}
+
+/* A chunk's durable prefix from the mirror, when it is sound (it walks to its durable end with its
+ * records, no page check failing); otherwise nothing is read here and the ring's copy speaks. */
+static void read_mirror_chunk(lb_reader *r, const chunk_ref *ref) {
+    seen_chunk *seen = seen_find(r, ref->sequence);
+    if (seen && (seen->broken || seen->offset >= ref->length)) return;
+    uint8_t *image = r->run->image;
+    if (lb_pread_full(r->mirror_fd, image, ref->length, ref->offset) != (ssize_t)ref->length) return;
+    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)image;
+    if (h->sequence != ref->sequence ||
+        lb_chunk_header_check(h, ref->slot, r->header.chunk_count) < 0 ||
+        !lb_durable_prefix_holds(image, ref->length, ref->length, ref->records))
+        return;
+    size_t entries, issues, pending;
+    uint32_t stop, records;
+    int corrupt;
+    walk_chunk(r, ref->length, r->header.chunk_size, "mirror", ref->offset, 0, &entries, &issues,
+               &pending, &stop, &corrupt, &records);
+    drop_consumed_pending(r);
+    orphan_pending(r, h);
+    note_walk(r, ref->sequence, entries, stop, records, corrupt, 0,
+              atomic_load(&h->state) == LB_CHUNK_ACTIVE);
+    r->run_counts = 1;
+}
+
 /* Returns 1 when the chunk left the ring (its slot was reused) before or while it was copied: then
  * nothing of it was read, and an archive file may hold it by now. */
 static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
@@ -2310,6 +2360,7 @@ static long read_pass(lb_reader *r) {
         free(refs.refs);
         return -EPROTO;  /* nothing at all can be read */
     }
+    if (r->ring_mode) collect_mirror(r, &refs);
     if (refs.count) qsort(refs.refs, refs.count, sizeof *refs.refs, compare_refs);
 
     if (r->visit == hold_entry) {
@@ -2334,6 +2385,19 @@ static long read_pass(lb_reader *r) {
     uint64_t read_from_archive = 0;  /* the sequence whose archived copy was read last */
     for (size_t i = 0; i < refs.count; i++) {
         const chunk_ref *ref = &refs.refs[i];
+        if (ref->source == SOURCE_MIRROR) {
+            r->run = run_acquire(r);
+            if (!r->run) {
+                failure = -ENOMEM;
+                break;
+            }
+            r->run_counts = 0;
+            read_mirror_chunk(r, ref);
+            finish_run(r);
+            order_key w = watermark(r, i + 1);
+            drain(r, &w);
+            continue;
+        }
         if (ref->source < 0) {
             r->run = run_acquire(r);
             if (!r->run) {
