@@ -158,6 +158,10 @@ public struct LogIssue: Sendable, CustomStringConvertible {
     /// the overwrite policy destroyed (both expected and counted).
     public var isFailure: Bool { kind != .torn && kind != .overwritten }
 
+    /// A record that was not shown because its bytes are not what was logged: it crosses a page
+    /// and its pages came back from different moments after a power loss (or were damaged).
+    public var isAlteredRecord: Bool { reason.contains("fails its page check") }
+
     public var kindName: String {
         switch kind {
         case .corrupt: "corrupt"

@@ -179,8 +179,21 @@ struct Show: ParsableCommand {
             output.flush()
             warn("\(new) records were overwritten before they could be read (\(total) since following began)")
         }
+        var alteredSaid = 0
+        /// Records whose pages came back from different moments after a power loss are never
+        /// shown: a line on stderr says how many, and with --json a notice object in the stream.
+        func sayAltered() {
+            let altered = reader.issues.filter(\.isAlteredRecord)
+            guard altered.count > alteredSaid else { return }
+            let new = altered.count - alteredSaid
+            alteredSaid = altered.count
+            if json { output.line("{\"notice\":\"altered\",\"records\":\(new)}") }
+            output.flush()
+            warn("\(new) records were not shown: their bytes after the first page are from another moment (a power loss) or damaged; run `logbook verify \(bundle)`")
+        }
         do {
             try reader.stream(where: filter, emit)
+            sayAltered()
             output.flush()
             guard follow else {
                 // What could not be shown is said on stderr, so that a listing is never silently
@@ -201,6 +214,7 @@ struct Show: ParsableCommand {
                 usleep(UInt32(max(0.01, interval) * 1_000_000))
                 try reader.stream(where: filter, emit)
                 sayOverwritten()
+                sayAltered()
                 output.flush()
             }
         } catch {

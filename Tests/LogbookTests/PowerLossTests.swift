@@ -65,6 +65,14 @@ final class PowerLossTests: XCTestCase {
         XCTAssertEqual(flagged.first?.kind, .torn, "no sync made it durable")
         XCTAssertEqual(flagged.first?.records, 1)
         XCTAssertEqual(flagged.first?.offset, UInt64(LB_RING_HEADER_SIZE) + UInt64(slot * (16 << 10)) + UInt64(all[crossing].chunkOffset))
+
+        // `logbook show` says so on stderr, and with --json marks it in the stream.
+        let logbook = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("logbook").path
+        let json = try runProgram(logbook, ["show", "--json", second])
+        XCTAssertEqual(json.status, 0, json.output)
+        XCTAssertTrue(json.output.contains("{\"notice\":\"altered\",\"records\":1}"), json.output)
+        XCTAssertTrue(json.output.contains("1 records were not shown"), json.output)
     }
 
     /// Zeroes page `page` of chunk slot `slot` of `file` (the ring, or the mirror: no header page).
