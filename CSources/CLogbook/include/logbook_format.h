@@ -462,8 +462,8 @@ typedef struct lb_meta_file_header {
 /* durable — what the last sync made durable (lb_bundle_sync, lb_options.sync_interval_ms).
  *
  *   +------------------------+------------------------+
- *   | copy 0                 | copy 1                 |   each copy_size bytes: 64 + 24 x
- *   | head (64) + entries    | head (64) + entries    |   chunk_count, rounded up to 4096
+ *   | copy 0                 | copy 1                 |   each copy_size bytes: 96 + 24 x
+ *   | head (96) + entries    | head (96) + entries    |   chunk_count, rounded up to 4096
  *   +------------------------+------------------------+
  *
  * mirror — the durable copies of the chunks: chunk_count x chunk_size bytes, slot s at s x
@@ -487,10 +487,12 @@ typedef struct lb_durable_head {
     uint64_t generation;           /* 1, 2, ...: the copy with the higher valid one is current */
     int64_t sync_wall_ns;          /* CLOCK_REALTIME when the snapshot was taken */
     uint64_t chunks_claimed;       /* the ring's claim counter at the snapshot */
+    uint64_t records_overwritten;  /* the ring's, read after the snapshot: the ring header is
+                                      never synced, so after a power loss its count can be older */
     uint32_t entry_count;          /* entries after the head */
     uint32_t entries_crc;          /* CRC-32C of the entries */
-    uint32_t reserved;             /* 0 */
-    uint32_t head_crc;             /* CRC-32C of bytes 0..59 */
+    uint8_t reserved[28];          /* 0 */
+    uint32_t head_crc;             /* CRC-32C of bytes 0..91 */
 } lb_durable_head;
 
 typedef struct lb_durable_entry {
@@ -515,7 +517,7 @@ _Static_assert(sizeof(lb_archive_frame_head) == LB_ARCHIVE_FRAME_HEAD_SIZE, "fra
 _Static_assert(sizeof(lb_archive_end) == 64, "END frame body");
 _Static_assert(sizeof(lb_zst_seek_entry) == 16, "seek entry");
 _Static_assert(sizeof(lb_zst_footer) == 64, "compressed archive footer");
-_Static_assert(sizeof(lb_durable_head) == 64, "durable head");
+_Static_assert(sizeof(lb_durable_head) == 96, "durable head");
 _Static_assert(sizeof(lb_durable_entry) == 24, "durable entry");
 
 #define LB_RECORD_HEADER(length, tag, kind) \

@@ -79,20 +79,29 @@ static int open_mirror_file(lb_bundle *b) {
     return 0;
 }
 
+/* Both files, created if need be; the directory is synced once they exist, so that after a power
+ * loss a `durable` that names chunks never comes back without the `mirror` that holds them. */
 static int open_durable_file(lb_bundle *b) {
-    if (b->durable_fd >= 0) return open_mirror_file(b);
+    if (b->durable_fd >= 0) return 0;
+    int rc = open_mirror_file(b);
+    if (rc) return rc;
     int fd = lb_file_open_at(b->dir_fd, "durable", O_RDWR | O_CREAT, b->path);
     if (fd < 0) return fd;
+    if (fsync(b->dir_fd) != 0) {
+        int err = -errno;
+        close(fd);
+        return err;
+    }
     /* Go on from the generation an earlier session reached: readers take the higher one. */
     lb_durable_entry *entries = NULL;
     size_t count = 0;
-    uint64_t generation = 0, claimed;
+    uint64_t generation = 0, claimed, overwritten;
     lb_durable_read(fd, b->ring->created_wall_ns, b->chunk_count, &entries, &count, &generation,
-                    &claimed);
+                    &claimed, &overwritten);
     free(entries);
     b->durable_generation = generation;
     b->durable_fd = fd;
-    return open_mirror_file(b);
+    return 0;
 }
 
 /* Copies what chunk `e` committed since the last sync into the mirror: its bytes from where the
@@ -134,7 +143,7 @@ static int mirror_chunk(lb_bundle *b, const lb_durable_entry *e) {
 
 /* Writes the snapshot into the older copy and makes it durable. */
 static int write_table(lb_bundle *b, const lb_durable_entry *entries, uint32_t count, int64_t wall,
-                       uint64_t claimed) {
+                       uint64_t claimed, uint64_t overwritten) {
     size_t size = copy_size(b->chunk_count);
     uint8_t *copy = calloc(1, size);
     if (!copy) return -ENOMEM;
@@ -146,6 +155,7 @@ static int write_table(lb_bundle *b, const lb_durable_entry *entries, uint32_t c
     h->generation = b->durable_generation + 1;
     h->sync_wall_ns = wall;
     h->chunks_claimed = claimed;
+    h->records_overwritten = overwritten;
     h->entry_count = count;
     memcpy(copy + sizeof *h, entries, (size_t)count * sizeof *entries);
     h->entries_crc = lb_crc32c(0, entries, (size_t)count * sizeof *entries);
@@ -167,6 +177,7 @@ static int sync_locked(lb_bundle *b) {
     int64_t wall = lb_wall_now_ns();
     uint64_t claimed = atomic_load(&b->ring->chunks_claimed);
     uint32_t count = snapshot(b, b->durable_entries);
+    uint64_t overwritten = atomic_load(&b->ring->records_overwritten);
     /* Nothing changed since the last sync (an idle program): no write at all. */
     if (b->durable_generation > 0 && count == b->durable_previous_count &&
         memcmp(b->durable_entries, b->durable_previous, (size_t)count * sizeof(lb_durable_entry)) == 0)
@@ -184,7 +195,7 @@ static int sync_locked(lb_bundle *b) {
         if (rc) b->durable_entries[kept++] = b->durable_entries[i];
     }
     if (fdatasync(b->mirror_fd) != 0) return -errno;
-    rc = write_table(b, b->durable_entries, kept, wall, claimed);
+    rc = write_table(b, b->durable_entries, kept, wall, claimed, overwritten);
     if (rc) return rc;
     memcpy(b->durable_previous, b->durable_entries, (size_t)kept * sizeof(lb_durable_entry));
     b->durable_previous_count = kept;
@@ -324,9 +335,9 @@ int lb_durable_restore(lb_bundle *b) {
     int mirror = lb_file_open_at(b->dir_fd, "mirror", O_RDONLY, NULL);
     lb_durable_entry *entries = NULL;
     size_t count = 0;
-    uint64_t generation, claimed;
+    uint64_t generation, claimed, overwritten;
     int rc = mirror < 0 ? 0 : lb_durable_read(durable, b->ring->created_wall_ns, b->chunk_count,
-                                              &entries, &count, &generation, &claimed);
+                                              &entries, &count, &generation, &claimed, &overwritten);
     uint8_t *image = count ? malloc(b->chunk_size) : NULL;
     uint32_t restored = 0;
     for (size_t i = 0; image && i < count; i++) {
@@ -349,6 +360,9 @@ int lb_durable_restore(lb_bundle *b) {
             continue;  /* no sound copy: verify reports the durable records missing */
         memcpy(h, image, e->committed);
         if (e->committed + 8 <= b->chunk_size) memset((uint8_t *)h + e->committed, 0, 8);
+        /* Its header may be from a sync that was under way: the snapshot's end and count hold. */
+        atomic_store(&h->committed, e->committed);
+        atomic_store(&h->record_count, e->records);
         /* Sealed as the walk finds it (recover_chunks), archived again if need be. */
         atomic_store(&h->state, LB_CHUNK_ACTIVE);
         restored++;
@@ -383,11 +397,12 @@ static int read_copy(int fd, size_t size, uint64_t at, uint64_t ring_created, ui
 
 int lb_durable_read(int fd, uint64_t ring_created_wall_ns, uint32_t chunk_count,
                     lb_durable_entry **entries, size_t *count, uint64_t *generation,
-                    uint64_t *chunks_claimed) {
+                    uint64_t *chunks_claimed, uint64_t *records_overwritten) {
     *entries = NULL;
     *count = 0;
     *generation = 0;
     *chunks_claimed = 0;
+    *records_overwritten = 0;
     if (chunk_count == 0 || chunk_count > LB_CHUNK_COUNT_MAX) return 0;
     size_t size = copy_size(chunk_count);
     uint8_t *buffers[2] = {malloc(size), malloc(size)};
@@ -411,6 +426,7 @@ int lb_durable_read(int fd, uint64_t ring_created_wall_ns, uint32_t chunk_count,
             *count = n;
             *generation = heads[pick].generation;
             *chunks_claimed = heads[pick].chunks_claimed;
+            *records_overwritten = heads[pick].records_overwritten;
         }
     }
     free(buffers[0]);

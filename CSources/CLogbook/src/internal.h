@@ -334,7 +334,7 @@ int lb_durable_restore(lb_bundle *b);
  * copies or describes another ring. Returns 0, or -errno of a failed read. */
 int lb_durable_read(int fd, uint64_t ring_created_wall_ns, uint32_t chunk_count,
                     struct lb_durable_entry **entries, size_t *count, uint64_t *generation,
-                    uint64_t *chunks_claimed);
+                    uint64_t *chunks_claimed, uint64_t *records_overwritten);
 
 /* ---- runtime filters (filter.c) ---- */
 /* The minimum level the bundle's rules give a logger of this name. Caller holds b->lock. */

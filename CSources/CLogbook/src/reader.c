@@ -156,6 +156,9 @@ struct lb_reader {
     lb_durable_entry *durable;  /* what the last sync made durable, by sequence (durable.c) */
     size_t durable_count;
     uint64_t durable_claimed;   /* the claim counter when it was taken */
+    uint64_t durable_overwritten; /* the ring's count of records overwritten then */
+    uint64_t durable_superseded;  /* records of listed chunks overwritten since (see
+                                     drop_superseded_durable) */
     int header_ok, meta_ok, truncation_reported;
     int ring_broken;        /* the ring header is damaged (reported once); chunks are read with
                                the geometry of an archive file of this bundle when one says it */
@@ -1276,6 +1279,8 @@ static int use_geometry(lb_reader *r, uint32_t chunk_size, uint32_t chunk_count)
     return 0;
 }
 
+static void drop_superseded_durable(lb_reader *r);
+
 static int read_header(lb_reader *r) {
     lb_ring_header h;
     ssize_t n = lb_pread_full(r->ring_fd, &h, sizeof h, 0);
@@ -1303,9 +1308,33 @@ static int read_header(lb_reader *r) {
         r->durable = NULL;
         r->durable_count = 0;
         lb_durable_read(r->durable_fd, h.created_wall_ns, h.chunk_count, &r->durable,
-                        &r->durable_count, &generation, &r->durable_claimed);
+                        &r->durable_count, &generation, &r->durable_claimed,
+                        &r->durable_overwritten);
+        drop_superseded_durable(r);
     }
     return 0;
+}
+
+/* Under the overwrite policy a chunk the last sync listed can have been overwritten since: when
+ * the mirror's copy of its slot already holds a newer chunk (a later sync wrote it before its own
+ * snapshot was written), its durable records are the policy's loss, and damage to its ring copy
+ * is not damage to anything durable. Such entries get committed 0 and are counted overwritten. */
+static void drop_superseded_durable(lb_reader *r) {
+    r->durable_superseded = 0;
+    if (r->mirror_fd < 0 || r->header.wrap_policy == LB_WRAP_LOSSLESS || !r->header.chunk_count) return;
+    const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
+    for (size_t i = 0; i < r->durable_count; i++) {
+        lb_durable_entry *e = &r->durable[i];
+        uint32_t slot = (uint32_t)(e->sequence % count);
+        lb_chunk_header h;
+        if (lb_pread_full(r->mirror_fd, &h, sizeof h, (uint64_t)slot * size) == (ssize_t)sizeof h &&
+            h.magic == LB_CHUNK_MAGIC && h.sequence > e->sequence &&
+            lb_chunk_header_check(&h, slot, count) >= 0) {
+            r->durable_superseded += e->records;
+            e->committed = 0;
+            e->records = 0;
+        }
+    }
 }
 
 /* What the last sync made durable of chunk `sequence`: its records end at or after this offset
@@ -1569,7 +1598,10 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
                                                      : "archive file is shorter than its header";
         if (problem) {
             if (f->kind == LB_ARCHIVE_NAME_WRITING && size < sizeof h) return;  /* being created */
-            add_issue(r, size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
+            /* A bundle that syncs: a file being written whose header never reached the disk held
+             * nothing synced (each batch is synced with it); the next archiver removes it. */
+            int torn = f->kind == LB_ARCHIVE_NAME_WRITING && read_after_power_loss(r);
+            add_issue(r, torn ? LB_ISSUE_TORN : size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
                       archive_label(r, f), 0, size, problem);
             f->done = 1;
             return;
@@ -1619,6 +1651,18 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
                 add_issue(r, LB_ISSUE_TRUNCATED, label, f->offset, size - f->offset,
                           "incomplete frame at the end of a complete archive file");
             check_end_frame(r, f, size);
+            f->done = 1;
+            return;
+        }
+        if (status == LB_FRAME_INVALID && f->kind == LB_ARCHIVE_NAME_WRITING &&
+            read_after_power_loss(r)) {
+            /* A bundle that syncs fdatasyncs each batch before it marks its chunks archived: a
+             * hole in the file being written is where the last synced write ends (the pages after
+             * it came back from before), and its chunks are still in the ring. The next archiver
+             * cuts the file there. */
+            add_issue(r, LB_ISSUE_TORN, label, f->offset, size - f->offset,
+                      "archive file being written ends here: what follows was written after the "
+                      "bundle's last sync and torn (a power loss)");
             f->done = 1;
             return;
         }
@@ -1781,9 +1825,25 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
     if (h->sequence != ref->sequence) return;
     if (lb_crc32c(0, image, ref->length) != ref->body_crc) {
         if (intact_copy_follows) {
-            add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length, 0,
+            /* In the file being written of a bundle that syncs, after its writer is gone: a frame
+             * written after the last sync, torn; the ring's copy follows. */
+            int torn = f->kind == LB_ARCHIVE_NAME_WRITING && read_after_power_loss(r);
+            add_issuef(r, torn ? LB_ISSUE_TORN : LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset,
+                       ref->length, 0,
                        "chunk %llu fails its checksum; its records are read from another copy",
                        (unsigned long long)ref->sequence);
+            return;
+        }
+        if (f->kind == LB_ARCHIVE_NAME_WRITING) {
+            /* The file being written was not synced past its last batch: after a power loss its
+             * pages can come from different moments, so a record in this image may be altered
+             * where no page check of the ring's layout can tell. None of them is shown. */
+            add_issuef(r, read_after_power_loss(r) ? LB_ISSUE_TORN : LB_ISSUE_CORRUPT,
+                       archive_label(r, f), ref->offset, ref->length,
+                       atomic_load(&h->record_count),
+                       "chunk %llu fails its checksum in the archive file being written (torn by a "
+                       "power loss, or damaged): its %u records are not shown",
+                       (unsigned long long)ref->sequence, atomic_load(&h->record_count));
             return;
         }
         add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length, 0,
@@ -1919,11 +1979,15 @@ static void read_mirror_chunk(lb_reader *r, const chunk_ref *ref) {
     if (seen && (seen->broken || seen->offset >= ref->length)) return;
     uint8_t *image = r->run->image;
     if (lb_pread_full(r->mirror_fd, image, ref->length, ref->offset) != (ssize_t)ref->length) return;
-    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)image;
+    lb_chunk_header *h = (lb_chunk_header *)(void *)image;
     if (h->sequence != ref->sequence ||
         lb_chunk_header_check(h, ref->slot, r->header.chunk_count) < 0 ||
         !lb_durable_prefix_holds(image, ref->length, ref->length, ref->records))
         return;
+    /* The mirror's header may come from a sync that was under way (a newer end and count than the
+     * snapshot that lists it): the snapshot's are what this copy is held to. */
+    atomic_store_explicit(&h->committed, ref->length, memory_order_relaxed);
+    atomic_store_explicit(&h->record_count, ref->records, memory_order_relaxed);
     size_t entries, issues, pending;
     uint32_t stop, records;
     int corrupt;
@@ -2699,8 +2763,14 @@ static void verify_claims(lb_reader *r, const lb_ring_header *h) {
  * its slot; otherwise its durable records are missing. */
 static void verify_durable(lb_reader *r, const lb_ring_header *h) {
     uint64_t retired = atomic_load(&h->archive_retired_claim);
+    if (r->durable_superseded)
+        add_issuef(r, LB_ISSUE_OVERWRITTEN, "mirror", 0, 0, r->durable_superseded,
+                   "%llu records a sync made durable were overwritten since (their chunks' slots "
+                   "hold newer chunks: the overwrite policy keeps the newest)",
+                   (unsigned long long)r->durable_superseded);
     for (size_t i = 0; i < r->durable_count; i++) {
         const lb_durable_entry *e = &r->durable[i];
+        if (e->committed == 0) continue;  /* superseded */
         seen_chunk *seen = seen_find(r, e->sequence);
         if (seen) {
             if (seen->offset >= e->committed && seen->records >= e->records) continue;
@@ -2719,8 +2789,16 @@ static void verify_durable(lb_reader *r, const lb_ring_header *h) {
             if (lb_pread_full(r->ring_fd, &now, sizeof now, at) == (ssize_t)sizeof now &&
                 (now.magic != LB_CHUNK_MAGIC || now.state == LB_CHUNK_CLAIMING ||
                  (now.sequence > e->sequence &&
-                  lb_chunk_header_check(&now, (uint32_t)(e->sequence % count), count) >= 0)))
-                continue;  /* overwritten by a newer claim of its slot: the policy's loss */
+                  lb_chunk_header_check(&now, (uint32_t)(e->sequence % count), count) >= 0))) {
+                /* Overwritten by a newer claim of its slot: the policy's loss. Said with its
+                 * records, since after a power loss the ring header's count of overwritten
+                 * records can come from before it. */
+                add_issuef(r, LB_ISSUE_OVERWRITTEN, "ring", 0, 0, e->records,
+                           "chunk %llu: %u records a sync made durable were overwritten since "
+                           "(the overwrite policy keeps the newest)",
+                           (unsigned long long)e->sequence, e->records);
+                continue;
+            }
         }
         add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, e->records,
                    "chunk %llu (claim %llu): a sync made %u records durable, and neither the ring "
@@ -2746,6 +2824,9 @@ int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
     if (!have_header) return 0;  /* the ring header (its counters) is damaged or missing */
     verify_file_numbers(r, &h, (int)out->writer_alive);
     out->records_overwritten = atomic_load(&h.records_overwritten);
+    /* The ring header is never synced: after a power loss it can be older than the last sync. */
+    if (read_after_power_loss(r) && r->durable_overwritten > out->records_overwritten)
+        out->records_overwritten = r->durable_overwritten;
     out->records_retired = atomic_load(&h.archive_retired_records);
     for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->records_dropped += atomic_load(&h.drops[i]);
     if (out->records_overwritten)
@@ -2769,7 +2850,9 @@ int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
     if (h.wrap_policy != LB_WRAP_LOSSLESS) out->records_expected += r->gone_read;
     out->records_unreadable = explained;
     out->accounted = 1;
-    if (gone > written) {
+    if (gone > written && read_after_power_loss(r)) {
+        /* Counters from different moments (the header's page, the last sync's count). */
+    } else if (gone > written) {
         add_issuef(r, LB_ISSUE_CORRUPT, "ring", 128, 128, 0,
                    "the ring header's counters are inconsistent: %llu records written, but %llu "
                    "overwritten and %llu in deleted archive files",

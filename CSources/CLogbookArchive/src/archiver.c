@@ -442,6 +442,37 @@ static void summarize_chunk(void *context, uint64_t body_offset, const lb_archiv
     summary_add(context, ch->sequence, ch->claim, atomic_load(&ch->record_count));
 }
 
+/* The offset of the first frame whose head is not valid or whose body fails its CRC-32C, or
+ * UINT64_MAX: in a bundle that syncs, where the last synced write of the file being written ends. */
+static uint64_t first_unsound_frame(lb_archive_source *src, uint32_t chunk_size) {
+    static const size_t piece = 64 << 10;
+    uint8_t *buffer = malloc(piece);
+    if (!buffer) return LB_ARCHIVE_HEADER_SIZE;
+    uint64_t offset = LB_ARCHIVE_HEADER_SIZE, found = UINT64_MAX;
+    while (offset < src->size) {
+        lb_archive_frame_head head;
+        if (lb_archive_frame_read(src, offset, chunk_size, &head) != LB_FRAME_OK) {
+            found = offset;
+            break;
+        }
+        uint32_t crc = 0;
+        uint64_t body = offset + LB_ARCHIVE_FRAME_HEAD_SIZE;
+        for (uint64_t done = 0; done < head.length;) {
+            size_t want = head.length - done < piece ? (size_t)(head.length - done) : piece;
+            if (lb_archive_source_read(src, buffer, want, body + done) != (ssize_t)want) break;
+            crc = lb_crc32c(crc, buffer, want);
+            done += want;
+        }
+        if (crc != head.body_crc) {
+            found = offset;
+            break;
+        }
+        offset += lb_archive_frame_span(head.length);
+    }
+    free(buffer);
+    return found;
+}
+
 /* ---- files ---- */
 static lb_archive_name_kind file_kind(const complete_file *f) {
     return f->compressed ? LB_ARCHIVE_NAME_COMPRESSED
@@ -999,7 +1030,33 @@ static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
     lb_archive_source_plain(&src, fd, size);
     uint64_t valid_end = walk_frames(&src, h.chunk_size, h.chunk_count, summarize_chunk,
                                      &a->cur.summary, &damage, &ends_complete);
+    /* A bundle that syncs (it has a `durable` file) fdatasyncs every batch before it marks its
+     * chunks archived: after a power loss, pages written since the last fdatasync can come back
+     * from before (a hole with frames after it, or a frame whose body fails its CRC), and none of
+     * their chunks was marked archived, so the ring still holds them. The file is cut where the
+     * first unsound frame starts, and they are archived again. */
+    struct stat durable;
+    int syncs = fstatat(a->b->dir_fd, "durable", &durable, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISREG(durable.st_mode);
+    uint64_t unsound = syncs && !ends_complete ? first_unsound_frame(&src, h.chunk_size) : UINT64_MAX;
     int damaged = 0;
+    if (unsound != UINT64_MAX) {
+        memset(&a->cur.summary, 0, sizeof a->cur.summary);
+        lb_archive_source_plain(&src, fd, unsound);
+        walk_frames(&src, h.chunk_size, h.chunk_count, summarize_chunk, &a->cur.summary, &damage,
+                    &ends_complete);
+        if (ftruncate(fd, (off_t)unsound) != 0 || fsync(fd) != 0) {
+            int err = -errno;
+            close(fd);
+            reset_current(a);
+            return fail(a, "cannot cut the unsynced end of", name, err);
+        }
+        fprintf(stderr, "logbook: archiver: %s/%s is cut at offset %llu: what followed was written "
+                        "after the bundle's last sync and torn (a power loss); chunks the ring "
+                        "still holds are archived again\n", a->dir, name, (unsigned long long)unsound);
+        size = unsound;
+        damage = UINT64_MAX;
+    }
     if (damage != UINT64_MAX) {
         /* A torn tail: nothing valid after it, and it is an incomplete last frame (its head is
          * valid, or not all there) or zeros. Writes to the file are serialized (pwritev from
