@@ -62,6 +62,27 @@ static int meta_append(lb_bundle *b, uint16_t kind, const lb_meta_buffer *body) 
     return 0;
 }
 
+static void atomic_raise(_Atomic uint64_t *value, uint64_t at_least) {
+    uint64_t now = atomic_load(value);
+    while (now < at_least && !atomic_compare_exchange_weak(value, &now, at_least)) {}
+}
+
+void lb_ring_counters_cover(lb_bundle *b, uint64_t sequence, uint64_t claim, uint32_t session) {
+    if (sequence) atomic_raise(&b->ring->next_sequence, sequence + 1);
+    atomic_raise(&b->ring->chunks_claimed, claim + 1);
+    uint32_t sessions = atomic_load(&b->ring->session_count);
+    while (sessions <= session &&
+           !atomic_compare_exchange_weak(&b->ring->session_count, &sessions, session + 1)) {}
+}
+
+/* The highest session a SESSION entry of meta names (+1), for the count of sessions. */
+static void meta_count_session(void *context, uint16_t kind, const uint8_t *body, uint32_t length) {
+    uint32_t *sessions = context, session;
+    if (kind != LB_META_SESSION || length < 4) return;
+    memcpy(&session, body, 4);
+    if (session >= *sessions) *sessions = session + 1;
+}
+
 static int meta_prepare(lb_bundle *b) {
     lb_meta_file_header h;
     ssize_t n = lb_pread_full(b->meta_fd, &h, sizeof h, 0);
@@ -71,7 +92,7 @@ static int meta_prepare(lb_bundle *b) {
         return -EPROTO;
     /* Keep every complete entry; cut a torn tail left by a crash so new entries stay readable. */
     uint64_t end = sizeof h;
-    int rc = lb_meta_read_entries(b->meta_fd, &end, NULL, NULL);
+    int rc = lb_meta_read_entries(b->meta_fd, &end, meta_count_session, &b->meta_sessions);
     if (rc < 0 && rc != -1) return rc;
     if (rc != 0 && ftruncate(b->meta_fd, (off_t)end) != 0) return -errno;
     b->meta_offset = end;
@@ -400,6 +421,19 @@ void lb_bundle_count_drop(lb_bundle *b, unsigned reason) {
         atomic_fetch_add_explicit(&b->ring->drops[reason], 1, memory_order_relaxed);
 }
 
+/* Every chunk and session the ring and meta name is behind the header's counters: after a power
+ * loss its page can be older than theirs (lb_ring_counters_cover). */
+static void cover_found_chunks(lb_bundle *b) {
+    if (b->meta_sessions) lb_ring_counters_cover(b, 0, 0, b->meta_sessions - 1);
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        if (lb_chunk_header_check(h, slot, b->chunk_count) < 0 || h->magic != LB_CHUNK_MAGIC ||
+            h->header_crc != lb_chunk_crc(h))
+            continue;
+        lb_ring_counters_cover(b, h->sequence, h->claim, h->session);
+    }
+}
+
 /* ---- recovery: chunks a dead writer left active are sealed with what they really hold ---- */
 typedef struct recovery_count {
     uint32_t records, end;
@@ -706,6 +740,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
 
     if (created) b->meta_offset = sizeof(lb_meta_file_header);
     else {
+        cover_found_chunks(b);
         lb_durable_restore(b);  /* a failure leaves the ring as it is: verify reports what is lost */
         recover_chunks(b);
     }

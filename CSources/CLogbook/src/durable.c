@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -50,6 +51,29 @@ static uint32_t snapshot(lb_bundle *b, lb_durable_entry *out) {
         out[n++] = (lb_durable_entry){sequence, claim, committed, records};
     }
     return n;
+}
+
+static int compare_entries(const void *x, const void *y);
+
+/* The ring's count of overwritten records, once every claim that was under way during the
+ * snapshot has finished: a claim reusing a sealed chunk adds its records to the count only after
+ * its slot showed *claiming*, and the snapshot passes such a slot over, so reading the count
+ * before the claim finished would leave those records neither listed nor counted. A claim still
+ * under way after a bounded wait (its thread descheduled) is counted with the records the last
+ * snapshot listed for its slot: at most an over-count, never records unaccounted for. */
+static uint64_t overwritten_after_claims(lb_bundle *b) {
+    uint64_t extra = 0;
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        if (atomic_load(&h->state) != LB_CHUNK_CLAIMING) continue;
+        for (int spin = 0; spin < 10000 && atomic_load(&h->state) == LB_CHUNK_CLAIMING; spin++)
+            sched_yield();
+        if (atomic_load(&h->state) != LB_CHUNK_CLAIMING) continue;
+        for (uint32_t i = 0; i < b->durable_previous_count; i++)
+            if (b->durable_previous[i].sequence % b->chunk_count == slot)
+                extra += b->durable_previous[i].records;
+    }
+    return atomic_load(&b->ring->records_overwritten) + extra;
 }
 
 static int compare_entries(const void *x, const void *y) {
@@ -105,36 +129,35 @@ static int open_durable_file(lb_bundle *b) {
 }
 
 /* Copies what chunk `e` committed since the last sync into the mirror: its bytes from where the
- * mirror's copy of it ends, then its header (with the snapshot's committed end and count). The
- * bytes are copied out of the ring first and the slot's sequence checked again after, so that a
- * slot reused meanwhile is never mirrored half old, half new. Returns 1 when mirrored, 0 when the
- * slot was reused (the entry is left out of the snapshot), -errno when a write failed. */
+ * mirror's copy of it ends (written straight from the ring: committed bytes never change while
+ * the chunk is in its slot), then, once the slot is seen to hold it still, its header with the
+ * snapshot's committed end and count. Returns 1 when mirrored; 0 when the slot was reused
+ * meanwhile: the entry is left out of the snapshot and the slot's copy is rewritten whole next
+ * time (bytes past the mirror's old end may be the new chunk's: the old snapshot, which lists the
+ * old chunk at most to that end, still holds); -errno when a write failed. */
 static int mirror_chunk(lb_bundle *b, const lb_durable_entry *e) {
     uint32_t slot = (uint32_t)(e->sequence % b->chunk_count);
     lb_chunk_header *h = lb_chunk_at(b, slot);
     uint32_t from = b->mirrored[slot].sequence == e->sequence ? b->mirrored[slot].end : 0;
     if (from >= e->committed) return 1;
     if (from < LB_CHUNK_HEADER_SIZE) from = LB_CHUNK_HEADER_SIZE;
-    uint8_t *copy = b->mirror_buffer;
-    memcpy(copy, h, LB_CHUNK_HEADER_SIZE);
-    memcpy(copy + from, (const uint8_t *)h + from, e->committed - from);
-    atomic_thread_fence(memory_order_acquire);
-    if (atomic_load_explicit((_Atomic uint64_t *)(void *)&h->sequence, memory_order_relaxed) !=
-            e->sequence ||
-        atomic_load_explicit(&h->state, memory_order_relaxed) < LB_CHUNK_ACTIVE) {
-        b->mirrored[slot].sequence = 0;
-        return 0;
-    }
-    lb_chunk_header *image = (lb_chunk_header *)(void *)copy;
-    if (image->sequence != e->sequence) return 0;
-    atomic_store_explicit(&image->committed, e->committed, memory_order_relaxed);
-    atomic_store_explicit(&image->record_count, e->records, memory_order_relaxed);
     uint64_t at = (uint64_t)slot * b->chunk_size;
     /* A slot that changed hands since the last sync loses its old copy here: that chunk left the
      * ring for good (overwritten, or archived and synced first). */
     b->mirrored[slot].sequence = 0;
-    int rc = lb_pwrite_full(b->mirror_fd, copy + from, e->committed - from, at + from);
-    if (!rc) rc = lb_pwrite_full(b->mirror_fd, copy, LB_CHUNK_HEADER_SIZE, at);
+    int rc = lb_pwrite_full(b->mirror_fd, (const uint8_t *)h + from, e->committed - from, at + from);
+    if (rc) return rc;
+    lb_chunk_header image;
+    memcpy(&image, h, sizeof image);
+    atomic_thread_fence(memory_order_acquire);
+    if (image.sequence != e->sequence ||
+        atomic_load_explicit((_Atomic uint64_t *)(void *)&h->sequence, memory_order_relaxed) !=
+            e->sequence ||
+        atomic_load_explicit(&h->state, memory_order_relaxed) < LB_CHUNK_ACTIVE)
+        return 0;
+    atomic_store_explicit(&image.committed, e->committed, memory_order_relaxed);
+    atomic_store_explicit(&image.record_count, e->records, memory_order_relaxed);
+    rc = lb_pwrite_full(b->mirror_fd, &image, sizeof image, at);
     if (rc) return rc;
     b->mirrored[slot].sequence = e->sequence;
     b->mirrored[slot].end = e->committed;
@@ -177,7 +200,7 @@ static int sync_locked(lb_bundle *b) {
     int64_t wall = lb_wall_now_ns();
     uint64_t claimed = atomic_load(&b->ring->chunks_claimed);
     uint32_t count = snapshot(b, b->durable_entries);
-    uint64_t overwritten = atomic_load(&b->ring->records_overwritten);
+    uint64_t overwritten = overwritten_after_claims(b);
     /* Nothing changed since the last sync (an idle program): no write at all. */
     if (b->durable_generation > 0 && count == b->durable_previous_count &&
         memcmp(b->durable_entries, b->durable_previous, (size_t)count * sizeof(lb_durable_entry)) == 0)
@@ -193,6 +216,9 @@ static int sync_locked(lb_bundle *b) {
         rc = mirror_chunk(b, &b->durable_entries[i]);
         if (rc < 0) return rc;
         if (rc) b->durable_entries[kept++] = b->durable_entries[i];
+        /* Reused since the snapshot, after the count was read: its records are counted here
+         * (under the overwrite policy they are gone; under lossless, archived: an over-count). */
+        else overwritten += b->durable_entries[i].records;
     }
     if (fdatasync(b->mirror_fd) != 0) return -errno;
     rc = write_table(b, b->durable_entries, kept, wall, claimed, overwritten);
@@ -253,9 +279,7 @@ int lb_durable_start(lb_bundle *b, const lb_options *options) {
     b->durable_entries = calloc(b->chunk_count, sizeof(lb_durable_entry));
     b->durable_previous = calloc(b->chunk_count, sizeof(lb_durable_entry));
     b->mirrored = calloc(b->chunk_count, sizeof *b->mirrored);
-    b->mirror_buffer = malloc(b->chunk_size);
-    if (!b->durable_entries || !b->durable_previous || !b->mirrored || !b->mirror_buffer)
-        return -ENOMEM;
+    if (!b->durable_entries || !b->durable_previous || !b->mirrored) return -ENOMEM;
     b->sync_interval_ms = options->sync_interval_ms;
     if (!b->sync_interval_ms) return 0;
     atomic_store(&b->durability_wanted, 1);
@@ -292,9 +316,7 @@ void lb_durable_free(lb_bundle *b) {
     free(b->durable_entries);
     free(b->durable_previous);
     free(b->mirrored);
-    free(b->mirror_buffer);
     b->mirrored = NULL;
-    b->mirror_buffer = NULL;
     b->durable_entries = b->durable_previous = NULL;
     pthread_mutex_destroy(&b->sync_lock);
     pthread_mutex_destroy(&b->syncer_lock);
@@ -324,6 +346,8 @@ int lb_durable_prefix_holds(const uint8_t *chunk, uint32_t length, uint32_t end,
            (how == LB_WALK_END_CLEAN || stop >= end);
 }
 
+static void trim_torn_chunks(lb_bundle *b, const lb_durable_entry *entries, size_t count);
+
 /* The next writer, before recovery: a chunk the last sync made durable whose copy in the ring does
  * not hold its durable records (its pages came back from different moments after a power loss)
  * is put back from the mirror, through its durable end; what followed it in the ring was not
@@ -335,15 +359,17 @@ int lb_durable_restore(lb_bundle *b) {
     int mirror = lb_file_open_at(b->dir_fd, "mirror", O_RDONLY, NULL);
     lb_durable_entry *entries = NULL;
     size_t count = 0;
-    uint64_t generation, claimed, overwritten;
+    uint64_t generation = 0, claimed, overwritten;
     int rc = mirror < 0 ? 0 : lb_durable_read(durable, b->ring->created_wall_ns, b->chunk_count,
                                               &entries, &count, &generation, &claimed, &overwritten);
     uint8_t *image = count ? malloc(b->chunk_size) : NULL;
     uint32_t restored = 0;
     for (size_t i = 0; image && i < count; i++) {
         const lb_durable_entry *e = &entries[i];
+        if (e->committed < LB_CHUNK_HEADER_SIZE || e->committed > b->chunk_size) continue;
         uint32_t slot = (uint32_t)(e->sequence % b->chunk_count);
         lb_chunk_header *h = lb_chunk_at(b, slot);
+        lb_ring_counters_cover(b, e->sequence, e->claim, 0);
         int check = lb_chunk_header_check(h, slot, b->chunk_count);
         /* A newer chunk in the slot: the durable one was reused legitimately. (A slot whose header
          * a claim had cleared is ambiguous after a power loss, its page from any moment: the
@@ -358,6 +384,7 @@ int lb_durable_restore(lb_bundle *b) {
             ((lb_chunk_header *)(void *)image)->sequence != e->sequence ||
             !lb_durable_prefix_holds(image, e->committed, e->committed, e->records))
             continue;  /* no sound copy: verify reports the durable records missing */
+        lb_ring_counters_cover(b, e->sequence, e->claim, ((lb_chunk_header *)(void *)image)->session);
         memcpy(h, image, e->committed);
         if (e->committed + 8 <= b->chunk_size) memset((uint8_t *)h + e->committed, 0, 8);
         /* Its header may be from a sync that was under way: the snapshot's end and count hold. */
@@ -370,11 +397,68 @@ int lb_durable_restore(lb_bundle *b) {
     if (restored)
         fprintf(stderr, "logbook: %s: %u chunks whose pages a crash tore were restored from the "
                         "last sync's copy (`mirror`)\n", b->path, restored);
+    if (generation > 0) trim_torn_chunks(b, entries, count);
     free(image);
     free(entries);
     if (mirror >= 0) close(mirror);
     close(durable);
     return rc;
+}
+
+/* ---- trimming torn chunks ---- */
+
+typedef struct sound_walk {
+    uint32_t end, records;
+    int altered;
+} sound_walk;
+
+static int sound_visit(void *context, const lb_walk_record *r) {
+    sound_walk *w = context;
+    if (r->altered) {
+        w->altered = 1;
+        return 1;
+    }
+    if (r->kind == LB_RECORD_FULL || r->kind == LB_RECORD_LAST) w->records++;
+    w->end = r->next;
+    return 0;
+}
+
+/* The next writer of a bundle that syncs, after the restore: a sealed or active chunk whose walk
+ * stops before its committed end, or meets a record that fails its page check, was torn by a power
+ * loss in what no sync covered (the restore put back what one did). It is cut after its last sound
+ * record, so that the archiver never copies the tear into a file that would fail verify for good. */
+static void trim_torn_chunks(lb_bundle *b, const lb_durable_entry *entries, size_t count) {
+    uint32_t trimmed = 0;
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        uint32_t state = atomic_load(&h->state);
+        if ((state != LB_CHUNK_SEALED && state != LB_CHUNK_ACTIVE) ||
+            lb_chunk_header_check(h, slot, b->chunk_count) != 0)
+            continue;
+        sound_walk w = {LB_CHUNK_HEADER_SIZE, 0, 0};
+        lb_walk_end how;
+        uint32_t stop = lb_chunk_walk((const uint8_t *)h, b->chunk_size, LB_CHUNK_HEADER_SIZE,
+                                      sound_visit, &w, &how);
+        uint32_t committed = atomic_load(&h->committed);
+        int torn = w.altered || how == LB_WALK_END_INVALID ||
+                   (state == LB_CHUNK_SEALED && stop < committed);
+        if (!torn) continue;
+        /* Damage before what a sync made durable (the mirror could not put it back) is left as
+         * it is, for verify to report: cutting it would lose durable records in silence. */
+        lb_durable_entry key = {h->sequence, 0, 0, 0};
+        const lb_durable_entry *listed =
+            count ? bsearch(&key, entries, count, sizeof key, compare_entries) : NULL;
+        if (listed && w.end < listed->committed) continue;
+        if (w.end + 8 <= b->chunk_size) memset((uint8_t *)h + w.end, 0, 8);
+        if (state == LB_CHUNK_SEALED) {
+            atomic_store(&h->committed, w.end);
+            atomic_store(&h->record_count, w.records);
+        }
+        trimmed++;
+    }
+    if (trimmed)
+        fprintf(stderr, "logbook: %s: %u chunks torn by a crash past the last sync were cut after "
+                        "their last sound record\n", b->path, trimmed);
 }
 
 /* ---- reading ---- */
@@ -391,6 +475,13 @@ static int read_copy(int fd, size_t size, uint64_t at, uint64_t ring_created, ui
         sizeof h + (size_t)h.entry_count * sizeof(lb_durable_entry) > (size_t)n ||
         h.entries_crc != lb_crc32c(0, buffer + sizeof h, (size_t)h.entry_count * sizeof(lb_durable_entry)))
         return 0;
+    /* A copy whose CRC holds but whose entries could not have been written is not trusted. */
+    const lb_durable_entry *e = (const lb_durable_entry *)(const void *)(buffer + sizeof h);
+    for (uint32_t i = 0; i < h.entry_count; i++)
+        if (e[i].sequence == 0 || e[i].committed < LB_CHUNK_HEADER_SIZE ||
+            e[i].committed > LB_CHUNK_SIZE_MAX || (e[i].committed & 7u) ||
+            (uint64_t)e[i].records * 9u > e[i].committed)
+            return 0;
     *out = h;
     return 1;
 }

@@ -252,6 +252,7 @@ struct lb_bundle {
     uint32_t session;
     uint64_t ticks_per_second;
     uint64_t meta_offset;          /* append position; under `lock` */
+    uint32_t meta_sessions;        /* 1 + the highest session meta names, found at open */
     pthread_mutex_t lock;          /* meta file, sites, loggers */
     lb_site_entry *site_table[LB_SITE_TABLE_SIZE];
     uint32_t next_site_id;
@@ -300,7 +301,6 @@ struct lb_bundle {
     int durable_fd, mirror_fd;
     uint64_t durable_generation;
     struct { uint64_t sequence; uint32_t end; } *mirrored;  /* per slot: what the mirror holds */
-    uint8_t *mirror_buffer;                /* chunk_size: a chunk's new bytes, copied out */
     struct lb_durable_entry *durable_entries, *durable_previous;  /* chunk_count each */
     uint32_t durable_previous_count;
     int (*archiver_datasync)(void *archiver);  /* fdatasync of the file being written */
@@ -329,6 +329,11 @@ void lb_durable_free(lb_bundle *b);
 int lb_durable_prefix_holds(const uint8_t *chunk, uint32_t length, uint32_t end, uint32_t records);
 /* Open, before recovery: chunks torn since the last sync are put back from the mirror. */
 int lb_durable_restore(lb_bundle *b);
+/* Raises the ring header's next sequence, claim counter and session count past a chunk or session
+ * found elsewhere: after a power loss the header's page can be older than the chunks, meta, mirror
+ * or archive files, and a number handed out twice would make readers take one chunk (or session)
+ * for another. */
+void lb_ring_counters_cover(lb_bundle *b, uint64_t sequence, uint64_t claim, uint32_t session);
 /* The current copy of a bundle's `durable` file for a ring of this header: entries sorted by
  * sequence (malloc'd, *count of them), or 0 entries when the file is absent, damaged in both
  * copies or describes another ring. Returns 0, or -errno of a failed read. */

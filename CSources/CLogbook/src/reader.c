@@ -155,6 +155,7 @@ struct lb_reader {
     int mirror_fd;          /* its `mirror`: the durable prefixes of the chunks it lists, or -1 */
     lb_durable_entry *durable;  /* what the last sync made durable, by sequence (durable.c) */
     size_t durable_count;
+    int durable_valid;          /* a valid copy of `durable` exists: the bundle syncs */
     uint64_t durable_claimed;   /* the claim counter when it was taken */
     uint64_t durable_overwritten; /* the ring's count of records overwritten then */
     uint64_t durable_superseded;  /* records of listed chunks overwritten since (see
@@ -729,7 +730,7 @@ static int writer_alive(lb_reader *r);
  * was not sound either, or in a bundle that never synced, it is `corrupt`. */
 static uint32_t ring_damage_kind(lb_reader *r, const char *file, uint64_t sequence, uint32_t offset,
                                  uint32_t otherwise) {
-    if (r->durable_count == 0 || strcmp(file, "ring") != 0 || writer_alive(r)) return otherwise;
+    if (!r->durable_valid || strcmp(file, "ring") != 0 || writer_alive(r)) return otherwise;
     return offset >= durable_through(r, sequence) ? LB_ISSUE_TORN : otherwise;
 }
 
@@ -900,7 +901,7 @@ static uint32_t altered_issue_kind(walk_context *w, const lb_walk_record *rec) {
 /* In a bundle that syncs, once its writer is gone: the ring's damage past what the last sync made
  * durable (ring_damage_kind), and counts that disagree for the same reason, are torn. */
 static int read_after_power_loss(lb_reader *r) {
-    return r->durable_count > 0 && !writer_alive(r);
+    return r->durable_valid && !writer_alive(r);
 }
 
 /* A record that crosses a page and fails its page check: after a power loss its later pages came
@@ -1310,6 +1311,7 @@ static int read_header(lb_reader *r) {
         lb_durable_read(r->durable_fd, h.created_wall_ns, h.chunk_count, &r->durable,
                         &r->durable_count, &generation, &r->durable_claimed,
                         &r->durable_overwritten);
+        r->durable_valid = generation > 0;
         drop_superseded_durable(r);
     }
     return 0;
@@ -1988,6 +1990,12 @@ static void read_mirror_chunk(lb_reader *r, const chunk_ref *ref) {
      * snapshot that lists it): the snapshot's are what this copy is held to. */
     atomic_store_explicit(&h->committed, ref->length, memory_order_relaxed);
     atomic_store_explicit(&h->record_count, ref->records, memory_order_relaxed);
+    /* Its claim is accounted for (lossless bundles check every claim number is somewhere). */
+    seen_chunk *noted = seen_add(r, ref->sequence);
+    if (noted && !noted->claim_noted) {
+        note_claim(r, h->claim);
+        noted->claim_noted = 1;
+    }
     size_t entries, issues, pending;
     uint32_t stop, records;
     int corrupt;
@@ -2786,9 +2794,11 @@ static void verify_durable(lb_reader *r, const lb_ring_header *h) {
             lb_chunk_header now;
             uint32_t count = r->header.chunk_count;
             uint64_t at = LB_RING_HEADER_SIZE + (e->sequence % count) * (uint64_t)r->header.chunk_size;
+            /* A claim under way shows its state (the magic is cleared after it); a page of zeros
+             * is a page that never reached the disk, which excuses nothing. */
             if (lb_pread_full(r->ring_fd, &now, sizeof now, at) == (ssize_t)sizeof now &&
-                (now.magic != LB_CHUNK_MAGIC || now.state == LB_CHUNK_CLAIMING ||
-                 (now.sequence > e->sequence &&
+                (atomic_load(&now.state) == LB_CHUNK_CLAIMING ||
+                 (now.magic == LB_CHUNK_MAGIC && now.sequence > e->sequence &&
                   lb_chunk_header_check(&now, (uint32_t)(e->sequence % count), count) >= 0))) {
                 /* Overwritten by a newer claim of its slot: the policy's loss. Said with its
                  * records, since after a power loss the ring header's count of overwritten

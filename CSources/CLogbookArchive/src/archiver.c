@@ -1176,6 +1176,14 @@ static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_nam
  * archived (again) before its slot can be reused. */
 static int reconcile_ring(archiver *a) {
     lb_bundle *b = a->b;
+    /* The files' chunks are behind the ring's counters too (its header page can be older than
+     * them after a power loss): a sequence or claim number is never handed out twice. */
+    if (a->cur.fd >= 0 && a->cur.summary.chunks)
+        lb_ring_counters_cover(b, a->cur.summary.last_sequence, a->cur.summary.last_claim, 0);
+    for (size_t i = 0; i < a->file_count; i++)
+        if (a->files[i].summary.known && a->files[i].summary.chunks)
+            lb_ring_counters_cover(b, a->files[i].summary.last_sequence,
+                                   a->files[i].summary.last_claim, 0);
     reconcile_context r = {a, NULL, calloc(b->chunk_count, sizeof(ring_chunk)), 0, 0,
                            malloc(b->chunk_size)};
     if (!r.chunks || !r.buffer) {
