@@ -234,6 +234,98 @@ final class PowerLossTests: XCTestCase {
         XCTAssertTrue(after.issues.filter(\.isFailure).isEmpty, "\(after.issues)")
     }
 
+    /// Found by an outside tester: a writer reopening a bundle whose ring header page came back
+    /// from before chunks it counts (a page never synced) handed out their sequence numbers
+    /// again, and readers took its new records' chunk for the old one from the mirror.
+    func testAWriterReopeningAfterAPowerLossNeverReusesAChunkNumber() throws {
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/reopen.logbook"
+        let chunk = 16 << 10
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: chunk, idleSealMilliseconds: 0)
+        let log = try bundle.logger("reopen")
+        log.info("first")
+        try bundle.sync()
+        let ring = try FileHandle(forReadingFrom: URL(fileURLWithPath: path + "/ring"))
+        let oldHeader = try ring.read(upToCount: 4096) ?? Data()
+        try ring.close()
+        let text = String(repeating: "r", count: 3000)
+        for i in 0..<30 { log.info("later \(i) \(text)") }   // several new chunks
+        try bundle.sync()
+        let image = dir + "/image.logbook"
+        try copyBundle(path, to: image)
+        try bundle.close()
+        unlink(image + "/lock")
+        let header = try FileHandle(forUpdating: URL(fileURLWithPath: image + "/ring"))
+        header.write(oldHeader)  // the header page as it was at the first sync
+        try header.close()
+
+        let next = try LogBundle(path: image, capacity: 64 << 10, chunkSize: chunk, idleSealMilliseconds: 0)
+        let again = try next.logger("reopen")
+        for i in 0..<20 { again.info("after \(i)") }
+        try next.close()
+        let reader = try LogReader(path: image)
+        let messages = try reader.readAll().map(\.message)
+        XCTAssertEqual(messages.filter { $0.hasPrefix("after ") }.count, 20, "\(reader.issues)")
+        XCTAssertEqual(Set(messages).count, messages.count, "no record twice")
+        _ = try reader.verify()
+        XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(reader.issues)")
+    }
+
+    /// Found by an outside tester: a `durable` copy whose CRC holds but whose entry claims more
+    /// bytes than a chunk has overflowed a buffer when a writer opened the bundle. Such a copy is
+    /// not trusted: the bundle opens, logs and reads.
+    func testADurableCopyThatCouldNotHaveBeenWrittenIsNotTrusted() throws {
+        let path = makeTemporaryDirectory(self) + "/lying.logbook"
+        let chunk = 16 << 10
+        do {
+            let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: chunk, idleSealMilliseconds: 0)
+            try bundle.logger("lying").info("before")
+            try bundle.sync()
+            try bundle.close()
+        }
+        var durable = try Data(contentsOf: URL(fileURLWithPath: path + "/durable"))
+        let copy = durable.count / 2
+        for base in [0, copy] {
+            let count = durable.withUnsafeBytes { $0.load(fromByteOffset: base + 56, as: UInt32.self) }
+            guard count > 0 else { continue }
+            durable.withUnsafeMutableBytes { raw in
+                raw.storeBytes(of: UInt32(2 * chunk), toByteOffset: base + 96 + 16, as: UInt32.self)
+                let entries = lb_crc32c(0, raw.baseAddress! + base + 96, 24 * Int(count))
+                raw.storeBytes(of: entries, toByteOffset: base + 60, as: UInt32.self)
+                raw.storeBytes(of: lb_crc32c(0, raw.baseAddress! + base, 92), toByteOffset: base + 92, as: UInt32.self)
+            }
+        }
+        try durable.write(to: URL(fileURLWithPath: path + "/durable"))
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: chunk, idleSealMilliseconds: 0)
+        try bundle.logger("lying").info("after")
+        try bundle.close()
+        XCTAssertEqual(try LogReader(path: path).readAll().map(\.message), ["before", "after"])
+    }
+
+    /// Found by an outside tester: under the overwrite policy, a listed chunk whose ring header
+    /// page is zeros (a page that never reached the disk) and whose mirror copy is damaged was
+    /// taken for one a claim had reused, and its durable records vanished with verify passing.
+    func testAZeroHeaderPageDoesNotExcuseALostDurableChunk() throws {
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/zero.logbook"
+        let chunk = 16 << 10
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: chunk, idleSealMilliseconds: 0)
+        let log = try bundle.logger("zero")
+        for i in 0..<10 { log.info("durable \(i)") }
+        try bundle.sync()
+        let image = dir + "/image.logbook"
+        try copyBundle(path, to: image)
+        try bundle.close()
+        unlink(image + "/lock")
+        let slot = Int(try LogReader(path: image).readAll()[0].chunkSequence % 4)
+        try zeroPage(image + "/ring", slot: slot, page: 0, chunkSize: chunk)
+        try zeroPage(image + "/mirror", slot: slot, page: 0, chunkSize: chunk)
+        let reader = try LogReader(path: image)
+        XCTAssertEqual(try reader.readAll().count, 0)
+        _ = try reader.verify()
+        XCTAssertTrue(reader.issues.contains { $0.isFailure && $0.reason.contains("a sync made") }, "\(reader.issues)")
+    }
+
     /// `sync()` after close is refused, never a silent success.
     func testSyncAfterCloseIsRefused() throws {
         let path = makeTemporaryDirectory(self) + "/closed.logbook"
