@@ -125,28 +125,33 @@ typedef struct config {
     uint32_t stops;          /* copies taken */
     uint32_t step_max;       /* records logged between two copies: 1 .. step_max */
     uint32_t sync_min, sync_max; /* records of one thread between its syncs */
+    uint32_t max_files;      /* archive retention keeps this many files (0: no retention) */
 } config;
 
 static const config configs[] = {
     /* name, chunk size, chunks, policy, archiver, compression, threads, interval ms, idle seal ms,
      * copies, most records between copies, records of a thread between its syncs */
-    {"overwrite 4K x16, 2 threads", 4096, 16, LB_WRAP_OVERWRITE, 0, 0, 2, 0, 0, 24, 400, 20, 200},
+    {"overwrite 4K x16, 2 threads", 4096, 16, LB_WRAP_OVERWRITE, 0, 0, 2, 0, 0, 24, 400, 20, 200, 0},
     {"overwrite 16K x8, 3 threads, archiver, interval 10 ms", 16384, 8, LB_WRAP_OVERWRITE, 1, 1, 3, 10, 0, 24,
-     400, 20, 300},
-    {"overwrite 64K x8, 2 threads, interval 5 ms", 65536, 8, LB_WRAP_OVERWRITE, 0, 0, 2, 5, 0, 24, 600, 30, 400},
+     400, 20, 300, 0},
+    {"overwrite 64K x8, 2 threads, interval 5 ms", 65536, 8, LB_WRAP_OVERWRITE, 0, 0, 2, 5, 0, 24, 600, 30, 400, 0},
     {"overwrite 64K x12, 3 threads, archiver, uncompressed", 65536, 12, LB_WRAP_OVERWRITE, 1, 0, 3, 0, 0, 24, 600,
-     30, 400},
+     30, 400, 0},
     {"overwrite 4K x8, 4 threads, archiver, interval 5 ms, idle seal 2 ms", 4096, 8, LB_WRAP_OVERWRITE, 1, 1, 4, 5,
-     2, 24, 300, 10, 150},
-    {"lossless 4K x32, 2 threads, archiver", 4096, 32, LB_WRAP_LOSSLESS, 1, 1, 2, 0, 0, 24, 400, 20, 200},
+     2, 24, 300, 10, 150, 0},
+    {"lossless 4K x32, 2 threads, archiver", 4096, 32, LB_WRAP_LOSSLESS, 1, 1, 2, 0, 0, 24, 400, 20, 200, 0},
     {"lossless 16K x16, 3 threads, archiver, interval 20 ms", 16384, 16, LB_WRAP_LOSSLESS, 1, 1, 3, 20, 0, 24, 400,
-     20, 300},
+     20, 300, 0},
     {"lossless 64K x8, 2 threads, archiver, uncompressed", 65536, 8, LB_WRAP_LOSSLESS, 1, 0, 2, 0, 0, 24, 600, 30,
-     400},
+     400, 0},
     {"lossless 16K x12, 4 threads, archiver, interval 5 ms, idle seal 2 ms", 16384, 12, LB_WRAP_LOSSLESS, 1, 1, 4,
-     5, 2, 24, 400, 10, 200},
+     5, 2, 24, 400, 10, 200, 0},
     {"lossless 16K x32, 2 threads, no archiver (fills, then drops)", 16384, 32, LB_WRAP_LOSSLESS, 0, 0, 2, 0, 0, 24,
-     300, 20, 200},
+     300, 20, 200, 0},
+    {"lossless 4K x16, 2 threads, archiver, interval 5 ms, 3 files kept", 4096, 16, LB_WRAP_LOSSLESS, 1, 1, 2, 5, 0,
+     24, 400, 20, 200, 3},
+    {"overwrite 16K x8, 2 threads, archiver, 3 files kept", 16384, 8, LB_WRAP_OVERWRITE, 1, 0, 2, 0, 0, 24, 400, 20,
+     200, 3},
 };
 enum { CONFIG_COUNT = sizeof configs / sizeof configs[0] };
 
@@ -353,7 +358,7 @@ static void child_main(shared *sh, const config *cfg, const char *path, uint64_t
         lb_archive_options_init(&a);
         a.backend = LB_ARCHIVE_BACKEND_PWRITE;
         a.max_file_size = cfg->chunk_size >= 65536 ? 256u << 10 : 64u << 10;
-        a.max_files = 0;
+        a.max_files = cfg->max_files;  /* retention deletes files (recorded first) when set */
         a.quota = 0;
         a.compression_level = cfg->compression ? 1 : 0;
         rc = lb_bundle_open_archived(path, &o, &a, &bundle);
@@ -735,10 +740,13 @@ static uint64_t counted_overwritten(const reading *r) {
     return overwritten + r->torn_records;
 }
 
-/* Under the overwrite policy, records missing are accounted for when the reader counts at least as
- * many overwritten. */
+/* Records missing are accounted for when the reader counts at least as many in archive files that
+ * retention deleted (its count is synced before a file is deleted) and in torn issues (a large
+ * record whose beginning was in such a file), plus, under the overwrite policy, overwritten. */
 static int accounted_as_overwritten(const reading *r, uint64_t missing) {
-    return r->cfg->policy == LB_WRAP_OVERWRITE && missing <= counted_overwritten(r);
+    uint64_t gone = r->summary.records_retired;
+    gone += r->cfg->policy == LB_WRAP_OVERWRITE ? counted_overwritten(r) : r->torn_records;
+    return missing <= gone;
 }
 
 typedef struct tally {

@@ -847,6 +847,10 @@ static pending_record *find_pending(lb_reader *r, uint64_t last_sequence) {
  * its slot) without this reader having read its archived copy; at most 3 scans per chunk. */
 static int fragment_beginning_may_come(lb_reader *r, uint64_t chunk, uint64_t previous) {
     if (!r->ring_mode || r->ring_fd < 0 || !r->geometry_known) return 0;
+    /* Only a live writer finishes chunks between a scan's listing and its reading. Deferring for a
+     * dead one hid the rest of the chunk when retention had deleted the file with the beginning
+     * (a single scan never came back to it: found by the power-loss simulator). */
+    if (!writer_alive(r)) return 0;
     seen_chunk *self = seen_find(r, chunk);
     if (self && self->deferrals >= 3) return 0;
     seen_chunk *seen = seen_find(r, previous);
