@@ -298,9 +298,10 @@ static int claim_once(lb_bundle *b, uint64_t prev_sequence, uint32_t thread_id,
         atomic_signal_fence(memory_order_seq_cst);
         uint64_t claim = atomic_fetch_add_explicit(&ring->chunks_claimed, 1, memory_order_relaxed);
         /* The archiver reads `sequence` of chunks it sees sealed before it takes them (to pick the
-         * oldest): atomic, as that read may race with this claim (its own CAS then fails). */
+         * oldest), and a sync's snapshot reads `sequence` and `claim` of every slot: atomic, as
+         * those reads may race with this claim (they check the sequence again after). */
         __atomic_store_n(&h->sequence, seq, __ATOMIC_RELAXED);
-        h->claim = claim;
+        __atomic_store_n(&h->claim, claim, __ATOMIC_RELAXED);
         h->prev_delta = prev_sequence && prev_sequence < seq && seq - prev_sequence <= UINT32_MAX
                             ? (uint32_t)(seq - prev_sequence)
                             : 0;

@@ -38,14 +38,13 @@ static uint32_t snapshot(lb_bundle *b, lb_durable_entry *out) {
         lb_chunk_header *h = lb_chunk_at(b, slot);
         uint32_t state = atomic_load_explicit(&h->state, memory_order_acquire);
         if (state < LB_CHUNK_ACTIVE || state > LB_CHUNK_ARCHIVING) continue;
-        uint64_t sequence = atomic_load_explicit((_Atomic uint64_t *)(void *)&h->sequence,
-                                                 memory_order_acquire);
-        uint64_t claim = h->claim;
+        uint64_t sequence = __atomic_load_n(&h->sequence, __ATOMIC_ACQUIRE);
+        uint64_t claim = __atomic_load_n(&h->claim, __ATOMIC_RELAXED);
         uint32_t records = atomic_load_explicit(&h->record_count, memory_order_acquire);
         uint32_t committed = atomic_load_explicit(&h->committed, memory_order_acquire);
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&h->state, memory_order_relaxed) < LB_CHUNK_ACTIVE ||
-            atomic_load_explicit((_Atomic uint64_t *)(void *)&h->sequence, memory_order_relaxed) != sequence)
+            __atomic_load_n(&h->sequence, __ATOMIC_RELAXED) != sequence)
             continue;
         if (committed <= LB_CHUNK_HEADER_SIZE || committed > b->chunk_size) continue;
         out[n++] = (lb_durable_entry){sequence, claim, committed, records};
@@ -147,12 +146,12 @@ static int mirror_chunk(lb_bundle *b, const lb_durable_entry *e) {
     b->mirrored[slot].sequence = 0;
     int rc = lb_pwrite_full(b->mirror_fd, (const uint8_t *)h + from, e->committed - from, at + from);
     if (rc) return rc;
+    /* The header through the file (the same page): a claimer may be rewriting it. */
     lb_chunk_header image;
-    memcpy(&image, h, sizeof image);
+    if (lb_pread_full(b->ring_fd, &image, sizeof image, LB_RING_HEADER_SIZE + at) != (ssize_t)sizeof image)
+        return -EIO;
     atomic_thread_fence(memory_order_acquire);
-    if (image.sequence != e->sequence ||
-        atomic_load_explicit((_Atomic uint64_t *)(void *)&h->sequence, memory_order_relaxed) !=
-            e->sequence ||
+    if (image.sequence != e->sequence || __atomic_load_n(&h->sequence, __ATOMIC_RELAXED) != e->sequence ||
         atomic_load_explicit(&h->state, memory_order_relaxed) < LB_CHUNK_ACTIVE)
         return 0;
     atomic_store_explicit(&image.committed, e->committed, memory_order_relaxed);
