@@ -85,31 +85,6 @@ public struct RingUsage: Sendable, Equatable {
     }
 }
 
-/// What a bundle promises about a power loss or a kernel crash (a crash of the process loses
-/// nothing committed in either case: the ring is a shared file mapping).
-public enum Durability: Sendable, Equatable {
-    /// No syncs: a power loss keeps whatever the kernel had written back (usually within 30 s);
-    /// records that were not are lost, and a torn record is never shown. ``LogBundle/sync()`` makes
-    /// everything logged before it durable.
-    case none
-    /// A background thread syncs the bundle this often (when anything was logged since the last
-    /// sync, `lb_options.sync_interval_ms`): a power loss loses at most the records of the last
-    /// interval and of the sync under way. The syncs copy what was logged into the bundle's
-    /// `mirror` file (as large as the ring) and sync that, never the ring: the logging threads
-    /// pay nothing measurable (README, Speed), the disk writes what is logged.
-    case interval(Duration)
-
-    var milliseconds: Int {
-        switch self {
-        case .none: return 0
-        case .interval(let d):
-            let (seconds, attoseconds) = d.components
-            let ms = seconds.multipliedReportingOverflow(by: 1000)
-            return ms.overflow ? Int.max : max(1, Int(ms.partialValue) + Int(attoseconds / 1_000_000_000_000_000))
-        }
-    }
-}
-
 /// A `.logbook` bundle opened for writing: a memory-mapped ring that survives a crash of the process.
 ///
 /// ```swift
@@ -128,6 +103,31 @@ public final class LogBundle: @unchecked Sendable {
     public let path: String
     let archiveCallbacks: ArchiveCallbacks?
 
+    /// What a bundle promises about a power loss or a kernel crash (a crash of the process loses
+    /// nothing committed in either case: the ring is a shared file mapping).
+    public enum Durability: Sendable, Equatable {
+        /// No syncs: a power loss keeps whatever the kernel had written back (usually within 30 s);
+        /// records that were not are lost, and a torn record is never shown. ``LogBundle/sync()`` makes
+        /// everything logged before it durable.
+        case none
+        /// A background thread syncs the bundle this often (when anything was logged since the last
+        /// sync, `lb_options.sync_interval_ms`): a power loss loses at most the records of the last
+        /// interval and of the sync under way. The syncs copy what was logged into the bundle's
+        /// `mirror` file (as large as the ring) and sync that, never the ring: the logging threads
+        /// pay nothing measurable (README, Speed), the disk writes what is logged.
+        case interval(Duration)
+
+        var milliseconds: Int {
+            switch self {
+            case .none: return 0
+            case .interval(let d):
+                let (seconds, attoseconds) = d.components
+                let ms = seconds.multipliedReportingOverflow(by: 1000)
+                return ms.overflow ? Int.max : max(1, Int(ms.partialValue) + Int(attoseconds / 1_000_000_000_000_000))
+            }
+        }
+    }
+
     /// Opens (or creates) the bundle at `path`.
     /// - Parameters:
     ///   - path: the bundle directory, created (0700, files 0600) if it does not exist.
@@ -139,7 +139,7 @@ public final class LogBundle: @unchecked Sendable {
     ///     free a chunk before dropping the record (0: drop at once).
     ///   - archive: persist every sealed chunk into rolling archive files (see ``ArchiveOptions``);
     ///     `nil`: no archiver.
-    ///   - durability: what a power loss may take (see ``Durability``); `.none` by default.
+    ///   - durability: what a power loss may take (see ``LogBundle/Durability``); `.none` by default.
     ///   - filter: runtime filter rules to start with (see ``LogFilter``).
     ///   - applyEnvironmentFilter: apply `LOGBOOK_FILTER` on top of `filter` (its rules replace those
     ///     for the same pattern). A malformed value is ignored with a line on stderr and in
