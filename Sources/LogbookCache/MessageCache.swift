@@ -39,9 +39,14 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
     public init(file: String, maximumBytes: Int, shouldOverwriteOldMessages: Bool = true,
                 durability: Durability = .process, maximumCount: Int? = nil, maximumAge: Duration? = nil,
                 encoding: MessageEncoding<Message> = .json) throws(LogbookError) {
+        // A negative size is named as the caller wrote it, not as the 0 it would be clamped to.
+        guard maximumBytes >= 0 else {
+            throw LogbookError(operation: "MessageCache", path: file, errno: EINVAL,
+                               detail: "maximumBytes \(maximumBytes) is negative (the file's whole size, at least 8192)")
+        }
         var options = lb_cache_options()
         lb_cache_options_init(&options)
-        options.maximum_bytes = UInt64(max(0, maximumBytes))
+        options.maximum_bytes = UInt64(maximumBytes)
         options.overwrite = shouldOverwriteOldMessages ? 1 : 0
         options.durability = durability == .power ? LB_CACHE_DURABLE_POWER.rawValue : LB_CACHE_DURABLE_PROCESS.rawValue
         if let maximumCount {

@@ -1,3 +1,4 @@
+import CLogbook
 import Foundation
 import XCTest
 import Logbook
@@ -49,6 +50,10 @@ final class MessageCacheTests: XCTestCase {
         }
         XCTAssertThrowsError(try MessageCache<Event>(file: dir + "/small.cache", maximumBytes: 100)) { error in
             XCTAssertTrue("\(error)".contains("under the minimum of 8192"), "\(error)")
+        }
+        // Found by an outside tester: -1 was reported as "maximum bytes 0 is under the minimum".
+        XCTAssertThrowsError(try MessageCache<Event>(file: dir + "/negative.cache", maximumBytes: -1)) { error in
+            XCTAssertTrue("\(error)".contains("maximumBytes -1 is negative"), "\(error)")
         }
         try Data(repeating: 7, count: 16 << 10).write(to: URL(fileURLWithPath: dir + "/garbage.cache"))
         XCTAssertThrowsError(try MessageCache<Event>(file: dir + "/garbage.cache", maximumBytes: 16 << 10)) { error in
@@ -184,6 +189,31 @@ final class MessageCacheTests: XCTestCase {
         XCTAssertEqual(try cache.messages().map(\.number), Array(0..<30))
         try cache.append(message: Event(name: "event", number: 30))
         XCTAssertEqual(cache.statistics.nextSequence, 31, "the sequence goes on")
+    }
+
+    /// Found by an outside tester: a header whose size field was changed (its checksum made to
+    /// match) was reported as "a cache of format version 1; this library reads version 1". The
+    /// error names the header size, and the file is left as it is.
+    func testAChangedHeaderSizeIsNamedAndTheFileLeftAlone() throws {
+        let file = makeTemporaryDirectory(self) + "/size.cache"
+        do {
+            let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+            for number in 0..<5 { try cache.append(message: Event(name: "event", number: number)) }
+        }
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+        bytes.withUnsafeMutableBytes { raw in
+            raw.storeBytes(of: UInt32(8192), toByteOffset: 12, as: UInt32.self)  // header_size
+            raw.storeBytes(of: lb_crc32c(0, raw.baseAddress!, 60), toByteOffset: 60, as: UInt32.self)
+        }
+        try bytes.write(to: URL(fileURLWithPath: file))
+        XCTAssertThrowsError(try MessageCache<Event>(file: file, maximumBytes: 64 << 10)) { error in
+            XCTAssertTrue("\(error)".contains("has a header of 8192 bytes"), "\(error)")
+            XCTAssertFalse("\(error)".contains("format version 1; this library"), "\(error)")
+        }
+        XCTAssertThrowsError(try CacheReader<Event>(file: file, encoding: .json)) { error in
+            XCTAssertTrue("\(error)".contains("has a header of 8192 bytes"), "\(error)")
+        }
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: file)), bytes, "left as it is")
     }
 
     /// The file is allocated whole when it is made, so a disk that fills later never fails an

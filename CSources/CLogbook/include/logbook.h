@@ -570,7 +570,9 @@ static inline void lb_record_put_cstring(lb_writer *w, const char *text) {
 
 /* The start of a container (LB_ARG_METADATA, LB_ARG_LIST, LB_ARG_MAP or LB_ARG_ERROR) of `count`
  * items, which the following puts supply (logbook_format.h: a pair is a string key and a value).
- * Metadata goes after the message's arguments; the error (two strings: type, description) last. */
+ * Metadata goes after the message's arguments; the error (two strings: type, description) last.
+ * A key put twice in one metadata or map is stored twice; readers (`logbook show`, the JSON, OTLP)
+ * keep its last value, as Swift's LogMetadata does when built from pairs. */
 static inline void lb_record_put_container(lb_writer *w, uint8_t tag, uint32_t count) {
     uint8_t *p = lb_record_reserve(w, 5);
     if (__builtin_expect(p != NULL, 1)) {

@@ -591,9 +591,14 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
         rc = -EPROTO;
     }
     int fixed_ok = got == (ssize_t)sizeof old && old.fixed_crc == fixed_crc(&old);
-    if (rc == 0 && fixed_ok && (old.format_version != LB_CACHE_FORMAT_VERSION || old.header_size != LB_CACHE_HEADER_SIZE)) {
+    if (rc == 0 && fixed_ok && old.format_version != LB_CACHE_FORMAT_VERSION) {
         lb_error_detail_set("'%s' is a cache of format version %u; this library writes version %u", path,
                             old.format_version, LB_CACHE_FORMAT_VERSION);
+        rc = -EPROTO;
+    } else if (rc == 0 && fixed_ok && old.header_size != LB_CACHE_HEADER_SIZE) {
+        lb_error_detail_set("'%s' has a header of %u bytes; a cache of format version %u has %u (it is "
+                            "left as it is)", path, old.header_size, LB_CACHE_FORMAT_VERSION,
+                            LB_CACHE_HEADER_SIZE);
         rc = -EPROTO;
     }
     if (rc == 0) {
@@ -1040,9 +1045,14 @@ static int reader_open(const char *path, int writer_may_be_alive, lb_cache_reade
         lb_error_detail_set("'%s' is not a Logbook cache", path);
         rc = -EPROTO;
     } else if (got == (ssize_t)sizeof h && h.fixed_crc == fixed_crc(&h) &&
-               (h.format_version != LB_CACHE_FORMAT_VERSION || h.header_size != LB_CACHE_HEADER_SIZE)) {
+               h.format_version != LB_CACHE_FORMAT_VERSION) {
         lb_error_detail_set("'%s' is a cache of format version %u; this library reads version %u", path,
                             h.format_version, LB_CACHE_FORMAT_VERSION);
+        rc = -EPROTO;
+    } else if (got == (ssize_t)sizeof h && h.fixed_crc == fixed_crc(&h) &&
+               h.header_size != LB_CACHE_HEADER_SIZE) {
+        lb_error_detail_set("'%s' has a header of %u bytes; a cache of format version %u has %u", path,
+                            h.header_size, LB_CACHE_FORMAT_VERSION, LB_CACHE_HEADER_SIZE);
         rc = -EPROTO;
     }
     lb_cache_reader *r = NULL;
