@@ -191,6 +191,60 @@ final class MessageCacheTests: XCTestCase {
         XCTAssertEqual(cache.statistics.nextSequence, 31, "the sequence goes on")
     }
 
+    /// Found by an outside tester: after 50 appends (sequences 0-49), a cache cut to 6,000 bytes or
+    /// with its region's tail zeroed was rebuilt and the next append got sequence 14; a consumer
+    /// removing through a remembered sequence would then delete messages it never saw. The old
+    /// header's next sequence is a high-water mark the rebuild keeps.
+    func testARebuildNeverGivesASequenceTwice() throws {
+        for damage in ["cut", "zeroed tail"] {
+            let file = makeTemporaryDirectory(self) + "/sequence.cache"
+            do {
+                let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+                for number in 0..<50 {
+                    XCTAssertEqual(try cache.append(bytes: Array("event \(number)".utf8)), UInt64(number))
+                }
+            }
+            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+            if damage == "cut" {
+                try handle.truncate(atOffset: 6000)
+            } else {
+                try handle.seek(toOffset: 4096 + 700)
+                handle.write(Data(count: 8 << 10))
+            }
+            try handle.close()
+            let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+            XCTAssertEqual(cache.statistics.rebuilds, 1, damage)
+            XCTAssertEqual(try cache.append(bytes: Array("after".utf8)), 50, "\(damage): never a number given before")
+        }
+    }
+
+    /// Found by an outside tester: a header whose region size was set to 8 (or 4,096) with its
+    /// checksum recomputed made readers find 0 (or 20) of 50 messages, and the writer's rebuild
+    /// deleted the rest for good. A region smaller than the file is damage: the region is scanned.
+    func testACraftedRegionSizeLosesNoMessage() throws {
+        for crafted in [UInt64(8), 4096] {
+            let file = makeTemporaryDirectory(self) + "/region.cache"
+            do {
+                let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+                for number in 0..<50 { try cache.append(message: Event(name: "event", number: number)) }
+            }
+            var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+            bytes.withUnsafeMutableBytes { raw in
+                raw.storeBytes(of: crafted, toByteOffset: 16, as: UInt64.self)  // region_size
+                raw.storeBytes(of: lb_crc32c(0, raw.baseAddress!, 60), toByteOffset: 60, as: UInt32.self)
+            }
+            try bytes.write(to: URL(fileURLWithPath: file))
+            let reader = try CacheReader<Event>(file: file, encoding: .json)
+            var count = 0
+            while try reader.next() != nil { count += 1 }
+            XCTAssertEqual(count, 50, "region \(crafted)")
+            XCTAssertFalse(reader.issues.isEmpty, "the damage is reported")
+            let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+            XCTAssertEqual(try cache.messages().map(\.number), Array(0..<50), "region \(crafted)")
+            XCTAssertEqual(try cache.append(bytes: Array("after".utf8)), 50)
+        }
+    }
+
     /// Found by an outside tester: a header whose size field was changed (its checksum made to
     /// match) was reported as "a cache of format version 1; this library reads version 1". The
     /// error names the header size, and the file is left as it is.

@@ -386,19 +386,23 @@ static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int di
         h.region_size = region;
         h.created_wall_ns = fixed_ok ? old->created_wall_ns : (uint64_t)wall_now();
         h.fixed_crc = fixed_crc(&h);
-        /* The sequence goes on past the last message kept. The old header's next_sequence is
-         * taken when the header was sound (a resize), or when no message is left to say
-         * (damaged, it is the only trace of where the sequence was: reusing sequences a consumer
-         * already removed would be worse than a jump). */
+        /* The sequence goes on past the last message kept, and past the old header's
+         * next_sequence: that field is a high-water mark damage to the region or a cut tail
+         * cannot lower (a message after the last one kept may have been returned to a caller, who
+         * may remove through it; reusing its number would delete a message never sent). Only a
+         * value no append could have reached (2^62 or more) is not believed: damage to the header
+         * itself, where a jump is all that is lost. */
         uint64_t next = count ? list[count - 1].sequence + 1 : 0, hinted = atomic_load(&old->next_sequence);
-        if (hinted > next && (!damaged || (count == 0 && hinted < (UINT64_C(1) << 62)))) next = hinted;
+        if (hinted > next && hinted < (UINT64_C(1) << 62)) next = hinted;
         atomic_store(&h.tail, used);
         atomic_store(&h.last_frame, first < count ? used - frame_size(list[count - 1].length) : 0);
         atomic_store(&h.head_sequence, first < count ? list[first].sequence : next);
         atomic_store(&h.next_sequence, next);
         atomic_store(&h.messages, count - first);
         atomic_store(&h.message_bytes, bytes);
-        int counted = fixed_ok; /* else the old counters are not believable */
+        /* The old counters are believed only from a sound header: moving fields that disagree
+         * (or a cut file) may hold anything, so they start again from 0 (`rebuilds` says so). */
+        int counted = fixed_ok && !damaged;
         atomic_store(&h.evicted_overwrite, (counted ? atomic_load(&old->evicted_overwrite) : 0) + first);
         atomic_store(&h.evicted_count, counted ? atomic_load(&old->evicted_count) : 0);
         atomic_store(&h.evicted_age, counted ? atomic_load(&old->evicted_age) : 0);
@@ -1064,6 +1068,16 @@ static int reader_open(const char *path, int writer_may_be_alive, lb_cache_reade
     r->fd = fd;
     uint64_t in_file = (uint64_t)st.st_size > LB_CACHE_HEADER_SIZE ? (uint64_t)st.st_size - LB_CACHE_HEADER_SIZE : 0;
     int fixed_ok = got == (ssize_t)sizeof h && h.fixed_crc == fixed_crc(&h) && h.region_size && h.region_size % 8 == 0;
+    /* A cache file is its header and its region, to the byte but for up to 7: a region the header
+     * says is smaller than the file holds is damage (a crafted or bit-flipped size with its
+     * checksum made to match), never a reason to read less. The region is scanned whole. (A file
+     * shorter than its region is a cut file: read as far as it goes, below.) */
+    int geometry_lies = fixed_ok && h.region_size < (in_file & ~(uint64_t)7);
+    if (geometry_lies) {
+        add_issue(r, 16, 8, "the header's region size is smaller than the file's: the header is not "
+                            "trusted, the region was scanned");
+        fixed_ok = 0;
+    }
     r->region_size = fixed_ok ? h.region_size : (in_file & ~(uint64_t)7);
     r->available = in_file < r->region_size ? in_file : r->region_size;
     if (fixed_ok && in_file < h.region_size)
