@@ -619,7 +619,13 @@ static void test_moving_fields_damage(void) {
         CHECK((s.rebuilds == 1 || lenient) && s.messages == 10 && s.head_sequence == 0);
         CHECK(append_numbered(c, 11) == 0);
         lb_cache_stats_get(c, &s);
-        CHECK(s.next_sequence == 11); /* no jump: the last message kept says where the sequence was */
+        /* The sequence goes on after the last message kept, or after the header's next_sequence
+         * when that is higher: a high-water mark damage cannot lower (a number once returned is
+         * never given again), so a damaged one that grew only makes the sequence jump. */
+        int grown = strcmp(cases[i].what, "next_sequence + 8") == 0;
+        if (s.next_sequence != (grown ? 19u : 11u))
+            printf("%s: next sequence %llu\n", cases[i].what, (unsigned long long)s.next_sequence);
+        CHECK(s.next_sequence == (grown ? 19u : 11u));
         lb_cache_close(c);
         CHECK(read_all(path, &first, &last, &bad) == 11 && last == 11 && bad == 0);
     }
