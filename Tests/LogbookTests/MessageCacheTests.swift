@@ -191,6 +191,19 @@ final class MessageCacheTests: XCTestCase {
         XCTAssertEqual(cache.statistics.nextSequence, 31, "the sequence goes on")
     }
 
+    /// Changes the fixed part of a cache file's header and makes its checksum (bytes 60-63, over
+    /// 0-59) match again, as a crafted file would; returns the file's new bytes.
+    @discardableResult
+    private func rewriteFixedHeader(of file: String, _ edit: (UnsafeMutableRawBufferPointer) -> Void) throws -> Data {
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
+        bytes.withUnsafeMutableBytes { raw in
+            edit(raw)
+            raw.storeBytes(of: lb_crc32c(0, raw.baseAddress!, 60), toByteOffset: 60, as: UInt32.self)
+        }
+        try bytes.write(to: URL(fileURLWithPath: file))
+        return bytes
+    }
+
     /// Found by an outside tester: after 50 appends (sequences 0-49), a cache cut to 6,000 bytes or
     /// with its region's tail zeroed was rebuilt and the next append got sequence 14; a consumer
     /// removing through a remembered sequence would then delete messages it never saw. The old
@@ -228,12 +241,7 @@ final class MessageCacheTests: XCTestCase {
                 let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
                 for number in 0..<50 { try cache.append(message: Event(name: "event", number: number)) }
             }
-            var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
-            bytes.withUnsafeMutableBytes { raw in
-                raw.storeBytes(of: crafted, toByteOffset: 16, as: UInt64.self)  // region_size
-                raw.storeBytes(of: lb_crc32c(0, raw.baseAddress!, 60), toByteOffset: 60, as: UInt32.self)
-            }
-            try bytes.write(to: URL(fileURLWithPath: file))
+            try rewriteFixedHeader(of: file) { $0.storeBytes(of: crafted, toByteOffset: 16, as: UInt64.self) }  // region_size
             let reader = try CacheReader<Event>(file: file, encoding: .json)
             var count = 0
             while try reader.next() != nil { count += 1 }
@@ -254,12 +262,7 @@ final class MessageCacheTests: XCTestCase {
             let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
             for number in 0..<5 { try cache.append(message: Event(name: "event", number: number)) }
         }
-        var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
-        bytes.withUnsafeMutableBytes { raw in
-            raw.storeBytes(of: UInt32(8192), toByteOffset: 12, as: UInt32.self)  // header_size
-            raw.storeBytes(of: lb_crc32c(0, raw.baseAddress!, 60), toByteOffset: 60, as: UInt32.self)
-        }
-        try bytes.write(to: URL(fileURLWithPath: file))
+        let bytes = try rewriteFixedHeader(of: file) { $0.storeBytes(of: UInt32(8192), toByteOffset: 12, as: UInt32.self) }  // header_size
         XCTAssertThrowsError(try MessageCache<Event>(file: file, maximumBytes: 64 << 10)) { error in
             XCTAssertTrue("\(error)".contains("has a header of 8192 bytes"), "\(error)")
             XCTAssertFalse("\(error)".contains("format version 1; this library"), "\(error)")

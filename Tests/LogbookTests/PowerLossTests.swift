@@ -24,6 +24,21 @@ final class PowerLossTests: XCTestCase {
         try FileManager.default.copyItem(atPath: from, toPath: to)
     }
 
+    /// What a crash of `bundle`'s process leaves: a copy of its files taken while it is open (its
+    /// writer lock left behind), then the original closed.
+    private func crashImage(of bundle: LogBundle, at path: String, into image: String) throws {
+        try copyBundle(path, to: image)
+        try bundle.close()
+        unlink(image + "/lock")
+    }
+
+    /// Verifies everything `reader` read: no issue may fail verify.
+    private func assertVerifies(_ reader: LogReader, _ message: String = "", file: StaticString = #filePath,
+                                line: UInt = #line) throws {
+        _ = try reader.verify()
+        XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(message) \(reader.issues)", file: file, line: line)
+    }
+
     /// A record that crosses from the first page of its chunk into the second, whose second page
     /// is taken from a moment before it was written: the reader shows every other record, never
     /// that one, and names it in an issue (torn: no sync made it durable).
@@ -108,8 +123,7 @@ final class PowerLossTests: XCTestCase {
         try zeroPage(ringLost + "/ring", slot: slot, page: 1, chunkSize: chunk)
         let fromMirror = try LogReader(path: ringLost)
         XCTAssertEqual(try fromMirror.readAll().map(\.message), all.map(\.message))
-        _ = try fromMirror.verify()
-        XCTAssertTrue(fromMirror.issues.filter(\.isFailure).isEmpty, "\(fromMirror.issues)")
+        try assertVerifies(fromMirror)
 
         let bothLost = dir + "/both.logbook"
         try copyBundle(ringLost, to: bothLost)
@@ -140,8 +154,7 @@ final class PowerLossTests: XCTestCase {
         try bundle.close()
         let reader = try LogReader(path: path)
         XCTAssertEqual(try reader.readAll().count, logged)
-        _ = try reader.verify()
-        XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(reader.issues)")
+        try assertVerifies(reader)
     }
 
     /// A writer that synced, then died: its chunk's header page comes back from before the chunk
@@ -160,9 +173,7 @@ final class PowerLossTests: XCTestCase {
         for i in 0..<40 { log.info("later \(i) \(text)") }  // not synced
         // The process dies here: a copy of its files is what the crash leaves.
         let image = dir + "/image.logbook"
-        try copyBundle(path, to: image)
-        try bundle.close()
-        unlink(image + "/lock")
+        try crashImage(of: bundle, at: path, into: image)
         let all = try LogReader(path: image).readAll()
         XCTAssertEqual(all.count, 52)
         let slot = Int(all[0].chunkSequence % 4)
@@ -171,16 +182,14 @@ final class PowerLossTests: XCTestCase {
         let reader = try LogReader(path: image)
         let shown = try reader.readAll()
         XCTAssertEqual(shown.map(\.message), all.prefix(12).map(\.message), "exactly the durable records")
-        _ = try reader.verify()
-        XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(reader.issues)")
+        try assertVerifies(reader)
 
         let next = try LogBundle(path: image, idleSealMilliseconds: 0)
         try next.logger("crash").info("after the crash")
         try next.close()
         let reopened = try LogReader(path: image)
         XCTAssertEqual(try reopened.readAll().map(\.message), all.prefix(12).map(\.message) + ["after the crash"])
-        _ = try reopened.verify()
-        XCTAssertTrue(reopened.issues.filter(\.isFailure).isEmpty, "\(reopened.issues)")
+        try assertVerifies(reopened)
         // The ring holds them again: without the mirror, they are still read.
         unlink(image + "/mirror")
         unlink(image + "/durable")
@@ -204,9 +213,7 @@ final class PowerLossTests: XCTestCase {
         for i in 0..<200 { log.info("later \(i) \(text)") }
         try bundle.sync()  // archived and synced too: the hole below stands for what was not
         let image = dir + "/image.logbook"
-        try copyBundle(path, to: image)
-        try bundle.close()
-        unlink(image + "/lock")
+        try crashImage(of: bundle, at: path, into: image)
         let writing = try FileManager.default.contentsOfDirectory(atPath: image + "/archive")
             .filter { $0.hasSuffix(".lba.writing") }
         XCTAssertEqual(writing.count, 1, "\(writing)")
@@ -230,8 +237,7 @@ final class PowerLossTests: XCTestCase {
         try next.close()
         let after = try LogReader(path: image)
         XCTAssertEqual(Set(try after.readAll().map(\.message)).count, 400)
-        _ = try after.verify()
-        XCTAssertTrue(after.issues.filter(\.isFailure).isEmpty, "\(after.issues)")
+        try assertVerifies(after)
     }
 
     /// Found by an outside tester: a writer reopening a bundle whose ring header page came back
@@ -252,9 +258,7 @@ final class PowerLossTests: XCTestCase {
         for i in 0..<5 { log.info("later \(i)") }
         try bundle.sync()
         let image = dir + "/image.logbook"
-        try copyBundle(path, to: image)
-        try bundle.close()
-        unlink(image + "/lock")
+        try crashImage(of: bundle, at: path, into: image)
         let header = try FileHandle(forUpdating: URL(fileURLWithPath: image + "/ring"))
         header.write(oldHeader)  // the header page as it was at the first sync
         try header.close()
@@ -267,8 +271,7 @@ final class PowerLossTests: XCTestCase {
         let messages = try reader.readAll().map(\.message)
         XCTAssertEqual(messages.filter { $0.hasPrefix("after ") }.count, 20, "\(reader.issues)")
         XCTAssertEqual(Set(messages).count, messages.count, "no record twice")
-        _ = try reader.verify()
-        XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(reader.issues)")
+        try assertVerifies(reader)
     }
 
     /// Found by an outside tester: a `durable` copy whose CRC holds but whose entry claims more
@@ -314,9 +317,7 @@ final class PowerLossTests: XCTestCase {
         for i in 0..<10 { log.info("durable \(i)") }
         try bundle.sync()
         let image = dir + "/image.logbook"
-        try copyBundle(path, to: image)
-        try bundle.close()
-        unlink(image + "/lock")
+        try crashImage(of: bundle, at: path, into: image)
         let slot = Int(try LogReader(path: image).readAll()[0].chunkSequence % 4)
         try zeroPage(image + "/ring", slot: slot, page: 0, chunkSize: chunk)
         try zeroPage(image + "/mirror", slot: slot, page: 0, chunkSize: chunk)

@@ -524,7 +524,7 @@ static int valid_options(const lb_options *o) {
     return 1;
 }
 
-static void *sealer_main(void *arg);
+static void seal_idle(void *bundle);
 
 static void bundle_free(lb_bundle *b) {
     if (b->ring) munmap(b->ring, b->map_length);
@@ -550,9 +550,8 @@ static void bundle_free(lb_bundle *b) {
     lb_filter_free(b);
     lb_durable_free(b);
     pthread_mutex_destroy(&b->lock);
-    pthread_mutex_destroy(&b->sealer_lock);
+    lb_ticker_destroy(&b->sealer);
     pthread_mutex_destroy(&b->detach_lock);
-    pthread_cond_destroy(&b->sealer_wake);
     free(b->path);
     free(b);
 }
@@ -693,9 +692,8 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     if (!b) return -ENOMEM;
     b->ring_fd = b->meta_fd = b->lock_fd = b->dir_fd = -1;
     pthread_mutex_init(&b->lock, NULL);
-    pthread_mutex_init(&b->sealer_lock, NULL);
+    lb_ticker_init(&b->sealer);
     pthread_mutex_init(&b->detach_lock, NULL);
-    pthread_cond_init(&b->sealer_wake, NULL);
     lb_durable_init(b);
     b->path = strdup(path);
     b->next_site_id = 1;
@@ -761,7 +759,8 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     b->lossless_wait_ms = options->lossless_wait_ms;
     lb_membarrier();  /* registers the process for expedited barriers */
     if (b->idle_seal_ms > 0 && lb_membarrier() == 0) {
-        if (pthread_create(&b->sealer, NULL, sealer_main, b) == 0) b->sealer_running = 1;
+        b->idle_seal_ticks = (uint64_t)((__uint128_t)b->ticks_per_second * b->idle_seal_ms / 1000);
+        lb_ticker_start(&b->sealer, b->idle_seal_ms / 2, seal_idle, b);  /* none: chunks wait for flush */
     }
     rc = lb_durable_start(b, options);
     if (rc) {
@@ -775,16 +774,6 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
 fail:
     bundle_free(b);
     return rc;
-}
-
-static void stop_sealer(lb_bundle *b) {
-    if (!b->sealer_running) return;
-    pthread_mutex_lock(&b->sealer_lock);
-    b->sealer_stop = 1;
-    pthread_cond_signal(&b->sealer_wake);
-    pthread_mutex_unlock(&b->sealer_lock);
-    pthread_join(b->sealer, NULL);
-    b->sealer_running = 0;
 }
 
 /* The last step of shutdown: from here nothing this process does reaches the bundle's files,
@@ -864,7 +853,7 @@ int lb_bundle_shutdown(lb_bundle *b) {
     /* From here each thread's next record is dropped (counted `closed`); the ones it began before
      * are kept (detach waits for them), so a thread's records are an unbroken run. */
     lb_writers_stop_all(b);
-    stop_sealer(b);
+    lb_ticker_stop(&b->sealer);
     lb_durable_stop(b);
     lb_bundle_chunks_released(b);  /* lossless writers waiting for a chunk see `closed` */
     lb_writers_detach_all(b);
@@ -975,23 +964,7 @@ static void ring_usage_of(lb_bundle *b, lb_ring_usage *out) {
 
 /* ---- idle sealer: a chunk whose writer went quiet is sealed so readers and the archiver see it
  * complete. It uses the same steal protocol as flush. ---- */
-static void *sealer_main(void *arg) {
-    lb_bundle *b = arg;
-    uint64_t idle_ticks = (uint64_t)((__uint128_t)b->ticks_per_second * b->idle_seal_ms / 1000);
-    uint32_t period_ms = b->idle_seal_ms / 2 ? b->idle_seal_ms / 2 : 1;
-    pthread_mutex_lock(&b->sealer_lock);
-    while (!b->sealer_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += period_ms / 1000;
-        until.tv_nsec += (long)(period_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
-        pthread_cond_timedwait(&b->sealer_wake, &b->sealer_lock, &until);
-        if (b->sealer_stop) break;
-        pthread_mutex_unlock(&b->sealer_lock);
-        lb_writers_seal_idle(b, idle_ticks);
-        pthread_mutex_lock(&b->sealer_lock);
-    }
-    pthread_mutex_unlock(&b->sealer_lock);
-    return NULL;
+static void seal_idle(void *bundle) {
+    lb_bundle *b = bundle;
+    lb_writers_seal_idle(b, b->idle_seal_ticks);
 }

@@ -792,3 +792,67 @@ int lb_file_range_is_zero(int fd, uint64_t from, uint64_t to) {
 /* The Swift façade's per-type logger cache (logbook.h). */
 const void *_Atomic lb_type_cache[LB_TYPE_CACHE_SIZE];
 _Atomic uint64_t lb_type_cache_generation;
+
+/* ---- lb_ticker ---- */
+
+void lb_ticker_init(lb_ticker *t) {
+    memset(t, 0, sizeof *t);
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->wake, NULL);
+}
+
+static void *ticker_main(void *arg) {
+    lb_ticker *t = arg;
+    pthread_mutex_lock(&t->lock);
+    while (!t->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += t->period_ms / 1000;
+        until.tv_nsec += (long)(t->period_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&t->wake, &t->lock, &until);
+        if (t->stop) break;
+        pthread_mutex_unlock(&t->lock);
+        t->tick(t->context);
+        pthread_mutex_lock(&t->lock);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return NULL;
+}
+
+int lb_ticker_start(lb_ticker *t, uint32_t period_ms, void (*tick)(void *context), void *context) {
+    t->period_ms = period_ms ? period_ms : 1;
+    t->tick = tick;
+    t->context = context;
+    t->stop = 0;
+    int rc = pthread_create(&t->thread, NULL, ticker_main, t);
+    if (rc) return -rc;
+    t->running = 1;
+    return 0;
+}
+
+void lb_ticker_stop(lb_ticker *t) {
+    if (!t->running) return;
+    pthread_mutex_lock(&t->lock);
+    t->stop = 1;
+    pthread_cond_signal(&t->wake);
+    pthread_mutex_unlock(&t->lock);
+    pthread_join(t->thread, NULL);
+    t->running = 0;
+}
+
+void lb_ticker_forked(lb_ticker *t) {
+    t->running = 0;
+    pthread_mutex_init(&t->lock, NULL);
+    /* The parent's thread may have been waiting on it: destroying the inherited condition
+     * variable would wait for that waiter forever (glibc), so the child gets a fresh one. */
+    pthread_cond_init(&t->wake, NULL);
+}
+
+void lb_ticker_destroy(lb_ticker *t) {
+    pthread_mutex_destroy(&t->lock);
+    pthread_cond_destroy(&t->wake);
+}

@@ -80,6 +80,12 @@ static int compare_entries(const void *x, const void *y) {
     return (a->sequence > b->sequence) - (a->sequence < b->sequence);
 }
 
+const lb_durable_entry *lb_durable_find(const lb_durable_entry *entries, size_t count,
+                                        uint64_t sequence) {
+    lb_durable_entry key = {sequence, 0, 0, 0};
+    return count ? bsearch(&key, entries, count, sizeof key, compare_entries) : NULL;
+}
+
 /* The mirror's bytes are allocated for real: a sync never meets a full disk halfway. */
 static int open_mirror_file(lb_bundle *b) {
     if (b->mirror_fd >= 0) return 0;
@@ -236,42 +242,23 @@ int lb_bundle_sync(lb_bundle *b) {
     return rc;
 }
 
-static void *syncer_main(void *arg) {
-    lb_bundle *b = arg;
-    uint32_t period_ms = b->sync_interval_ms;
-    int reported = 0;
-    pthread_mutex_lock(&b->syncer_lock);
-    while (!b->syncer_stop) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += period_ms / 1000;
-        until.tv_nsec += (long)(period_ms % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
-        pthread_cond_timedwait(&b->syncer_wake, &b->syncer_lock, &until);
-        if (b->syncer_stop) break;
-        pthread_mutex_unlock(&b->syncer_lock);
-        pthread_mutex_lock(&b->sync_lock);
-        int rc = atomic_load(&b->closed) ? 0 : sync_locked(b);
-        pthread_mutex_unlock(&b->sync_lock);
-        if (rc && !reported) {
-            /* Said once; the next interval tries again (a full disk may free up). */
-            fprintf(stderr, "logbook: the interval sync of %s failed (%s): records are not made "
-                            "durable until a sync succeeds\n", b->path, strerror(-rc));
-            reported = 1;
-        } else if (!rc) {
-            reported = 0;
-        }
-        pthread_mutex_lock(&b->syncer_lock);
-    }
-    pthread_mutex_unlock(&b->syncer_lock);
-    return NULL;
+/* The interval syncer's tick. A failure is said once; the next interval tries again (a full disk
+ * may free up). */
+static void sync_interval(void *bundle) {
+    lb_bundle *b = bundle;
+    pthread_mutex_lock(&b->sync_lock);
+    int rc = atomic_load(&b->closed) ? 0 : sync_locked(b);
+    pthread_mutex_unlock(&b->sync_lock);
+    if (rc && !b->sync_failure_said)
+        fprintf(stderr, "logbook: the interval sync of %s failed (%s): records are not made "
+                        "durable until a sync succeeds\n", b->path, strerror(-rc));
+    b->sync_failure_said = rc != 0;
 }
 
 void lb_durable_init(lb_bundle *b) {
     b->durable_fd = b->mirror_fd = -1;
     pthread_mutex_init(&b->sync_lock, NULL);
-    pthread_mutex_init(&b->syncer_lock, NULL);
-    pthread_cond_init(&b->syncer_wake, NULL);
+    lb_ticker_init(&b->syncer);
 }
 
 int lb_durable_start(lb_bundle *b, const lb_options *options) {
@@ -284,21 +271,10 @@ int lb_durable_start(lb_bundle *b, const lb_options *options) {
     atomic_store(&b->durability_wanted, 1);
     int rc = open_durable_file(b);
     if (rc) return rc;
-    rc = pthread_create(&b->syncer, NULL, syncer_main, b);
-    if (rc) return -rc;
-    b->syncer_running = 1;
-    return 0;
+    return lb_ticker_start(&b->syncer, b->sync_interval_ms, sync_interval, b);
 }
 
-void lb_durable_stop(lb_bundle *b) {
-    if (!b->syncer_running) return;
-    pthread_mutex_lock(&b->syncer_lock);
-    b->syncer_stop = 1;
-    pthread_cond_signal(&b->syncer_wake);
-    pthread_mutex_unlock(&b->syncer_lock);
-    pthread_join(b->syncer, NULL);
-    b->syncer_running = 0;
-}
+void lb_durable_stop(lb_bundle *b) { lb_ticker_stop(&b->syncer); }
 
 int lb_durable_final(lb_bundle *b) {
     if (!atomic_load(&b->durability_wanted) || !b->durable_entries) return 0;
@@ -318,8 +294,7 @@ void lb_durable_free(lb_bundle *b) {
     b->mirrored = NULL;
     b->durable_entries = b->durable_previous = NULL;
     pthread_mutex_destroy(&b->sync_lock);
-    pthread_mutex_destroy(&b->syncer_lock);
-    pthread_cond_destroy(&b->syncer_wake);
+    lb_ticker_destroy(&b->syncer);
 }
 
 /* ---- a chunk's durable prefix: checked, and restored into the ring ---- */
@@ -444,9 +419,7 @@ static void trim_torn_chunks(lb_bundle *b, const lb_durable_entry *entries, size
         if (!torn) continue;
         /* Damage before what a sync made durable (the mirror could not put it back) is left as
          * it is, for verify to report: cutting it would lose durable records in silence. */
-        lb_durable_entry key = {h->sequence, 0, 0, 0};
-        const lb_durable_entry *listed =
-            count ? bsearch(&key, entries, count, sizeof key, compare_entries) : NULL;
+        const lb_durable_entry *listed = lb_durable_find(entries, count, h->sequence);
         if (listed && w.end < listed->committed) continue;
         if (w.end + 8 <= b->chunk_size) memset((uint8_t *)h + w.end, 0, 8);
         if (state == LB_CHUNK_SEALED) {

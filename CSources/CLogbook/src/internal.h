@@ -26,6 +26,27 @@ uint32_t lb_record_page_check(uint64_t sequence, uint64_t word, const uint8_t *r
 uint64_t lb_clock_setup(void);
 int64_t lb_wall_now_ns(void);
 
+/* ---- a background thread that runs `tick` every period until stopped: the idle sealer and the
+ * interval syncer of a bundle (one home for the wait, the wake-up and the fork rules) ---- */
+typedef struct lb_ticker {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int running, stop;
+    uint32_t period_ms;
+    void (*tick)(void *context);
+    void *context;
+} lb_ticker;
+
+void lb_ticker_init(lb_ticker *t);     /* at allocation: locks, no thread */
+/* Starts the thread: 0, or -errno when it cannot be created (nothing runs then). */
+int lb_ticker_start(lb_ticker *t, uint32_t period_ms, void (*tick)(void *context), void *context);
+void lb_ticker_stop(lb_ticker *t);     /* wakes it, waits for a tick under way, joins */
+/* In a forked child: the thread was not copied, and its locks (which it may have held, or waited
+ * on) are made again rather than destroyed. */
+void lb_ticker_forked(lb_ticker *t);
+void lb_ticker_destroy(lb_ticker *t);
+
 /* ---- one chunk walker, used by recovery and by the reader ---- */
 typedef struct lb_walk_record {
     uint32_t offset;       /* from the chunk start */
@@ -305,17 +326,12 @@ struct lb_bundle {
     uint32_t durable_previous_count;
     int (*archiver_datasync)(void *archiver);  /* fdatasync of the file being written */
     pthread_mutex_t sync_lock;             /* one sync at a time */
-    pthread_t syncer;
-    int syncer_running, syncer_stop;
-    pthread_mutex_t syncer_lock;
-    pthread_cond_t syncer_wake;
+    lb_ticker syncer;                      /* every sync_interval_ms, when set */
+    int sync_failure_said;                 /* an interval sync's failure is said once */
     /* idle sealer */
     uint32_t idle_seal_ms;
-    pthread_t sealer;
-    int sealer_running;
-    pthread_mutex_t sealer_lock;
-    pthread_cond_t sealer_wake;
-    int sealer_stop;
+    uint64_t idle_seal_ticks;
+    lb_ticker sealer;                      /* every idle_seal_ms / 2 */
 };
 
 /* ---- durability (durable.c) ---- */
@@ -324,6 +340,10 @@ int lb_durable_start(lb_bundle *b, const lb_options *options);  /* end of open *
 void lb_durable_stop(lb_bundle *b);              /* shutdown, first: the interval syncer ends */
 int lb_durable_final(lb_bundle *b);              /* shutdown, before detach: the last sync */
 void lb_durable_free(lb_bundle *b);
+/* The entry of chunk `sequence` in entries sorted by sequence (as lb_durable_read returns them),
+ * or NULL. */
+const struct lb_durable_entry *lb_durable_find(const struct lb_durable_entry *entries, size_t count,
+                                               uint64_t sequence);
 /* 1 when `chunk` (length bytes) walks without a page check failing to at least `end`, with at least
  * `records` records before it: it holds what a sync made durable of it. */
 int lb_durable_prefix_holds(const uint8_t *chunk, uint32_t length, uint32_t end, uint32_t records);

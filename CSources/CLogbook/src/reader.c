@@ -1345,18 +1345,8 @@ static void drop_superseded_durable(lb_reader *r) {
 
 /* What the last sync made durable of chunk `sequence`: its records end at or after this offset
  * (0: nothing, or no sync listed it). */
-static const lb_durable_entry *durable_entry(const lb_reader *r, uint64_t sequence) {
-    size_t lo = 0, hi = r->durable_count;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->durable[mid].sequence < sequence) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo < r->durable_count && r->durable[lo].sequence == sequence ? &r->durable[lo] : NULL;
-}
-
 static uint32_t durable_through(const lb_reader *r, uint64_t sequence) {
-    const lb_durable_entry *e = durable_entry(r, sequence);
+    const lb_durable_entry *e = lb_durable_find(r->durable, r->durable_count, sequence);
     return e ? e->committed : 0;
 }
 

@@ -94,17 +94,11 @@ static void fork_child(void) {
         b->forked = 1;
         atomic_store(&b->closed, 1);
         atomic_store(&b->meta_closed, 1);
-        b->sealer_running = 0;  /* the sealer thread was not copied */
         pthread_mutex_init(&b->lock, NULL);
-        pthread_mutex_init(&b->sealer_lock, NULL);
         pthread_mutex_init(&b->detach_lock, NULL);
-        /* The parent's sealer may have been waiting on it: destroying the inherited condition
-         * variable would wait for that waiter forever (glibc), so the child gets a fresh one. */
-        pthread_cond_init(&b->sealer_wake, NULL);
-        b->syncer_running = 0;  /* nor the interval syncer (durable.c), whose locks are re-made */
         pthread_mutex_init(&b->sync_lock, NULL);
-        pthread_mutex_init(&b->syncer_lock, NULL);
-        pthread_cond_init(&b->syncer_wake, NULL);
+        lb_ticker_forked(&b->sealer);  /* its thread was not copied, nor the interval syncer's */
+        lb_ticker_forked(&b->syncer);
         for (lb_writer *w = b->writers; w; w = COLD(w)->next_in_bundle) {
             lb_writer_cold *c = COLD(w);
             pthread_mutex_init(&c->lock, NULL);
