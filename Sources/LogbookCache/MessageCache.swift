@@ -117,22 +117,27 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
         return LogbookError(operation: "lb_cache_append", path: path, errno: -rc, detail: detail)
     }
 
-    /// Every message, oldest first (damaged ones skipped: ``reader()`` reports them).
+    /// Every message, oldest first (damaged ones skipped: ``reader()`` reports them): what the
+    /// cache held at one moment, also while it is written (the cache is copied whole first).
     public func messages() throws -> [Message] {
-        let reader = try self.reader()
-        var result: [Message] = []
-        while let message = try reader.next() { result.append(try encoding.decode(message.bytes)) }
-        return result
+        let reader = try CacheReader(file: path, encoding: encoding, copyLimit: nil)
+        var copied: [CachedBytes] = []
+        while let message = try reader.next() { copied.append(message) }
+        return try copied.map { try encoding.decode($0.bytes) }
     }
 
-    /// Each message's bytes and sequence, oldest first, without loading them all.
-    public func forEach(_ body: (CachedBytes) throws -> Void) throws {
+    /// Each message's bytes and sequence, oldest first, without loading them all (see
+    /// ``CacheReader``); returns what was skipped: damage, and messages the writer overwrote
+    /// before `body` got to them.
+    @discardableResult
+    public func forEach(_ body: (CachedBytes) throws -> Void) throws -> [CacheIssue] {
         let reader = try self.reader()
         while let message = try reader.next() { try body(message) }
+        return reader.issues
     }
 
-    /// A reader over the messages kept now, oldest first, one at a time; after it is done,
-    /// ``CacheReader/issues`` lists the damage it skipped.
+    /// A reader over the messages kept now, oldest first, one at a time; ``CacheReader/issues``
+    /// lists what it skipped.
     public func reader() throws(LogbookError) -> CacheReader<Message> {
         try CacheReader(file: path, encoding: encoding)
     }
@@ -209,27 +214,48 @@ public struct CachedBytes: Sendable, Equatable {
     public var bytes: [UInt8]
 }
 
-/// Damage a reader skipped: where in the file, how many bytes, and what was wrong.
+/// What a reader skipped: damage (where in the file, how many bytes, what was wrong), or messages
+/// the writer removed before the reader reached them (``missedSequences``).
 public struct CacheIssue: Sendable, Equatable, CustomStringConvertible {
     public var offset: UInt64
     public var length: UInt64
     public var what: String
-    public var description: String { "at byte \(offset) (\(length) bytes): \(what)" }
+    /// The sequences of the messages this reader missed because the writer overwrote them (or a
+    /// consumer removed them) before it reached them; nil for damage. A sequence a killed writer
+    /// left unused may be among them.
+    public var missedSequences: ClosedRange<UInt64>?
+    public var description: String {
+        guard let missed = missedSequences else { return "at byte \(offset) (\(length) bytes): \(what)" }
+        return "\(missed.count) messages (sequences \(missed.lowerBound)...\(missed.upperBound)): \(what)"
+    }
 }
 
 /// Reads a cache's messages one at a time (from any process, with pread: never a mapping), each
-/// checked; what a reader sees is what was published when it was made. Not for several threads
-/// at once.
+/// checked, oldest first, from the oldest message kept to at least the newest published when it
+/// was made. It copies up to 4 MiB at a time (`copyLimit`), and a cache up to that size whole at
+/// its first ``next()``: what it returns is then what the cache held at one moment. When a larger
+/// cache's writer overwrites messages before this reader reached them (its consumer is slower than
+/// the writer), it goes on at the oldest one left and ``issues`` names the sequences it missed.
+/// Not for several threads at once.
 public final class CacheReader<Message: Codable> {
     public let path: String
     private let reader: OpaquePointer
     private let encoding: MessageEncoding<Message>
 
-    public init(file: String, encoding: MessageEncoding<Message>) throws(LogbookError) {
+    /// `copyLimit`: the most one copy takes, at least 4096 bytes; `nil` copies the whole cache at
+    /// once (memory for all of it; ``MessageCache/messages()`` reads so).
+    public init(file: String, encoding: MessageEncoding<Message>, copyLimit: Int? = 4 << 20) throws(LogbookError) {
         var opened: OpaquePointer?
         let rc = lb_cache_reader_open(file, &opened)
         try check(rc, "lb_cache_reader_open", path: file, detailed: true)
         guard let opened else { throw LogbookError(operation: "lb_cache_reader_open", path: file, errno: EIO) }
+        let limit = copyLimit.map { UInt64(max($0, 0)) } ?? UInt64.max
+        let set = lb_cache_reader_set_window(opened, limit)
+        if set != 0 {
+            lb_cache_reader_close(opened)
+            throw LogbookError(operation: "CacheReader", path: file, errno: -set,
+                               detail: "copy limit \(copyLimit.map(String.init) ?? "nil") is under 4096 bytes")
+        }
         path = file
         reader = opened
         self.encoding = encoding
@@ -253,12 +279,16 @@ public final class CacheReader<Message: Codable> {
         return (next.sequence, try encoding.decode(next.bytes))
     }
 
-    /// The damage skipped so far (a damaged header, a message failing its checksum, a truncated file).
+    /// What was skipped so far: damage (a damaged header, a message failing its checksum, a
+    /// truncated file) and messages the writer removed before this reader reached them.
     public var issues: [CacheIssue] {
         (0..<lb_cache_reader_issue_count(reader)).map { index in
             var issue = lb_cache_issue()
             lb_cache_reader_issue(reader, index, &issue)
-            return CacheIssue(offset: issue.offset, length: issue.length, what: String(cString: issue.what))
+            let missed = issue.kind == UInt32(LB_CACHE_ISSUE_OVERTAKEN.rawValue) && issue.missed > 0
+                ? issue.missed_first...(issue.missed_first &+ issue.missed &- 1) : nil
+            return CacheIssue(offset: issue.offset, length: issue.length, what: String(cString: issue.what),
+                              missedSequences: missed)
         }
     }
 }

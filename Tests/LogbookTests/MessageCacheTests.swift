@@ -42,6 +42,77 @@ final class MessageCacheTests: XCTestCase {
         XCTAssertEqual(reopened.statistics.nextSequence, 1000)
     }
 
+    /// The outside test's case: reads of a 1 MiB cache while a writer wraps it came back empty or
+    /// short, with no issue. Now `messages()` returns consecutive messages up to at least the
+    /// newest published when it began, from one copy, and a slow consumer of a cache read in
+    /// several copies (a cache larger than 4 MiB, or a smaller `copyLimit`) is told exactly which
+    /// sequences the writer overwrote before it got to them. Bounded by reads, not time: the
+    /// writer runs until the readers are done.
+    func testReadsWhileTheWriterWrapsAreWholeOrSayWhatTheyMissed() throws {
+        let dir = makeTemporaryDirectory(self)
+        for (name, bytes) in [("whole", 256 << 10), ("in copies", 64 << 10)] {
+            let cache = try MessageCache<Event>(file: dir + "/\(name).cache", maximumBytes: bytes)
+            var number = 0
+            while cache.statistics.evictedToMakeRoom == 0 {
+                try cache.append(message: Event(name: "e", number: number))
+                number += 1
+            }
+            let full = cache.count, start = number
+            let done = ManagedAtomicFlag()
+            let writer = Thread {
+                var next = start
+                while !done.isSet {
+                    for _ in 0..<64 {
+                        try! cache.append(message: Event(name: "e", number: next))
+                        next += 1
+                    }
+                }
+            }
+            writer.start()
+            defer { done.set() }
+            if name == "whole" {
+                for _ in 0..<20 {
+                    // the newest published before the read: the read reaches it (the writer
+                    // publishes in number order, and one append may be under way)
+                    let published = Int(cache.statistics.nextSequence) - 2
+                    let numbers = try cache.messages().map(\.number)
+                    XCTAssertFalse(numbers.isEmpty)
+                    XCTAssertEqual(numbers, Array(numbers.first!..<(numbers.first! + numbers.count)), "consecutive")
+                    XCTAssertGreaterThanOrEqual(numbers.last!, published, "reaches what was published when it began")
+                    XCTAssertLessThanOrEqual(numbers.count, full + 16, "one moment's messages, no more")
+                }
+            } else {
+                var overtaken = 0
+                for _ in 0..<3 {
+                    // copies of 4 KiB (as a cache larger than 4 MiB is read by default)
+                    let reader = try CacheReader(file: cache.path, encoding: MessageEncoding<Event>.json, copyLimit: 4096)
+                    var previous: (sequence: UInt64, number: Int)?
+                    var missed: UInt64 = 0, returned: UInt64 = 0, first: UInt64 = 0
+                    while let (sequence, event) = try reader.nextMessage() {
+                        if let previous {
+                            // the sequence and the message's own number move together
+                            XCTAssertEqual(UInt64(event.number - previous.number), sequence - previous.sequence)
+                        } else {
+                            first = sequence
+                        }
+                        previous = (sequence, event.number)
+                        returned += 1
+                        _ = try JSONEncoder().encode(event) // a consumer slower than the writer
+                    }
+                    for issue in reader.issues {
+                        let range = try XCTUnwrap(issue.missedSequences, "only missed messages: \(issue)")
+                        missed += UInt64(range.count)
+                    }
+                    XCTAssertEqual(returned + missed, previous!.sequence - first + 1, "every gap named, exactly")
+                    overtaken += reader.issues.isEmpty ? 0 : 1
+                }
+                print("\(name): \(overtaken) of 3 slow reads were overtaken and said which messages they missed")
+            }
+            done.set()
+            while !writer.isFinished { Thread.sleep(forTimeInterval: 0.001) }
+        }
+    }
+
     func testErrorsSayWhatWasWrong() throws {
         let dir = makeTemporaryDirectory(self)
         let first = try MessageCache<Event>(file: dir + "/one.cache", maximumBytes: 16 << 10)
@@ -416,3 +487,4 @@ final class MessageCacheTests: XCTestCase {
         XCTAssertEqual(try cache.messages(), (0..<100).map { Event(name: "event \($0)", number: $0) })
     }
 }
+

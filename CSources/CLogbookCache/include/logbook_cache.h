@@ -52,7 +52,9 @@ typedef struct lb_cache_header {
     uint32_t header_size;            /* LB_CACHE_HEADER_SIZE: where the region starts */
     uint64_t region_size;            /* bytes of the region (a multiple of 8) */
     uint64_t created_wall_ns;
-    uint8_t reserved[28];
+    uint64_t sequence_floor;         /* next_sequence when the file was (re)built: it may be above the
+                                      * newest message's sequence + 1 until the next append */
+    uint8_t reserved[20];
     uint32_t fixed_crc;              /* CRC-32C of the 60 bytes before this field */
     /* moving: positions are logical byte counts since creation (physical = position % region) */
     _Atomic uint64_t head;           /* the first frame kept */
@@ -67,6 +69,9 @@ typedef struct lb_cache_header {
     _Atomic uint64_t rebuilds;       /* times a damaged file was rebuilt from a scan of its region */
     _Atomic uint64_t damage_found;   /* damaged messages or regions rebuilds and eviction found */
     _Atomic uint64_t last_frame;     /* position of the newest message's frame (its end is the tail) */
+    _Atomic uint64_t appending;      /* 1 while an append is under way: a reader that finds the cache
+                                      * empty then (the append removed every message to make room)
+                                      * waits for its tail */
 } lb_cache_header;
 
 typedef struct lb_cache_options {
@@ -97,7 +102,8 @@ void lb_cache_options_init(lb_cache_options *options);
 int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **out);
 
 /* Appends one message; any thread. -EMSGSIZE: larger than the region can ever hold; -ENOSPC: full
- * and not overwriting. `sequence` (may be NULL) receives its sequence number. After fork(), a
+ * and not overwriting. `sequence` (may be NULL) receives its sequence number (never given to two
+ * messages; a kill during an append may leave one unused). After fork(), a
  * child's appends, syncs and removals are refused (-EBADF: the parent is the writer); the child
  * may close the cache (it frees memory only) or read it with a reader. */
 int lb_cache_append(lb_cache *cache, const void *bytes, size_t length, uint64_t *sequence);
@@ -121,10 +127,19 @@ typedef struct lb_cache_message {
     uint32_t length;
 } lb_cache_message;
 
+enum lb_cache_issue_kind {
+    LB_CACHE_ISSUE_DAMAGE = 1,    /* damaged or missing bytes, skipped */
+    LB_CACHE_ISSUE_OVERTAKEN = 2, /* the writer removed messages before this reader reached them */
+};
+
 typedef struct lb_cache_issue {
     uint64_t offset; /* in the file */
     uint64_t length;
     const char *what;
+    uint32_t kind;   /* lb_cache_issue_kind */
+    /* OVERTAKEN: the sequences the reader skipped, missed_first up to missed_first + missed - 1
+     * (a sequence a killed writer left unused counts among them) */
+    uint64_t missed_first, missed;
 } lb_cache_issue;
 
 typedef struct lb_cache_reader lb_cache_reader;
@@ -134,9 +149,25 @@ typedef struct lb_cache_reader lb_cache_reader;
  * records an issue at offset 0 (messages already removed may come back: at least once, never
  * lost). A truncated file yields what is left, with an issue for what is missing. */
 int lb_cache_reader_open(const char *path, lb_cache_reader **out);
-/* The next message: 1, 0 at the end (of what the header published when the reader looked), or
- * -errno. Damaged frames are skipped and recorded as issues. */
+/* The next message: 1, 0 at the end, or -errno. Damaged frames are skipped and recorded as issues.
+ * A reader returns messages in sequence order without a gap that no issue accounts for (but for a
+ * sequence a killed writer left unused, see lb_cache_append). It copies the region from the
+ * oldest message kept to the newest published when it was opened, up to 4 MiB at a time (see
+ * lb_cache_reader_set_window), and
+ * checks each copy against the writer's head, so it never returns a message the writer had
+ * overwritten: a cache of up to 4 MiB is copied whole by the first call, and what the reader
+ * returns is a run of what the cache held at one moment. A larger cache whose writer laps it
+ * before the reader's next copy (its consumer is slower than the writer) overtakes the reader:
+ * the reader goes on at the oldest message left and records a LB_CACHE_ISSUE_OVERTAKEN issue
+ * naming the sequences it missed; when the writer passed the reader's end, the end is read again
+ * (at most 4 times, then the reader stops, with the issue). The same holds when another process
+ * removes messages (lb_cache_remove_through) the reader had not reached. */
 int lb_cache_reader_next(lb_cache_reader *reader, lb_cache_message *message);
+/* The most the reader copies at once (before its first lb_cache_reader_next): 4 MiB unless set;
+ * at least 4096 (-EINVAL). UINT64_MAX copies the whole cache at once, as MessageCache.messages()
+ * does: what it returns is then what the cache held at one moment, whatever its size, at the
+ * cost of memory for all of it. */
+int lb_cache_reader_set_window(lb_cache_reader *reader, uint64_t bytes);
 size_t lb_cache_reader_issue_count(const lb_cache_reader *reader);
 int lb_cache_reader_issue(const lb_cache_reader *reader, size_t index, lb_cache_issue *out);
 int lb_cache_reader_close(lb_cache_reader *reader);

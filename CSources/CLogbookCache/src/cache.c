@@ -24,7 +24,8 @@ _Static_assert(sizeof(lb_cache_header) <= LB_CACHE_HEADER_SIZE, "the header fits
 /* docs/FORMAT.md, "Cache", draws these offsets */
 _Static_assert(offsetof(lb_cache_header, head) == 64 && offsetof(lb_cache_header, next_sequence) == 88 &&
                    offsetof(lb_cache_header, removed) == 136 && offsetof(lb_cache_header, damage_found) == 160 &&
-                   offsetof(lb_cache_header, last_frame) == 168 && sizeof(lb_cache_header) == 176,
+                   offsetof(lb_cache_header, last_frame) == 168 && offsetof(lb_cache_header, appending) == 176 &&
+                   sizeof(lb_cache_header) == 184,
                "the header's moving fields are where docs/FORMAT.md says");
 
 #define FRAME_HEAD ((uint64_t)sizeof(lb_archive_frame_head))
@@ -249,6 +250,17 @@ static int frame_around(int fd, uint64_t region, uint64_t available, uint64_t at
     return found;
 }
 
+/* Whether next_sequence fits the newest intact message's `sequence`: 1 when it is the one after
+ * it, or the floor a rebuild set above it (docs/FORMAT.md, "Cache"); 2 when it is one more (an
+ * append a kill cut short after storing it); else 0. */
+static int next_fits(uint64_t sequence, uint64_t next, uint64_t floor) {
+    if (next == sequence + 1) return 1;
+    if (next == sequence + 2) return 2;
+    if (floor > sequence + 1 && next == floor) return 1;
+    if (floor > sequence + 1 && next == floor + 1) return 2;
+    return 0;
+}
+
 /* Whether the header's moving fields (which no checksum covers) agree with each other and with
  * the frames they point at (docs/FORMAT.md, "Cache"). 0: they disagree (damage); 1: they agree;
  * 2: they agree but for one append or eviction a kill cut short, which the writer repairs by
@@ -265,11 +277,15 @@ static int moving_fields_agree(int fd, const lb_cache_header *h, uint64_t region
     int verdict = 1;
     *first_kept = 0;
     if (head > tail || tail - head > region || (head | tail | last) % 8) return 0; /* frames are 8-aligned */
-    if (first > next || messages > next - first || bytes > region) return 0;
+    if (first > next) return 0;
+    /* The counters decide nothing a reader reads: counters that cannot be (more bytes than the
+     * frames between head and tail could carry) are recounted by the writer, not damage. */
+    int counters_off = messages > next - first || messages > (tail - head) / (FRAME_HEAD + MESSAGE_PREFIX) ||
+                       bytes > (tail - head) - messages * (FRAME_HEAD + MESSAGE_PREFIX);
     if (head == tail) {
         *first_kept = first;
-        if (messages == 0 && first == next) return 1;
-        return messages <= 1 && next - first <= 1 ? 2 : 0; /* an append into an empty cache cut short */
+        if (first == next) return messages == 0 && bytes == 0 ? 1 : 2;
+        return next - first == 1 ? 2 : 0; /* an append into an empty cache cut short */
     }
     /* When they disagree, a scan keeps from the lower of head_sequence and what is found at head:
      * one of the two moved, and keeping a removed message beats losing a kept one. */
@@ -287,16 +303,16 @@ static int moving_fields_agree(int fd, const lb_cache_header *h, uint64_t region
         if (sequence != first + 1) return 0;
     }
     if (last >= head && last < tail) {
+        int fits;
         if (message_at(fd, region, available, last, &sequence, &end)) {
-            if (end != tail) return 0;
-            if (sequence + 2 == next) verdict = 2; /* an append cut short after next_sequence */
-            else if (sequence + 1 != next) return 0;
+            if (end != tail || !(fits = next_fits(sequence, next, h->sequence_floor))) return 0;
+            if (fits == 2) verdict = 2; /* an append cut short after next_sequence */
         } else {
             /* last_frame names no intact frame: the frame before the tail speaks instead */
             uint64_t at = tail % region ? tail % region : region;
             int around = frame_around(fd, region, available, at, &sequence);
-            if (around != 2 || (sequence + 1 != next && sequence + 2 != next)) return 0; /* no intact frame ends at the tail */
-            if (sequence + 2 == next) verdict = 2; /* recounted: next_sequence from the frames */
+            if (around != 2 || !(fits = next_fits(sequence, next, h->sequence_floor))) return 0; /* no intact frame ends at the tail */
+            if (fits == 2) verdict = 2; /* recounted: next_sequence from the frames */
         }
     } else if (append_position(last, tail, region)) {
         /* an append cut short before its tail: its frame (after a wrap, at the region's start) */
@@ -305,7 +321,7 @@ static int moving_fields_agree(int fd, const lb_cache_header *h, uint64_t region
     } else {
         return 0;
     }
-    return verdict;
+    return counters_off && verdict == 1 ? 2 : verdict;
 }
 
 static int reader_open(const char *path, int writer_may_be_alive, lb_cache_reader **out);
@@ -385,7 +401,6 @@ static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int di
         h.header_size = LB_CACHE_HEADER_SIZE;
         h.region_size = region;
         h.created_wall_ns = fixed_ok ? old->created_wall_ns : (uint64_t)wall_now();
-        h.fixed_crc = fixed_crc(&h);
         /* The sequence goes on past the last message kept, and past the old header's
          * next_sequence: that field is a high-water mark damage to the region or a cut tail
          * cannot lower (a message after the last one kept may have been returned to a caller, who
@@ -394,6 +409,8 @@ static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int di
          * itself, where a jump is all that is lost. */
         uint64_t next = count ? list[count - 1].sequence + 1 : 0, hinted = atomic_load(&old->next_sequence);
         if (hinted > next && hinted < (UINT64_C(1) << 62)) next = hinted;
+        h.sequence_floor = next; /* the next_sequence that may stand above the newest message */
+        h.fixed_crc = fixed_crc(&h);
         atomic_store(&h.tail, used);
         atomic_store(&h.last_frame, first < count ? used - frame_size(list[count - 1].length) : 0);
         atomic_store(&h.head_sequence, first < count ? list[first].sequence : next);
@@ -657,6 +674,7 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->synced, NULL);
     if (cut_short) recount(c);
+    atomic_store(&c->h->appending, 0); /* a killed writer's append left it set */
     register_open(c);
     *out = c;
     return 0;
@@ -710,7 +728,11 @@ static void evict_one(lb_cache *c, _Atomic uint64_t *reason) {
         subtract(&h->message_bytes, f.length >= MESSAGE_PREFIX ? f.length - MESSAGE_PREFIX : 0);
         if (!intact) add(&h->damage_found, 1);
         else if (reason) add(reason, 1);
-        atomic_store_explicit(&h->head_sequence, sequence + 1, memory_order_release);
+        /* emptied: the next message is the first kept (the sequence may jump there: a rebuild's
+         * sequence_floor, or a number a kill left unused) */
+        uint64_t following = atomic_load_explicit(&h->next_sequence, memory_order_relaxed);
+        if (next != atomic_load_explicit(&h->tail, memory_order_relaxed) || following < sequence + 1) following = sequence + 1;
+        atomic_store_explicit(&h->head_sequence, following, memory_order_release);
         return;
     }
     atomic_store_explicit(&h->head, next, memory_order_release);
@@ -810,6 +832,7 @@ int lb_cache_append(lb_cache *c, const void *bytes, size_t length, uint64_t *seq
     int64_t now = wall_now();
     pthread_mutex_lock(&c->lock);
     lb_cache_header *h = c->h;
+    atomic_store_explicit(&h->appending, 1, memory_order_relaxed); /* before any eviction's release store */
     apply_limits(c, now);
     uint64_t tail = atomic_load_explicit(&h->tail, memory_order_relaxed);
     uint64_t offset = tail % c->region_size, left = c->region_size - offset;
@@ -825,11 +848,15 @@ int lb_cache_append(lb_cache *c, const void *bytes, size_t length, uint64_t *seq
             continue;
         }
         if (!c->o.overwrite) {
+            atomic_store_explicit(&h->appending, 0, memory_order_release);
             pthread_mutex_unlock(&c->lock);
             return -ENOSPC;
         }
         evict_one(c, &h->evicted_overwrite);
     }
+    /* The head moved past what this append overwrites before a byte of it is written: a reader
+     * that copied a frame and then found the head no further knows its copy is the frame. */
+    atomic_thread_fence(memory_order_release);
     if (skip >= FRAME_HEAD) {
         lb_archive_frame_head wrap;
         frame_head_fill(&wrap, (uint32_t)(skip - FRAME_HEAD), LB_CACHE_FRAME_WRAP, 0);
@@ -846,7 +873,8 @@ int lb_cache_append(lb_cache *c, const void *bytes, size_t length, uint64_t *seq
     lb_archive_frame_head head;
     frame_head_fill(&head, (uint32_t)body, LB_CACHE_FRAME_MESSAGE, lb_crc32c(0, frame + FRAME_HEAD, body));
     memcpy(frame, &head, sizeof head);
-    if (atomic_load_explicit(&h->head, memory_order_relaxed) == tail + skip) /* empty: by position, not by a counter */
+    uint64_t kept_from = atomic_load_explicit(&h->head, memory_order_relaxed);
+    if (kept_from == tail || kept_from == tail + skip) /* empty (a WRAP frame first): by position, not by a counter */
         atomic_store_explicit(&h->head_sequence, sequence, memory_order_relaxed);
     atomic_store_explicit(&h->next_sequence, sequence + 1, memory_order_relaxed);
     add(&h->messages, 1);
@@ -854,6 +882,7 @@ int lb_cache_append(lb_cache *c, const void *bytes, size_t length, uint64_t *seq
     uint64_t end = tail + skip + need;
     atomic_store_explicit(&h->last_frame, tail + skip, memory_order_release); /* after the counters */
     atomic_store_explicit(&h->tail, end, memory_order_release); /* published */
+    atomic_store_explicit(&h->appending, 0, memory_order_release);
     int rc = c->o.durability == LB_CACHE_DURABLE_POWER ? sync_through(c, end) : 0;
     pthread_mutex_unlock(&c->lock);
     if (rc == 0 && sequence_out) *sequence_out = sequence;
@@ -913,6 +942,10 @@ int lb_cache_close(lb_cache *c) {
 
 /* ---- reader ---- */
 
+/* The most a reader copies at once unless told (lb_cache_reader_set_window): a cache up to this
+ * size is copied whole by its first read, so what it returns is what the cache held at one moment. */
+#define READ_WINDOW (4u << 20)
+
 typedef struct scanned_frame {
     uint64_t sequence, offset; /* offset in the region */
 } scanned_frame;
@@ -926,11 +959,35 @@ struct lb_cache_reader {
     size_t scanned_count, scanned_next;
     int scanning;
     uint64_t next_expected;  /* a frame of a lower sequence is stale: left from before a wrap */
-    uint8_t *buffer;
+    uint8_t *buffer;         /* a scanned message's body */
     size_t capacity;
+    /* A copy of the region from window_start (logical), checked against the head after it was
+     * made: every byte of it at or after that head was copied before the writer could reuse it. */
+    uint8_t *window;
+    size_t window_capacity;
+    uint64_t window_start, window_length;
+    /* Overtaken: the writer removed (overwrote) messages the reader had not reached yet. */
+    uint64_t delivered, last_sequence;
+    int gap_open;            /* a jump to the head; its messages are counted at the next message */
+    uint64_t gap_from, gap_offset, gap_bytes;
+    unsigned laps;           /* times the head passed the end and the end was read again */
+    uint64_t window_limit;   /* the most one copy takes (lb_cache_reader_set_window) */
     lb_cache_issue *issues;
     size_t issue_count, issue_capacity;
 };
+
+static lb_cache_issue *push_issue(lb_cache_reader *r) {
+    if (r->issue_count == r->issue_capacity) {
+        size_t capacity = r->issue_capacity ? r->issue_capacity * 2 : 8;
+        lb_cache_issue *grown = realloc(r->issues, capacity * sizeof *grown);
+        if (!grown) return NULL;
+        r->issues = grown;
+        r->issue_capacity = capacity;
+    }
+    lb_cache_issue *issue = &r->issues[r->issue_count++];
+    memset(issue, 0, sizeof *issue);
+    return issue;
+}
 
 static void add_issue(lb_cache_reader *r, uint64_t offset, uint64_t length, const char *what) {
     lb_cache_issue *previous = r->issue_count ? &r->issues[r->issue_count - 1] : NULL;
@@ -938,14 +995,8 @@ static void add_issue(lb_cache_reader *r, uint64_t offset, uint64_t length, cons
         previous->length += length; /* one damaged region, searched 8 bytes at a time */
         return;
     }
-    if (r->issue_count == r->issue_capacity) {
-        size_t capacity = r->issue_capacity ? r->issue_capacity * 2 : 8;
-        lb_cache_issue *grown = realloc(r->issues, capacity * sizeof *grown);
-        if (!grown) return;
-        r->issues = grown;
-        r->issue_capacity = capacity;
-    }
-    r->issues[r->issue_count++] = (lb_cache_issue){offset, length, what};
+    lb_cache_issue *issue = push_issue(r);
+    if (issue) *issue = (lb_cache_issue){.offset = offset, .length = length, .what = what, .kind = LB_CACHE_ISSUE_DAMAGE};
 }
 
 static int by_sequence(const void *a, const void *b) {
@@ -1028,6 +1079,27 @@ static int writer_is_alive(int fd) {
 
 static int reader_open(const char *path, int writer_may_be_alive, lb_cache_reader **out);
 
+/* The positions of a cache a live writer holds, `head` equal to `tail`: empty, or not any more
+ * (the tail read was older than the head: the writer removed the messages it published and
+ * published more), or an append under way removed every message to make room for its own. The
+ * positions are taken again (tail, then head) until they differ, or are the same twice with no
+ * append under way: a bounded number of yields, as a writer killed in the middle of an append
+ * leaves its flag set. */
+static void wait_for_append(int fd, uint64_t *head, uint64_t *tail) {
+    for (unsigned spin = 0; spin < (1u << 16) && *head == *tail; spin++) {
+        uint64_t appending = 0, t, h;
+        if (pread(fd, &appending, 8, offsetof(lb_cache_header, appending)) != 8 ||
+            pread(fd, &t, 8, offsetof(lb_cache_header, tail)) != 8 || pread(fd, &h, 8, offsetof(lb_cache_header, head)) != 8)
+            return;
+        if (h > t) continue; /* moved between the two reads */
+        int same = h == *head && t == *tail;
+        *head = h;
+        *tail = t;
+        if (same && !appending) return; /* empty */
+        if (same) sched_yield();
+    }
+}
+
 int lb_cache_reader_open(const char *path, lb_cache_reader **out) { return reader_open(path, 1, out); }
 
 /* `writer_may_be_alive` 0: the caller is the writer, rebuilding: the lock it holds is no sign of
@@ -1097,6 +1169,7 @@ static int reader_open(const char *path, int writer_may_be_alive, lb_cache_reade
                     break;
                 agree = head <= tail && tail - head <= r->region_size;
             }
+            if (agree) wait_for_append(fd, &head, &tail);
             first_kept = atomic_load(&h.head_sequence);
             break;
         }
@@ -1130,16 +1203,24 @@ static int reader_open(const char *path, int writer_may_be_alive, lb_cache_reade
     r->position = head;
     r->end = tail;
     r->next_expected = first_kept;
+    r->window_limit = READ_WINDOW;
     *out = r;
     return 0;
 }
 
-/* The header's head now: a frame before it was overwritten while it was read. */
-static uint64_t current_head(lb_cache_reader *r) {
-    uint64_t head = 0;
-    if (pread(r->fd, &head, 8, offsetof(lb_cache_header, head)) != 8) return 0;
-    return head;
+/* A moving field of the header now, read until two reads agree (a pread is not promised to copy
+ * 8 bytes at once); 0 when the file cannot be read. */
+static uint64_t header_field_now(lb_cache_reader *r, size_t offset) {
+    uint64_t value = 0, again = 0;
+    for (int attempt = 0; attempt < 8; attempt++) {
+        if (pread(r->fd, &value, 8, (off_t)offset) != 8 || pread(r->fd, &again, 8, (off_t)offset) != 8) return 0;
+        if (value == again) break;
+    }
+    return value;
 }
+
+/* The header's head now: a frame before it may have been overwritten while it was read. */
+static uint64_t current_head(lb_cache_reader *r) { return header_field_now(r, offsetof(lb_cache_header, head)); }
 
 static int reserve(lb_cache_reader *r, size_t length) {
     if (length <= r->capacity) return 0;
@@ -1177,6 +1258,127 @@ static int next_scanned(lb_cache_reader *r, lb_cache_message *m) {
     return 0;
 }
 
+/* Laps a reader follows past the end it was opened with before it gives up (reported): the
+ * writer overwrote everything it had not read yet, this many times over. */
+#define READER_LAPS 4u
+
+/* The writer's head passed the reader's position (at `head`): the frames between were removed or
+ * overwritten before the reader copied them. Before any message was returned the reader simply
+ * begins later (at the oldest message there is now); after, it goes on at the head and the
+ * messages it missed become an issue at its next message (or at its end). When the head passed
+ * the end, the end is read again, so a lapped reader still returns the newest messages. */
+static void overtaken(lb_cache_reader *r, uint64_t head) {
+    uint64_t tail = head;
+    int stop = 0;
+    while (head >= r->end) {
+        /* tail first, then the head again (no older): a pair never more than the region apart,
+         * unless the writer lapped the reader once more in between */
+        tail = header_field_now(r, offsetof(lb_cache_header, tail));
+        uint64_t now = current_head(r);
+        if (now > head) head = now;
+        if (head == tail) wait_for_append(r->fd, &head, &tail);
+        if (head < tail && tail - head <= r->region_size) break;
+        if ((stop = r->laps++ >= READER_LAPS || head == tail)) break; /* lapped too often, or emptied */
+    }
+    if ((r->delivered || stop) && !r->gap_open) {
+        r->gap_open = 1;
+        r->gap_from = r->delivered ? r->last_sequence + 1 : r->next_expected;
+        r->gap_offset = LB_CACHE_HEADER_SIZE + r->position % r->region_size;
+        r->gap_bytes = 0;
+    }
+    if (r->gap_open) r->gap_bytes += head - r->position;
+    r->position = head; /* the window's bytes from the head on are kept: copied before it got there */
+    if (head >= r->end) r->end = stop ? head : tail; /* stopping: the gap closes with the head's sequence */
+}
+
+/* Closes an open gap: the messages from gap_from up to `next` (exclusive) were removed before
+ * this reader reached them. */
+static void close_gap(lb_cache_reader *r, uint64_t next) {
+    if (!r->gap_open) return;
+    r->gap_open = 0;
+    uint64_t first = r->gap_from;
+    if (next <= first) return; /* only padding, a wrap frame or stale frames were passed */
+    lb_cache_issue *issue = push_issue(r);
+    if (!issue)
+        return;
+    *issue = (lb_cache_issue){
+        .offset = r->gap_offset,
+        .length = r->gap_bytes,
+        .what = "overtaken: the writer removed these messages (overwritten, or removed by a consumer) before this "
+                "reader reached them",
+        .kind = LB_CACHE_ISSUE_OVERTAKEN,
+        .missed_first = first,
+        .missed = next - first,
+    };
+}
+
+
+int lb_cache_reader_set_window(lb_cache_reader *r, uint64_t bytes) {
+    if (!r || bytes < 4096) return -EINVAL;
+    r->window_limit = bytes;
+    return 0;
+}
+
+/* Copies at least `want` bytes of the region from r->position into the window: up to READ_WINDOW
+ * logical bytes (past the region's end on at its start: one copy holds a wrapped run whole), never
+ * past the end or what the file holds. Then it checks the head: 1 when the bytes are there, 0
+ * when fewer are (the window holds what there is), 2 when the writer overtook the position
+ * (r->position moved to the head; what the window holds from there on is kept), -errno. */
+static int fill_window(lb_cache_reader *r, uint64_t want) {
+    uint64_t position = r->position;
+    uint64_t size = r->window_limit > want ? r->window_limit : want;
+    if (size > r->end - position) size = r->end - position;
+    if (size > r->window_capacity) {
+        uint8_t *grown = realloc(r->window, size);
+        if (!grown) return -ENOMEM;
+        r->window = grown;
+        r->window_capacity = size;
+    }
+    uint64_t got = 0;
+    while (got < size) {
+        uint64_t offset = (position + got) % r->region_size;
+        if (offset >= r->available) break; /* truncated away */
+        uint64_t span = size - got;
+        if (span > r->available - offset) span = r->available - offset;
+        ssize_t n = pread(r->fd, r->window + got, span, (off_t)(LB_CACHE_HEADER_SIZE + offset));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) break; /* cut under the reader: what is left */
+        got += (uint64_t)n;
+    }
+    r->window_start = position;
+    r->window_length = got;
+    /* The writer moves the head past a frame before it writes over it: a byte copied before the
+     * head reached it is the byte that was published. */
+    uint64_t head = current_head(r);
+    if (head > position) {
+        overtaken(r, head);
+        return 2;
+    }
+    return got >= want ? 1 : 0;
+}
+
+/* The frame at r->position, copied whole into the window: 1, or 0 when it is not all there
+ * (damage: its head claims more than the region, the file or the published end hold), 2 when the
+ * reader was overtaken meanwhile, -errno. */
+static int frame_in_window(lb_cache_reader *r, lb_archive_frame_head *f) {
+    for (;;) {
+        uint64_t at = r->position - r->window_start;
+        if (!r->window_length || r->position < r->window_start || at + FRAME_HEAD > r->window_length) {
+            int rc = fill_window(r, FRAME_HEAD);
+            if (rc != 1) return rc;
+            continue;
+        }
+        memcpy(f, r->window + at, sizeof *f);
+        if (!frame_head_valid(f)) return 0;
+        uint64_t size = FRAME_HEAD + round8(f->length);
+        if (size > r->region_size - r->position % r->region_size) return 0;
+        if (at + size <= r->window_length) return 1;
+        int rc = fill_window(r, size);
+        if (rc != 1) return rc;
+    }
+}
+
 int lb_cache_reader_next(lb_cache_reader *r, lb_cache_message *m) {
     if (!r || !m) return -EINVAL;
     if (r->scanning) return next_scanned(r, m);
@@ -1193,36 +1395,37 @@ int lb_cache_reader_next(lb_cache_reader *r, lb_cache_message *m) {
             continue;
         }
         lb_archive_frame_head f;
-        ssize_t got = pread(r->fd, &f, sizeof f, (off_t)file_offset);
-        if (got < 0) return -errno;
-        uint64_t size = FRAME_HEAD + round8(f.length);
-        if (got != (ssize_t)sizeof f || !frame_head_valid(&f) || size > left ||
-            (f.kind == LB_CACHE_FRAME_MESSAGE && f.length < MESSAGE_PREFIX)) {
-            uint64_t now = current_head(r);
-            if (now > position) { r->position = now; continue; }
+        int rc = frame_in_window(r, &f);
+        if (rc < 0) return rc;
+        if (rc == 2) continue; /* overtaken: r->position moved on */
+        if (rc == 0 || (f.kind == LB_CACHE_FRAME_MESSAGE && f.length < MESSAGE_PREFIX)) {
             add_issue(r, file_offset, 8, "a frame head fails its check; the next one is searched");
             r->position += 8;
             continue;
         }
+        uint64_t size = FRAME_HEAD + round8(f.length);
         if (f.kind == LB_CACHE_FRAME_WRAP) {
             r->position += left;
             continue;
         }
-        int rc = reserve(r, f.length);
-        if (rc) return rc;
-        got = pread(r->fd, r->buffer, f.length, (off_t)(file_offset + FRAME_HEAD));
-        if (got < 0) return -errno;
         r->position += size;
-        if (current_head(r) > position) continue; /* overwritten while it was read */
-        if (got != (ssize_t)f.length || lb_crc32c(0, r->buffer, f.length) != f.body_crc) {
+        const uint8_t *body = r->window + (position - r->window_start) + FRAME_HEAD;
+        if (lb_crc32c(0, body, f.length) != f.body_crc) {
             add_issue(r, file_offset, size, "a message fails its checksum");
             continue;
         }
-        message_from_buffer(r, f.length, m);
+        memcpy(&m->sequence, body, 8);
+        memcpy(&m->wall_ns, body + 8, 8);
         if (m->sequence < r->next_expected) continue; /* stale: behind a damaged wrap frame */
+        m->bytes = body + MESSAGE_PREFIX;
+        m->length = f.length - MESSAGE_PREFIX;
+        close_gap(r, m->sequence);
         r->next_expected = m->sequence + 1;
+        r->last_sequence = m->sequence;
+        r->delivered++;
         return 1;
     }
+    if (r->gap_open) close_gap(r, header_field_now(r, offsetof(lb_cache_header, head_sequence)));
     return 0;
 }
 
@@ -1238,6 +1441,7 @@ int lb_cache_reader_close(lb_cache_reader *r) {
     if (!r) return -EINVAL;
     close(r->fd);
     free(r->buffer);
+    free(r->window);
     free(r->issues);
     free(r->scanned);
     free(r);
