@@ -480,6 +480,29 @@ public final class LogReader {
     /// may lag by the chunks reused during the last scan, never run ahead.
     public var overwrittenRecords: UInt64 { lb_reader_overwritten(raw) }
 
+    /// Whether the bundle at ``path`` is still the one this reader reads.
+    public enum BundleIdentity: Sendable, Equatable {
+        /// The same ring file (also for a reader of archives).
+        case same
+        /// Its ring is another file: the bundle was removed and made again at the path. This
+        /// reader goes on reading the old one; a new reader reads the new one.
+        case replaced
+        /// No ring is there any more.
+        case removed
+    }
+
+    /// Whether the bundle at ``path`` is still the one this reader reads (a follower asks after
+    /// each scan).
+    public func bundleIdentity() throws(LogbookError) -> BundleIdentity {
+        let rc = lb_reader_ring_replaced(raw)
+        switch rc {
+        case 0: return .same
+        case 1: return .replaced
+        case 2: return .removed
+        default: throw LogbookError(operation: "lb_reader_ring_replaced", path: path, errno: -rc)
+        }
+    }
+
     /// Geometry, writer state, chunk states and counters; sessions known from the last scan.
     public func info() throws(LogbookError) -> BundleInfo {
         var info = lb_ring_info()

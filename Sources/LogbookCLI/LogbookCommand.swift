@@ -131,7 +131,7 @@ struct Show: ParsableCommand {
     @Flag(help: "One JSON object per line.")
     var json = false
 
-    @Flag(name: [.short, .long], help: "Keep printing new entries of a running writer until interrupted.")
+    @Flag(name: [.short, .long], help: "Keep printing new entries of a running writer until interrupted; a bundle removed and made again at the path is said (stderr; --json: a notice) and followed from its start.")
     var follow = false
 
     @OptionGroup var selection: RecordSelection
@@ -151,7 +151,7 @@ struct Show: ParsableCommand {
         do { pattern = try grep.map { try Regex($0) } } catch {
             throw ValidationError("--grep: not a valid regular expression: \(escapingControlCharacters("\(error)"))")
         }
-        let reader: LogReader
+        var reader: LogReader
         do { reader = try LogReader(path: bundle) } catch { fail("\(error)") }
 
         var output = Output()
@@ -210,8 +210,32 @@ struct Show: ParsableCommand {
                 return
             }
             signal(SIGPIPE, SIG_IGN)
+            var removedSaid = false
             while true {
                 usleep(UInt32(max(0.01, interval) * 1_000_000))
+                try reader.stream(where: filter, emit)
+                sayOverwritten()
+                sayAltered()
+                output.flush()
+                // A bundle removed and made again at the path is another ring: the old reader
+                // would wait on the removed file forever. Say so and follow the new one from its
+                // start (what the old one held was read above).
+                let identity = try reader.bundleIdentity()
+                if identity == .same { continue }
+                if identity == .removed && !removedSaid {
+                    removedSaid = true
+                    if json { output.line("{\"notice\":\"removed\"}") }
+                    output.flush()
+                    warn("\(bundle) was removed; waiting for a bundle to be made there again")
+                }
+                guard let next = try? LogReader(path: bundle), (try? next.bundleIdentity()) == .same else { continue }
+                reader = next
+                overwrittenSaid = 0
+                alteredSaid = 0
+                removedSaid = false
+                if json { output.line("{\"notice\":\"replaced\"}") }
+                output.flush()
+                warn("\(bundle) is another bundle now (made again at this path); following it from its start")
                 try reader.stream(where: filter, emit)
                 sayOverwritten()
                 sayAltered()

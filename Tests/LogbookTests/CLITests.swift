@@ -212,4 +212,95 @@ final class CLITests: XCTestCase {
         let errors = try String(contentsOfFile: dir + "/err", encoding: .utf8)
         XCTAssertTrue(errors.contains("records were overwritten before they could be read"), errors)
     }
+
+    /// A user without permission on a bundle's files is told so, with the path, and the command
+    /// fails; unreadable records are never called lost (an outside tester saw "the records it held
+    /// … are lost" and exit 0). Run as `nobody` through setpriv, which needs root.
+    func testAUserWithoutPermissionIsToldSoAndTheCommandFails() throws {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") else {
+            throw XCTSkip("needs root and setpriv to run the CLI as another user")
+        }
+        let dir = makeTemporaryDirectory(self)
+        chmod(dir, 0o755)
+        let binary = dir + "/logbook"
+        try FileManager.default.copyItem(atPath: logbook, toPath: binary)
+        let path = dir + "/private.logbook"
+        do {
+            let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+            try bundle.logger("app").info("a record \(1)")
+            try bundle.close()
+        }
+        func asNobody(_ arguments: [String]) throws -> (status: Int32, output: String) {
+            try runProgram("/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", binary] + arguments)
+        }
+        func expectRefused(_ what: String, naming file: String) throws {
+            for command in [["show", path], ["verify", path], ["info", path], ["show", "--json", path]] {
+                let result = try asNobody(command)
+                XCTAssertEqual(result.status, 1, "\(what), \(command): \(result.output)")
+                XCTAssertTrue(result.output.contains("Permission denied"), "\(what): \(result.output)")
+                XCTAssertTrue(result.output.contains(file), "\(what): names \(file): \(result.output)")
+                XCTAssertFalse(result.output.contains("lost"), "\(what): \(result.output)")
+            }
+        }
+        try expectRefused("a private bundle", naming: "'\(path)'")
+        chmod(path, 0o755)
+        try expectRefused("a private ring", naming: path + "/ring")
+        chmod(path + "/ring", 0o644)
+        try expectRefused("a private meta", naming: path + "/meta")
+        chmod(path + "/meta", 0o644)
+        try FileManager.default.createDirectory(atPath: path + "/archive", withIntermediateDirectories: false)
+        chmod(path + "/archive", 0o700)
+        try expectRefused("a private archive directory", naming: path + "/archive")
+        chmod(path + "/archive", 0o755)
+        FileManager.default.createFile(atPath: path + "/archive/archive-0000000001.lba", contents: Data([1]),
+                                       attributes: [.posixPermissions: 0o600])
+        try expectRefused("a private archive file", naming: "archive-0000000001.lba")
+        try FileManager.default.removeItem(atPath: path + "/archive")
+        let allowed = try asNobody(["show", path])
+        XCTAssertEqual(allowed.status, 0, allowed.output)
+        XCTAssertTrue(allowed.output.contains("a record 1"), "readable, it is read: \(allowed.output)")
+    }
+
+    /// `show --follow` of a bundle that is removed and made again at its path says so and follows
+    /// the new bundle from its start (it went on waiting on the removed ring, silently).
+    func testFollowSaysABundleWasMadeAgainAndFollowsTheNewOne() throws {
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/again.logbook"
+        do {
+            let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+            try bundle.logger("old").info("before \(1)")
+            try bundle.close()
+        }
+        FileManager.default.createFile(atPath: dir + "/out", contents: nil)
+        FileManager.default.createFile(atPath: dir + "/err", contents: nil)
+        let follower = Process()
+        follower.executableURL = URL(fileURLWithPath: logbook)
+        follower.arguments = ["show", "--follow", "--json", "--interval", "0.02", path]
+        follower.standardOutput = FileHandle(forWritingAtPath: dir + "/out")
+        follower.standardError = FileHandle(forWritingAtPath: dir + "/err")
+        try follower.run()
+        defer { if follower.isRunning { follower.terminate() } }
+        func out() -> String { (try? String(contentsOfFile: dir + "/out", encoding: .utf8)) ?? "" }
+        func err() -> String { (try? String(contentsOfFile: dir + "/err", encoding: .utf8)) ?? "" }
+        XCTAssertTrue(waitUntil { out().contains("before 1") }, "the follower showed the first bundle")
+        try FileManager.default.removeItem(atPath: path)
+        XCTAssertTrue(waitUntil { err().contains("was removed") }, "the removal is said: \(err())")
+        do {
+            let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+            try bundle.logger("new").info("after \(2)")
+            try bundle.flush()
+            XCTAssertTrue(waitUntil { out().contains("after 2") }, "the new bundle is followed: \(out()) \(err())")
+            try bundle.close()
+        }
+        follower.terminate()
+        follower.waitUntilExit()
+        let lines = out().split(separator: "\n").map(String.init)
+        let removed = try XCTUnwrap(lines.firstIndex(of: "{\"notice\":\"removed\"}"), out())
+        let replaced = try XCTUnwrap(lines.firstIndex(of: "{\"notice\":\"replaced\"}"), out())
+        let before = try XCTUnwrap(lines.firstIndex { $0.contains("before 1") })
+        let after = try XCTUnwrap(lines.firstIndex { $0.contains("after 2") })
+        XCTAssertTrue(before < removed && removed < replaced && replaced < after, out())
+        XCTAssertEqual(lines.filter { $0.contains("before 1") }.count, 1, "the old bundle's record once")
+        XCTAssertTrue(err().contains("is another bundle now"), err())
+    }
 }

@@ -695,7 +695,10 @@ typedef struct lb_reader lb_reader;
 
 /* Opens a bundle, an archive directory or one archive file for reading; nothing is read until
  * lb_reader_scan. -ENOENT for a missing path, -EINVAL for a FIFO, socket or device, -EPROTO for a
- * directory that is neither a bundle nor an archive directory (lb_error_detail() says which). */
+ * directory that is neither a bundle nor an archive directory, -EACCES (or -EPERM) when this user
+ * may not read the bundle's directory, ring, meta, archive directory or an archive file (each
+ * opened once to see; lb_error_detail() names it: the records are not lost, only not readable by
+ * this user). An archive directory that becomes unreadable later is an issue (MISSING). */
 int lb_reader_open(const char *path, lb_reader **out);
 void lb_reader_close(lb_reader *reader);
 
@@ -872,6 +875,12 @@ int lb_reader_verify(lb_reader *reader, lb_verify_summary *out);
  * included: records shown + this = records written. Exact once the writer stops; while it runs it
  * may lag by the chunks reused during the last scan, never run ahead. */
 uint64_t lb_reader_overwritten(const lb_reader *reader);
+
+/* Whether the bundle at the reader's path is still the one it reads (a follower's question): 0
+ * yes (always for a reader of archives), 1 its ring is another file now (the bundle was removed
+ * and made again at the path, or a ring is there where the reader found none), 2 no ring is
+ * there, or -errno. A reader keeps reading the file it opened; a new bundle needs a new reader. */
+int lb_reader_ring_replaced(const lb_reader *reader);
 
 typedef struct lb_ring_info {
     uint32_t format_version;

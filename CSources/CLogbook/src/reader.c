@@ -172,6 +172,7 @@ struct lb_reader {
     uint64_t claiming_slots;/* slots found CLAIMING with an incomplete header (a claim a crash
                                cut short, if the writer is dead) */
     int archive_dir_missing;
+    int archive_dir_reported;                   /* an unreadable archive directory was reported */
     /* records overwritten before this reader could read them (lb_reader_overwritten) */
     int overwritten_baseline_set;
     uint64_t overwritten_baseline, overwritten_now, gone_read;
@@ -1065,6 +1066,51 @@ static int starts_with_archive_magic(const char *path) {
     return found;
 }
 
+static int is_permission_error(int rc) { return rc == -EACCES || rc == -EPERM; }
+
+static int refuse_file(const char *dir, const char *name, int rc) {
+    lb_error_detail_set("'%s/%s' cannot be read: %s (a bundle's files are private to the user that "
+                        "wrote it: read it as that user)", dir, name, strerror(-rc));
+    return rc;
+}
+
+/* A reader that may not read a file of the bundle (its permissions) refuses to open, naming the
+ * file: nothing it would show could be trusted to be all there is, and the records are not lost,
+ * only not readable by this user. Each archive file is opened once to see. */
+static int refuse_what_cannot_be_read(lb_reader *r) {
+    if (r->ring_mode) {
+        if (is_permission_error(r->ring_open_error)) return refuse_file(r->path, "ring", r->ring_open_error);
+        if (is_permission_error(r->meta_open_error)) return refuse_file(r->path, "meta", r->meta_open_error);
+    }
+    if (!r->archive_dir) return 0;
+    int dir = open(r->archive_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) {
+        if (is_permission_error(-errno)) {
+            int rc = -errno;
+            lb_error_detail_set("the archive directory '%s' cannot be read: %s (a bundle's files are "
+                                "private to the user that wrote it: read it as that user)", r->archive_dir,
+                                strerror(-rc));
+            return rc;
+        }
+        return 0;
+    }
+    DIR *d = fdopendir(dir);
+    if (!d) {
+        close(dir);
+        return 0;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (!rc && (e = readdir(d))) {
+        if (!lb_archive_name_parse(e->d_name, NULL)) continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+        if (fd >= 0) close(fd);
+        else if (is_permission_error(-errno)) rc = refuse_file(r->archive_dir, e->d_name, -errno);
+    }
+    closedir(d);
+    return rc;
+}
+
 int lb_reader_open(const char *path, lb_reader **out) {
     lb_error_detail_clear();
     if (!path || !out) return -EINVAL;
@@ -1079,6 +1125,16 @@ int lb_reader_open(const char *path, lb_reader **out) {
     r->ring_fd = r->meta_fd = r->lock_fd = r->durable_fd = r->mirror_fd = -1;
     r->path = strdup(path);
     int rc = r->path ? 0 : -ENOMEM;
+    if (!rc && S_ISREG(st.st_mode)) {
+        int probe = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        if (probe >= 0) close(probe);
+        else if (is_permission_error(-errno)) {
+            rc = -errno;
+            lb_error_detail_set("'%s' cannot be read: %s", path, strerror(-rc));
+            lb_reader_close(r);
+            return rc;
+        }
+    }
     if (!rc && S_ISREG(st.st_mode)) {
         /* One archive file (e.g. picked up by an uploader). */
         const char *slash = strrchr(path, '/');
@@ -1107,6 +1163,9 @@ int lb_reader_open(const char *path, lb_reader **out) {
     } else if (!rc) {
         int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir < 0) rc = -errno;
+        if (is_permission_error(rc))
+            lb_error_detail_set("'%s' cannot be read: %s (a bundle's files are private to the user that wrote "
+                                "it: read it as that user)", path, strerror(-rc));
         if (!rc) {
             int ring = open_bundle_file(dir, "ring");
             if (ring >= 0 || ring != -ENOENT || entry_exists(dir, "meta") ||
@@ -1138,6 +1197,7 @@ int lb_reader_open(const char *path, lb_reader **out) {
             close(dir);
         }
     }
+    if (!rc) rc = refuse_what_cannot_be_read(r);
     if (rc) {
         lb_reader_close(r);
         return rc;
@@ -1410,6 +1470,11 @@ static void list_archive_directory(lb_reader *r) {
     DIR *d = opendir(r->archive_dir);
     if (!d) {
         r->archive_dir_missing = errno == ENOENT;
+        if (errno != ENOENT && !r->archive_dir_reported) { /* said once, never skipped in silence */
+            r->archive_dir_reported = 1;
+            add_issuef(r, LB_ISSUE_MISSING, "archive", 0, 0, 0, "the archive directory cannot be read: %s",
+                       strerror(errno));
+        }
         return;
     }
     r->archive_dir_missing = 0;
@@ -2584,6 +2649,21 @@ uint64_t lb_reader_overwritten(const lb_reader *r) {
     if (!r || !r->overwritten_baseline_set) return 0;
     uint64_t destroyed = r->overwritten_now - r->overwritten_baseline + r->unshown;
     return destroyed > r->gone_read ? destroyed - r->gone_read : 0;
+}
+
+int lb_reader_ring_replaced(const lb_reader *r) {
+    if (!r) return -EINVAL;
+    if (!r->ring_mode) return 0;
+    struct stat held, named;
+    if (r->ring_fd >= 0 && fstat(r->ring_fd, &held) != 0) return -errno;
+    char *ring = lb_path_join(r->path, "ring");
+    if (!ring) return -ENOMEM;
+    int rc = lstat(ring, &named) == 0 ? 0 : -errno;
+    free(ring);
+    if (rc == -ENOENT || rc == -ENOTDIR) return 2;
+    if (rc) return rc;
+    if (r->ring_fd < 0) return 1; /* a ring where this reader found none */
+    return named.st_ino != held.st_ino || named.st_dev != held.st_dev ? 1 : 0;
 }
 
 /* ---- verify: what the bundle's own records say should exist ---- */
