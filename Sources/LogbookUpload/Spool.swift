@@ -504,7 +504,7 @@ enum SpoolStateRecord {
     static let magic = Array("LBSPOOL1".utf8)
     static let maximumReason = 1024
     static let maximumSource = 4096
-    static let maximumSize = 44 + maximumReason + maximumSource
+    static let maximumSize = 52 + maximumReason + maximumSource
 
     static func encode(_ item: SpooledItem) -> [UInt8] {
         var bytes = magic
@@ -516,20 +516,22 @@ enum SpoolStateRecord {
             reason += encoded
         }
         let source = item.source.utf8.count <= maximumSource ? Array(item.source.utf8) : []
-        put(UInt32(1))
+        put(UInt32(2))
         put(UInt32(clamping: item.attempts))
         put(item.firstSubmittedNanoseconds)
         put(item.nextAttemptNanoseconds)
         put(Int32(clamping: item.lastStatus))
         put(UInt16(reason.count))
         put(UInt16(source.count))
+        put(UInt64(item.byteCount)) // version 2: the size submitted, checked before every attempt
         bytes.append(contentsOf: reason)
         bytes.append(contentsOf: source)
         put(bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) })
         return bytes
     }
 
-    /// The item, or `nil` for anything but a whole, intact record of this version.
+    /// The item, or `nil` for anything but a whole, intact record of version 1 or 2. Version 1
+    /// records carry no size: the content's size now (`byteCount`) stands in.
     static func decode(_ bytes: [UInt8], id: String, byteCount: Int) -> SpooledItem? {
         guard bytes.count >= 44, bytes.count <= maximumSize, Array(bytes[0..<8]) == magic else { return nil }
         func get<T: FixedWidthInteger>(_ offset: Int, _: T.Type) -> T {
@@ -537,18 +539,21 @@ enum SpoolStateRecord {
             withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: bytes[offset..<offset + MemoryLayout<T>.size]) }
             return T(littleEndian: value)
         }
+        let version = get(8, UInt32.self)
+        guard version == 1 || (version == 2 && bytes.count >= 52) else { return nil }
+        let strings = version == 1 ? 40 : 48
         let reasonLength = Int(get(36, UInt16.self)), sourceLength = Int(get(38, UInt16.self))
-        let end = 40 + reasonLength + sourceLength
-        guard get(8, UInt32.self) == 1, reasonLength <= maximumReason, sourceLength <= maximumSource,
-              bytes.count == end + 4 else { return nil }
+        let end = strings + reasonLength + sourceLength
+        guard reasonLength <= maximumReason, sourceLength <= maximumSource, bytes.count == end + 4 else { return nil }
         let stored = get(end, UInt32.self)
         let computed = bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, end) }
         guard stored == computed else { return nil }
+        let recorded = version == 1 ? byteCount : Int(clamping: get(40, UInt64.self))
         return SpooledItem(
-            id: id, byteCount: byteCount,
-            source: String(decoding: bytes[40 + reasonLength..<end], as: UTF8.self),
+            id: id, byteCount: recorded,
+            source: String(decoding: bytes[strings + reasonLength..<end], as: UTF8.self),
             attempts: Int(get(12, UInt32.self)), firstSubmittedNanoseconds: get(16, Int64.self),
             nextAttemptNanoseconds: get(24, Int64.self), lastStatus: Int(get(32, Int32.self)),
-            lastReason: String(decoding: bytes[40..<40 + reasonLength], as: UTF8.self))
+            lastReason: String(decoding: bytes[strings..<strings + reasonLength], as: UTF8.self))
     }
 }

@@ -469,6 +469,9 @@ public final class Uploader: Sendable {
         /// Quarantine (the spool holds something else than content) or give up (it changed).
         var quarantines: Bool
         var reason: String
+        /// Given up with its reason, its content kept in the spool's `quarantine/` (content that
+        /// does not match its key: evidence, never sent).
+        var keepsContent = false
     }
 
     /// An item's content, opened in the spool with `O_NOFOLLOW` (a regular file only): mapped when
@@ -492,11 +495,12 @@ public final class Uploader: Sendable {
             return .failure(BodyProblem(quarantines: false,
                                         reason: "the file changed after it was submitted (\(item.byteCount) bytes, now \(size))"))
         }
-        if size == 0 { return .success(Data()) }
+        if size == 0 { return Self.matchesItsKey(Data(), item).map { .failure($0) } ?? .success(Data()) }
         if status.st_nlink == 1, let mapping = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), mapping != MAP_FAILED {
-            return .success(Data(bytesNoCopy: mapping, count: size, deallocator: .custom { pointer, count in
+            let data = Data(bytesNoCopy: mapping, count: size, deallocator: .custom { pointer, count in
                 munmap(pointer, count)
-            }))
+            })
+            return Self.matchesItsKey(data, item).map { .failure($0) } ?? .success(data)
         }
         var data = Data(count: size)
         let read = data.withUnsafeMutableBytes { buffer -> Int in
@@ -512,7 +516,30 @@ public final class Uploader: Sendable {
         guard read == size else {
             return .failure(BodyProblem(quarantines: false, reason: "the file changed after it was submitted (\(size) bytes, read \(read))"))
         }
-        return .success(data)
+        return Self.matchesItsKey(data, item).map { .failure($0) } ?? .success(data)
+    }
+
+    /// Whether the bytes about to be sent are the content the item's key names (outside tests
+    /// sent a cut spool file, and a hard link to another file, under the key of the content
+    /// submitted): the size submitted; for Logbook's own keys the SHA-256 of the bytes, or an
+    /// archive file's header (its ring and number). A caller's own id names no content to check.
+    static func matchesItsKey(_ data: Data, _ item: SpooledItem) -> BodyProblem? {
+        func mismatch(_ what: String) -> BodyProblem {
+            BodyProblem(quarantines: true, reason: "its content in the spool is not what its key names (\(what)): not sent",
+                        keepsContent: true)
+        }
+        if data.count != item.byteCount { return mismatch("\(data.count) bytes, \(item.byteCount) submitted") }
+        if item.id.count == 64, item.id.allSatisfy(\.isHexDigit) {
+            var hasher = SHA256()
+            data.withUnsafeBytes { hasher.update($0) }
+            if SHA256.hex(hasher.finish()) != item.id { return mismatch("another SHA-256") }
+        } else if item.id.hasPrefix("lba-") {
+            let header = data.withUnsafeBytes { Self.archiveHeader(in: $0) }
+            guard let header, item.id == "lba-\(header.ring_created_wall_ns)-\(header.file_number)" else {
+                return mismatch("not the archive file its key names")
+            }
+        }
+        return nil
     }
 
     /// An item whose content cannot be sent: quarantined, or given up.
@@ -522,6 +549,12 @@ public final class Uploader: Sendable {
             guard state.items[item.id] != nil else { return }
             if state.purging.remove(item.id) != nil {
                 remove(item, from: &state, outcome: .dropped(id: item.id, reason: "purged"))
+            } else if problem.keepsContent {
+                state.items[item.id] = nil
+                state.counters.gaveUp += 1
+                state.counters.quarantined += 1
+                try? state.spool.moveAside(item.id, to: "quarantine")
+                report(.gaveUp(id: item.id, reason: problem.reason))
             } else if problem.quarantines {
                 state.items[item.id] = nil
                 state.counters.quarantined += 1
@@ -623,19 +656,28 @@ extension Uploader {
         let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
         if fd < 0 { throw LogbookError(operation: "open", path: path, errno: errno) }
         defer { close(fd) }
-        var header = lb_archive_file_header()
-        let size = MemoryLayout<lb_archive_file_header>.size
-        // A compressed file (.lba.zst) keeps the header in a zstd skippable frame at its start.
-        var start: UInt32 = 0
-        let compressed = pread(fd, &start, 4, 0) == 4 && UInt32(littleEndian: start) == LB_ZST_SKIPPABLE_MAGIC
-        let n = withUnsafeMutableBytes(of: &header) { pread(fd, $0.baseAddress, size, compressed ? 8 : 0) }
-        let magicMatches = withUnsafeBytes(of: header.magic) { Array($0) == Array(LB_ARCHIVE_MAGIC.utf8) }
-        let crc = withUnsafeBytes(of: &header) { lb_crc32c(0, $0.baseAddress, MemoryLayout<lb_archive_file_header>.offset(of: \.header_crc)!) }
-        guard n == size, magicMatches, crc == header.header_crc else {
+        // The header: at the start, or after the 8 bytes of a zstd skippable frame's head (.lba.zst).
+        var start = [UInt8](repeating: 0, count: 8 + MemoryLayout<lb_archive_file_header>.size)
+        let n = start.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0, let header = start.withUnsafeBytes({ Self.archiveHeader(in: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else {
             throw LogbookError(operation: "Uploader.archiveIdentifier", path: path, errno: EPROTO,
                                detail: "not a Logbook archive file (its header is missing or damaged)")
         }
         return "lba-\(header.ring_created_wall_ns)-\(header.file_number)"
+    }
+
+    /// The header at the start of an archive file's bytes (after a zstd skippable frame's head in
+    /// a compressed one), if its magic and CRC are right.
+    static func archiveHeader(in bytes: UnsafeRawBufferPointer) -> lb_archive_file_header? {
+        let size = MemoryLayout<lb_archive_file_header>.size
+        var at = 0
+        if bytes.count >= 4 && UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self)) == LB_ZST_SKIPPABLE_MAGIC { at = 8 }
+        guard bytes.count >= at + size else { return nil }
+        var header = lb_archive_file_header()
+        withUnsafeMutableBytes(of: &header) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + size)])) }
+        let magicMatches = withUnsafeBytes(of: header.magic) { Array($0) == Array(LB_ARCHIVE_MAGIC.utf8) }
+        let crc = withUnsafeBytes(of: &header) { lb_crc32c(0, $0.baseAddress, MemoryLayout<lb_archive_file_header>.offset(of: \.header_crc)!) }
+        return magicMatches && crc == header.header_crc ? header : nil
     }
 
     /// For `ArchiveOptions.onFileRolled`: puts a file the archiver just completed into the spool
@@ -677,7 +719,21 @@ extension Uploader {
         let complete = Set(files.filter(Self.isCompleteArchiveName))
         for name in complete.filter({ !complete.contains($0 + ".zst") }).sorted() {
             let file = directory + "/" + name
-            let id = try Self.archiveIdentifier(ofFile: file)
+            // One bad entry (a symlink, a FIFO, a damaged header) is reported on its own; the
+            // others are submitted by this call, not by a later run.
+            let id: String
+            do throws(LogbookError) {
+                var entry = stat()
+                guard lstat(file, &entry) == 0, entry.st_mode & S_IFMT == S_IFREG else {
+                    throw LogbookError(operation: "Uploader.submitArchives", path: file, errno: EINVAL,
+                                       detail: "not a regular file (a symbolic link, FIFO or directory): not uploaded")
+                }
+                id = try Self.archiveIdentifier(ofFile: file)
+            } catch {
+                state.withLock { $0.counters.notSubmitted += 1 }
+                report(.notSubmitted(path: file, reason: error.description))
+                continue
+            }
             let prefix = String(id[..<id.lastIndex(of: "-")!]) + "-"
             seen[prefix, default: []].insert(id)
             let known = state.withLock { $0.items[id] != nil || (!includingDelivered && $0.spool.wasDelivered(file: file, id: id)) }

@@ -1,3 +1,4 @@
+import CLogbook
 import Foundation
 import XCTest
 import Logbook
@@ -99,6 +100,14 @@ final class SpoolTests: XCTestCase {
                                lastStatus: -1, lastReason: "connection reset by peer")
         let bytes = SpoolStateRecord.encode(item)
         XCTAssertEqual(SpoolStateRecord.decode(bytes, id: "x", byteCount: 12), item)
+        // The size submitted is the record's (version 2), not the content's now.
+        XCTAssertEqual(SpoolStateRecord.decode(bytes, id: "x", byteCount: 5)?.byteCount, 12)
+        // A version 1 record (no size: the strings at 40) is still read, the content's size standing in.
+        var old = Array(bytes[0..<40]) + Array(bytes[48..<(bytes.count - 4)])
+        old.replaceSubrange(8..<12, with: [1, 0, 0, 0])
+        let crc = old.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) }
+        withUnsafeBytes(of: crc.littleEndian) { old += $0 }
+        XCTAssertEqual(SpoolStateRecord.decode(old, id: "x", byteCount: 12), item)
         for cut in 0..<bytes.count {
             XCTAssertNil(SpoolStateRecord.decode(Array(bytes[0..<cut]), id: "x", byteCount: 12), "cut at \(cut)")
         }

@@ -260,6 +260,58 @@ final class UploaderFailureTests: XCTestCase {
         XCTAssertEqual(uploader.statistics.quarantined, 4)
     }
 
+    /// F1, F1b and F1c of the outside test: a spooled file cut after spooling (its other name gone,
+    /// so no link count gave it away), a hard link to an unrelated file of the same size put where
+    /// an item's content belongs, and a linked archive file cut after retention deleted its name,
+    /// were sent under the key of the content submitted. Now the bytes are checked against the key
+    /// (the size, the SHA-256, an archive file's header) before any is sent: given up with the
+    /// reason, the content kept in quarantine/, nothing sent.
+    func testContentThatIsNotWhatItsKeyNamesIsNeverSent() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, keepsBodies: true)
+        let spool = dir + "/spool"
+        let ids = try spoolItems(["first item's content", "second item's content"], in: spool, server: server)
+        // cut to 5 bytes
+        let cut = try XCTUnwrap(FileHandle(forWritingAtPath: spool + "/\(ids[0]).data"))
+        try cut.truncate(atOffset: 5)
+        try cut.close()
+        // a hard link to another file of the same size
+        let secret = dir + "/secret"
+        try Data("SECRET item's content!".prefix(21).utf8).write(to: URL(fileURLWithPath: secret))
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: secret)).count, "second item's content".utf8.count)
+        try FileManager.default.removeItem(atPath: spool + "/\(ids[1]).data")
+        XCTAssertEqual(link(secret, spool + "/\(ids[1]).data"), 0)
+        // a linked archive file, cut after retention deleted its name
+        let bundlePath = dir + "/app.logbook"
+        try writeBundle(bundlePath, rollingFiles: 1)
+        let archive = bundlePath + "/archive/archive-0000000001.lba.zst"
+        let archiveID: String
+        do {
+            let holder = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
+            archiveID = try XCTUnwrap(try holder.submitArchives(in: bundlePath).first).id
+        }
+        try FileManager.default.removeItem(atPath: archive)
+        let linked = try XCTUnwrap(FileHandle(forWritingAtPath: spool + "/\(archiveID).data"))
+        try linked.truncate(atOffset: 100)
+        try linked.close()
+        let uploader = try Uploader(.init(spool: spool, makeRequest: request(server.url("/ok"))))
+        uploader.start()
+        let seen = await outcomes(uploader, count: 3)
+        await uploader.stop()
+        XCTAssertEqual(seen.count, 3, "\(seen)")
+        for outcome in seen {
+            guard case .gaveUp(let id, let reason) = outcome else { XCTFail("\(outcome)"); continue }
+            XCTAssertTrue(reason.contains("not what its key names"), reason)
+            XCTAssertTrue(FileManager.default.fileExists(atPath: spool + "/quarantine/\(id).data"), "kept: \(id)")
+        }
+        XCTAssertEqual(Set(seen.map { outcome -> String in
+            if case .gaveUp(let id, _) = outcome { return id }
+            return ""
+        }), Set(ids + [archiveID]))
+        XCTAssertEqual(server.requests().count, 0, "nothing sent under a key its bytes do not match")
+        XCTAssertEqual(uploader.statistics.gaveUp, 3)
+    }
+
     /// The transport frames the body: a Content-Length or Transfer-Encoding the request builder
     /// sets is removed (it would cut the body short and smuggle the rest as another request).
     func testTheCallersFramingHeadersAreRemoved() async throws {
@@ -466,6 +518,38 @@ final class UploaderFailureTests: XCTestCase {
         _ = await outcomes(uploader, count: 1)
         await uploader.stop()
         XCTAssertEqual(server.requests().count, 2)
+    }
+
+    /// F9 of the outside test: one symlink named like an archive file in a bundle's archive
+    /// directory ended the run with "0 delivered, 1 failed"; the good files went only on a later
+    /// run. Now the bad entry is reported on its own (never followed) and the rest is submitted.
+    func testOneBadEntryInAnArchiveDirectoryIsReportedAndTheRestGoes() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, keepsBodies: true)
+        let bundlePath = dir + "/app.logbook"
+        try writeBundle(bundlePath, rollingFiles: 3)
+        let secret = dir + "/secret"
+        try Data("secret".utf8).write(to: URL(fileURLWithPath: secret))
+        try FileManager.default.createSymbolicLink(atPath: bundlePath + "/archive/archive-0000000009.lba",
+                                                   withDestinationPath: secret)
+        XCTAssertEqual(mkfifo(bundlePath + "/archive/archive-0000000010.lba", 0o600), 0)
+        let uploader = try Uploader(.init(spool: dir + "/spool", makeRequest: request(server.url("/ok"))))
+        uploader.start()
+        let submitted = try uploader.submitArchives(in: bundlePath)
+        XCTAssertEqual(submitted.map { String($0.id.split(separator: "-").last!) }, ["1", "2", "3"])
+        let seen = await outcomes(uploader, count: 5)
+        await uploader.stop()
+        let notSubmitted = seen.compactMap { outcome -> String? in
+            if case .notSubmitted(let path, let reason) = outcome, reason.contains("not a regular file") { return path }
+            return nil
+        }
+        XCTAssertEqual(Set(notSubmitted), [bundlePath + "/archive/archive-0000000009.lba", bundlePath + "/archive/archive-0000000010.lba"])
+        XCTAssertEqual(seen.filter { if case .delivered = $0 { return true } else { return false } }.count, 3)
+        XCTAssertEqual(uploader.statistics.notSubmitted, 2)
+        XCTAssertEqual(server.requests().count, 3, "nothing through the link or the FIFO")
+        for body in try FileManager.default.contentsOfDirectory(atPath: server.bodies) {
+            XCTAssertNotEqual(try Data(contentsOf: URL(fileURLWithPath: server.bodies + "/" + body)), Data("secret".utf8))
+        }
     }
 
     /// The spool on a full 1 MiB tmpfs: the submission that does not fit throws ENOSPC with the
