@@ -211,6 +211,7 @@ struct Show: ParsableCommand {
             }
             signal(SIGPIPE, SIG_IGN)
             var removedSaid = false
+            var waitingReason = ""
             while true {
                 usleep(UInt32(max(0.01, interval) * 1_000_000))
                 try reader.stream(where: filter, emit)
@@ -221,14 +222,36 @@ struct Show: ParsableCommand {
                 // would wait on the removed file forever. Say so and follow the new one from its
                 // start (what the old one held was read above).
                 let identity = try reader.bundleIdentity()
-                if identity == .same { continue }
+                if identity == .same {
+                    if removedSaid { // moved away and back: the same ring
+                        removedSaid = false
+                        if json { output.line("{\"notice\":\"back\"}") }
+                        output.flush()
+                        warn("\(bundle) is back (the same bundle); following it on")
+                    }
+                    continue
+                }
                 if identity == .removed && !removedSaid {
                     removedSaid = true
                     if json { output.line("{\"notice\":\"removed\"}") }
                     output.flush()
                     warn("\(bundle) was removed; waiting for a bundle to be made there again")
                 }
-                guard let next = try? LogReader(path: bundle), (try? next.bundleIdentity()) == .same else { continue }
+                let next: LogReader
+                do {
+                    next = try LogReader(path: bundle)
+                } catch {
+                    // Something that is no bundle where it was (a FIFO, a plain file, an empty
+                    // directory): said once for each new reason, then waited on.
+                    let reason = "\(error)"
+                    if reason != waitingReason && access(bundle, F_OK) == 0 {
+                        warn("\(bundle) cannot be followed now: \(reason); waiting for a bundle to be made there")
+                    }
+                    waitingReason = reason
+                    continue
+                }
+                guard (try? next.bundleIdentity()) == .same else { continue }
+                waitingReason = ""
                 reader = next
                 overwrittenSaid = 0
                 alteredSaid = 0

@@ -103,7 +103,8 @@ final class MessageCacheTests: XCTestCase {
                         let range = try XCTUnwrap(issue.missedSequences, "only missed messages: \(issue)")
                         missed += UInt64(range.count)
                     }
-                    XCTAssertEqual(returned + missed, previous!.sequence - first + 1, "every gap named, exactly")
+                    let lowest = min(first, reader.issues.first?.missedSequences?.lowerBound ?? first)
+                    XCTAssertEqual(returned + missed, previous!.sequence - lowest + 1, "every gap named, exactly")
                     overtaken += reader.issues.isEmpty ? 0 : 1
                 }
                 print("\(name): \(overtaken) of 3 slow reads were overtaken and said which messages they missed")

@@ -156,7 +156,8 @@ int lb_cache_reader_open(const char *path, lb_cache_reader **out);
  * lb_cache_reader_set_window), and
  * checks each copy against the writer's head, so it never returns a message the writer had
  * overwritten: a cache of up to 4 MiB is copied whole by the first call, and what the reader
- * returns is a run of what the cache held at one moment. A larger cache whose writer laps it
+ * returns is a run of what the cache held at one moment. Messages the writer removed between the
+ * open and that copy are named missed too (an OVERTAKEN issue before the first message). A larger cache whose writer laps it
  * before the reader's next copy (its consumer is slower than the writer) overtakes the reader:
  * the reader goes on at the oldest message left and records a LB_CACHE_ISSUE_OVERTAKEN issue
  * naming the sequences it missed; when the writer passed the reader's end, the end is read again

@@ -407,8 +407,13 @@ static int rebuild(const lb_cache_header *old, int fixed_ok, int damaged, int di
          * may remove through it; reusing its number would delete a message never sent). Only a
          * value no append could have reached (2^62 or more) is not believed: damage to the header
          * itself, where a jump is all that is lost. */
-        uint64_t next = count ? list[count - 1].sequence + 1 : 0, hinted = atomic_load(&old->next_sequence);
-        if (hinted > next && hinted < (UINT64_C(1) << 62)) next = hinted;
+        uint64_t next = count ? list[count - 1].sequence + 1 : 0;
+        /* head_sequence (the sequence after every message removed) and the old sequence_floor are
+         * high-water marks too: with next_sequence damaged, an emptied cache would start again at 0 */
+        uint64_t hinted[3] = {atomic_load(&old->next_sequence), atomic_load(&old->head_sequence),
+                              fixed_ok ? old->sequence_floor : 0};
+        for (int i = 0; i < 3; i++)
+            if (hinted[i] > next && hinted[i] < (UINT64_C(1) << 62)) next = hinted[i];
         h.sequence_floor = next; /* the next_sequence that may stand above the newest message */
         h.fixed_crc = fixed_crc(&h);
         atomic_store(&h.tail, used);
@@ -509,6 +514,27 @@ static void recount(lb_cache *c) {
         if (taken == out + 1) add(&h->evicted_overwrite, 1);
         else if (out == taken + 1 && atomic_load(&h->evicted_overwrite)) subtract(&h->evicted_overwrite, 1);
     }
+}
+
+/* A frame head at the head that fails its check (bit rot, or a head moved back into another
+ * frame's bytes) is stepped over when the writer opens the file, 8 bytes at a time as eviction
+ * does, instead of being reported by every reader until eviction reaches it: counted once in
+ * damage_found; 1 when it was (the counters are then recounted from the frames). */
+static int repair_head(lb_cache *c) {
+    lb_cache_header *h = c->h;
+    int stepped = 0;
+    for (;;) {
+        uint64_t head = atomic_load(&h->head), tail = atomic_load(&h->tail);
+        uint64_t offset = head % c->region_size, left = c->region_size - offset;
+        if (head >= tail || left < FRAME_HEAD) break; /* empty, or padding before the region's end */
+        lb_archive_frame_head f;
+        memcpy(&f, c->region + offset, sizeof f);
+        if (frame_head_valid(&f) && FRAME_HEAD + round8(f.length) <= left) break;
+        atomic_store(&h->head, head + 8);
+        stepped = 1;
+    }
+    if (stepped) add(&h->damage_found, 1);
+    return stepped;
 }
 
 /* ---- fork: a child inherits the mapping (shared with the parent!) and the file description that
@@ -673,7 +699,7 @@ int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **
     }
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->synced, NULL);
-    if (cut_short) recount(c);
+    if (repair_head(c) || cut_short) recount(c);
     atomic_store(&c->h->appending, 0); /* a killed writer's append left it set */
     register_open(c);
     *out = c;
@@ -1280,7 +1306,7 @@ static void overtaken(lb_cache_reader *r, uint64_t head) {
         if (head < tail && tail - head <= r->region_size) break;
         if ((stop = r->laps++ >= READER_LAPS || head == tail)) break; /* lapped too often, or emptied */
     }
-    if ((r->delivered || stop) && !r->gap_open) {
+    if (!r->gap_open) { /* also before the first message: it was kept when the reader was opened */
         r->gap_open = 1;
         r->gap_from = r->delivered ? r->last_sequence + 1 : r->next_expected;
         r->gap_offset = LB_CACHE_HEADER_SIZE + r->position % r->region_size;
