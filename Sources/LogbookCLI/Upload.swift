@@ -16,8 +16,8 @@ struct Upload: ParsableCommand {
             carries Idempotency-Key: "ID" (the SHA-256 of the content; lba-RING-NUMBER for an archive \
             file) and Logbook-Attempt: N. Retried: transport errors, timeouts, 408, 425, 429, 500, 502, \
             503, 504, with exponential backoff and full jitter, honouring Retry-After; any other status \
-            gives up at once; redirects are not followed. Files delivered are marked \
-            (user.logbook.delivered) and skipped afterwards unless --again. Exits 1 when anything gave \
+            gives up at once; redirects are not followed. Files delivered are marked for their \
+            destination (method and --to) and skipped there afterwards unless --again. Exits 1 when anything gave \
             up, with the reason per item.
             """)
 
@@ -100,8 +100,9 @@ struct Upload: ParsableCommand {
         let policy = RetryPolicy(maxDelay: .seconds(maxDelay), maxAttempts: maxAttempts)
         let uploader: Uploader
         do {
+            // Delivery marks are per destination: the method and the URL template.
             uploader = try Uploader(.init(spool: spoolPath, policy: policy, maxConcurrentUploads: parallel,
-                                          timeout: .seconds(timeout)) { item in
+                                          timeout: .seconds(timeout), destination: method + " " + template) { item in
                 Self.request(template: template, method: method, headers: headers, item: item)
             })
         } catch { fail("\(error)") }

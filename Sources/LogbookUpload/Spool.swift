@@ -367,15 +367,32 @@ public final class Spool {
 
     // MARK: delivery marks
 
-    /// The extended attribute that marks a delivered file (its value: the item id).
+    /// The extended attribute that marks a file delivered to the destination "" (its value: the
+    /// item id); another destination's is this name, a dot and ``destinationTag(_:)``.
     public static let deliveredAttribute = "user.logbook.delivered"
 
-    /// Marks the file an item was submitted from as delivered, so that a relaunch does not submit it
-    /// again: an extended attribute on the file (the same inode as the spool's hard link, where it
-    /// is one), or, where the file system has no user attributes, a mark `delivered/ID` in the spool.
-    public func markDelivered(_ item: SpooledItem) {
+    /// 16 hex digits of the SHA-256 of a destination's words: its delivery marks' suffix.
+    public static func destinationTag(_ destination: String) -> String {
+        String(SHA256.hex(of: Array(destination.utf8)).prefix(16))
+    }
+
+    static func deliveredAttribute(to destination: String) -> String {
+        destination.isEmpty ? deliveredAttribute : deliveredAttribute + "." + destinationTag(destination)
+    }
+
+    /// The name of a mark in `delivered/`: the id, then `~` and the destination's tag (`~` is in no id).
+    static func deliveryMark(_ id: String, to destination: String) -> String {
+        destination.isEmpty ? id : id + "~" + destinationTag(destination)
+    }
+
+    /// Marks the file an item was submitted from as delivered to `destination`, so that a relaunch
+    /// does not submit it there again: an extended attribute on the file (the same inode as the
+    /// spool's hard link, where it is one), or, where the file system has no user attributes, a
+    /// mark `delivered/ID~TAG` in the spool. Another destination's marks do not count for this one.
+    public func markDelivered(_ item: SpooledItem, to destination: String = "") {
         guard !item.source.isEmpty else { return }
         var marked = false
+        let attribute = Self.deliveredAttribute(to: destination)
         // The spool's own link first: the same inode as the source when it was linked.
         for (dir, name) in [(directory, item.id + ".data"), (AT_FDCWD, item.source)] where !marked {
             let fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
@@ -385,37 +402,39 @@ public final class Spool {
             guard fstat(fd, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { continue }
             if dir == directory && status.st_nlink < 2 { continue }  // a copy: mark the source
             let value = Array(item.id.utf8)
-            marked = lb_file_attribute_set(fd, Self.deliveredAttribute, value, value.count) == 0
+            marked = lb_file_attribute_set(fd, attribute, value, value.count) == 0
         }
         if !marked, let marks = try? subdirectory("delivered") {
-            let fd = openat(marks, item.id, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
+            let fd = openat(marks, Self.deliveryMark(item.id, to: destination), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0o600)
             if fd >= 0 { close(fd) }
             _ = fsync(marks)
             close(marks)
         }
     }
 
-    /// Whether the file at `file` (submitted as `id`) was delivered before: its attribute names
-    /// `id`, or the spool holds a mark for `id`.
-    public func wasDelivered(file: String, id: String) -> Bool {
+    /// Whether the file at `file` (submitted as `id`) was delivered to `destination` before: its
+    /// attribute for that destination names `id`, or the spool holds a mark for both.
+    public func wasDelivered(file: String, id: String, to destination: String = "") -> Bool {
         let fd = open(file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         if fd >= 0 {
             defer { close(fd) }
             var value = [UInt8](repeating: 0, count: 256)
-            let n = lb_file_attribute_get(fd, Self.deliveredAttribute, &value, value.count)
+            let n = lb_file_attribute_get(fd, Self.deliveredAttribute(to: destination), &value, value.count)
             if n > 0 && Array(value[0..<n]) == Array(id.utf8) { return true }
         }
-        return faccessat(directory, "delivered/" + id, F_OK, AT_SYMLINK_NOFOLLOW) == 0
+        return faccessat(directory, "delivered/" + Self.deliveryMark(id, to: destination), F_OK, AT_SYMLINK_NOFOLLOW) == 0
     }
 
-    /// Removes the delivery marks of `delivered/` that start with `prefix` and are not in `keep`
-    /// (the files they marked are gone), so that the marks stay as few as the files.
+    /// Removes the delivery marks of `delivered/` whose id starts with `prefix` and is not in
+    /// `keep` (the files they marked are gone), whatever their destination, so that the marks stay
+    /// as few as the files.
     public func pruneDeliveryMarks(prefix: String, keep: Set<String>) {
         guard faccessat(directory, "delivered", F_OK, AT_SYMLINK_NOFOLLOW) == 0,
               let marks = try? subdirectory("delivered") else { return }
         defer { close(marks) }
-        for name in Self.names(in: marks) where name.hasPrefix(prefix) && !keep.contains(name) {
-            unlinkat(marks, name, 0)
+        for name in Self.names(in: marks) where name.hasPrefix(prefix) {
+            let id = String(name.split(separator: "~", maxSplits: 1).first ?? Substring(name))
+            if !keep.contains(id) { unlinkat(marks, name, 0) }
         }
     }
 

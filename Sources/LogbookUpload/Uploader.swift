@@ -44,11 +44,17 @@ public final class Uploader: Sendable {
         public var makeRequest: @Sendable (SpooledItem) -> URLRequest
         /// The wall clock (ns since the epoch); tests inject one.
         public var clock: @Sendable () -> Int64
+        /// Where the items go, in words (the CLI passes its `--to` URL): delivery marks are per
+        /// destination, so a file delivered to one is still submitted for another. "" is the
+        /// destination of marks made before marks had one.
+        public var destination: String
 
         public init(spool: String, policy: RetryPolicy = .fileUpload, maxConcurrentUploads: Int = 2,
                     timeout: Duration = .seconds(60), quota: Quota = Quota(), keepsGivenUpItems: Bool = false,
-                    isAllowed: Bool = true, clock: @escaping @Sendable () -> Int64 = Spool.wallClock,
+                    isAllowed: Bool = true, destination: String = "",
+                    clock: @escaping @Sendable () -> Int64 = Spool.wallClock,
                     makeRequest: @escaping @Sendable (SpooledItem) -> URLRequest) {
+            self.destination = destination
             self.spool = spool
             self.policy = policy
             self.maxConcurrentUploads = maxConcurrentUploads
@@ -205,7 +211,7 @@ public final class Uploader: Sendable {
         try requireWithinQuota(try Spool.byteCount(ofFile: file), file)  // before hashing a file too large
         let id = if let id { id } else if let (archive, _) = Self.archiveIdentity(file), let archive { archive }
                  else { try Spool.contentIdentifier(ofFile: file) }
-        let delivered = state.withLock { $0.items[id] == nil && $0.spool.wasDelivered(file: file, id: id) }
+        let delivered = state.withLock { $0.items[id] == nil && $0.spool.wasDelivered(file: file, id: id, to: configuration.destination) }
         return delivered ? nil : try spool(file: file, id: id, linking: false)
     }
 
@@ -597,7 +603,7 @@ public final class Uploader: Sendable {
             }
             switch decision {
             case .delivered:
-                state.spool.markDelivered(item)
+                state.spool.markDelivered(item, to: configuration.destination)
                 remove(item, from: &state, outcome: .delivered(id: item.id, attempts: item.attempts))
             case .gaveUp(let reason):
                 remove(item, from: &state, outcome: .gaveUp(id: item.id, reason: reason))
@@ -736,7 +742,7 @@ extension Uploader {
             }
             let prefix = String(id[..<id.lastIndex(of: "-")!]) + "-"
             seen[prefix, default: []].insert(id)
-            let known = state.withLock { $0.items[id] != nil || (!includingDelivered && $0.spool.wasDelivered(file: file, id: id)) }
+            let known = state.withLock { $0.items[id] != nil || (!includingDelivered && $0.spool.wasDelivered(file: file, id: id, to: configuration.destination)) }
             if !known { submitted.append(try spool(file: file, id: id, linking: true)) }
         }
         state.withLock { state in

@@ -761,9 +761,40 @@ final class UploaderFailureTests: XCTestCase {
             XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: spool + "/delivered").sorted(), items.map(\.id).sorted())
         }
         try FileManager.default.removeItem(atPath: bundlePath + "/archive/archive-0000000001.lba.zst")
-        let relaunched = try Uploader(.init(spool: spool, makeRequest: request(server.url("/ok"))))
-        XCTAssertEqual(try relaunched.submitArchives(in: bundlePath), [])
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: spool + "/delivered").count, 2, "the gone file's mark pruned")
+        do {
+            let relaunched = try Uploader(.init(spool: spool, makeRequest: request(server.url("/ok"))))
+            XCTAssertEqual(try relaunched.submitArchives(in: bundlePath), [])
+            XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: spool + "/delivered").count, 2, "the gone file's mark pruned")
+        }
+        // Another destination: its own marks (ID~TAG), so the files go there too, and are pruned alike.
+        let elsewhere = try Uploader(.init(spool: spool, isAllowed: false, destination: "PUT http://elsewhere/",
+                                           makeRequest: request(server.url("/ok"))))
+        XCTAssertEqual(try elsewhere.submitArchives(in: bundlePath).count, 2)
+    }
+
+    /// A file delivered to one URL is uploaded to another (the outside test saw "delivered before"
+    /// and nothing sent): delivery marks are per destination, and --again is needed only for the
+    /// same one. Bundles alike.
+    func testAFileDeliveredToOneDestinationIsUploadedToAnother() throws {
+        guard let logbook = logbookExecutable() else { throw XCTSkip("the logbook executable is not built") }
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let spool = ["--spool", dir + "/spool"]
+        let first = "http://127.0.0.1:\(server.port)/ok/first/{name}", second = "http://127.0.0.1:\(server.port)/ok/second/{name}"
+        try Data("report".utf8).write(to: URL(fileURLWithPath: dir + "/report.txt"))
+        let bundlePath = dir + "/app.logbook"
+        try writeBundle(bundlePath, rollingFiles: 2)
+        for (to, expected) in [(first, "3 delivered"), (second, "3 delivered")] {
+            let run = try runProgram(logbook, ["upload", "--to", to] + spool + [dir + "/report.txt", bundlePath])
+            XCTAssertEqual(run.status, 0, run.output)
+            XCTAssertTrue(run.output.contains(expected), "\(to): \(run.output)")
+        }
+        let again = try runProgram(logbook, ["upload", "--to", first] + spool + [dir + "/report.txt", bundlePath])
+        XCTAssertTrue(again.output.contains("delivered before (--again uploads it again)"), again.output)
+        XCTAssertTrue(again.output.contains("no archive files left to upload"), again.output)
+        let paths = server.requests().compactMap { $0["path"] as? String }
+        XCTAssertEqual(paths.filter { $0.hasPrefix("/ok/first/") }.count, 3, "\(paths)")
+        XCTAssertEqual(paths.filter { $0.hasPrefix("/ok/second/") }.count, 3, "\(paths)")
     }
 
     /// The kill loop: `logbook upload` of 20 files of varied sizes to a server that fails a third of
