@@ -497,6 +497,7 @@ public final class Uploader: Sendable {
             return .failure(BodyProblem(quarantines: false, reason: "its content cannot be read: \(String(cString: strerror(errno)))"))
         }
         let size = Int(status.st_size)
+        if item.id.hasPrefix("lba-"), let problem = Self.archiveProblem(fd) { return .failure(problem) }
         if status.st_nlink > 1 && size != item.byteCount {
             return .failure(BodyProblem(quarantines: false,
                                         reason: "the file changed after it was submitted (\(item.byteCount) bytes, now \(size))"))
@@ -523,6 +524,25 @@ public final class Uploader: Sendable {
             return .failure(BodyProblem(quarantines: false, reason: "the file changed after it was submitted (\(size) bytes, read \(read))"))
         }
         return Self.matchesItsKey(data, item).map { .failure($0) } ?? .success(data)
+    }
+
+    /// An archive file whose frames fail their checks (an edit of the same size: the outside test
+    /// sent one under its key), read through the core's reader over the very inode opened: the
+    /// first problem, or nil when it reads whole.
+    static func archiveProblem(_ fd: Int32) -> BodyProblem? {
+        let failures: [LogIssue]
+        do {
+            let reader = try LogReader(path: "/proc/self/fd/\(fd)")
+            try reader.stream { _ in }
+            failures = reader.issues.filter(\.isFailure)
+        } catch {
+            return BodyProblem(quarantines: true, reason: "its content in the spool is not a readable archive file (\(error)): not sent",
+                               keepsContent: true)
+        }
+        guard let first = failures.first else { return nil }
+        return BodyProblem(quarantines: true,
+                           reason: "its content in the spool is not the archive file its key names (\(first.kind) at byte \(first.offset): \(first.reason)): not sent",
+                           keepsContent: true)
     }
 
     /// Whether the bytes about to be sent are the content the item's key names (outside tests
