@@ -59,13 +59,21 @@ public struct SyslogFormat: Sendable {
         out.append(0x20)
         Self.appendHeaderField(entry.logger ?? "", limit: 32, to: &out)
         out.append(0x20)
-        appendStructuredData(of: entry, to: &out)
         let message = Array(entry.message.utf8)
-        guard !message.isEmpty else { return fit(out, truncated: false) }
-        out.append(0x20)
-        if message.contains(where: { $0 >= 0x80 }) { out += [0xEF, 0xBB, 0xBF] }  // MSG-UTF8 starts with a BOM
-        out += message
-        return fit(out, truncated: false)
+        let structured = structuredData(of: entry, budget: .max).bytes
+        let whole = message.isEmpty ? [] : [0x20] + (message.contains(where: { $0 >= 0x80 }) ? Self.bom : []) + message
+        if out.count + structured.count + whole.count <= maximumBytes { return (out + structured + whole, false) }
+        // Too long. The MSG is cut first; the structured data only when it alone leaves no room
+        // for a cut MSG, and then by whole parameters (the last one cut inside its value), so that
+        // every element stays closed (an outside test saw rsyslog store SD cut inside a value).
+        // A cut MSG ends with the marker, which is UTF-8: it starts with the BOM.
+        let room = 1 + Self.bom.count + Self.truncationMarker.count
+        let budget = maximumBytes - out.count - room
+        out += structured.count <= budget ? structured : structuredData(of: entry, budget: budget).bytes
+        var end = min(message.count, max(0, maximumBytes - out.count - room))
+        while end > 0 && end < message.count && message[end] & 0xC0 == 0x80 { end -= 1 }  // not inside a character
+        out += [0x20] + Self.bom + message[..<end] + Self.truncationMarker
+        return out.count <= maximumBytes ? (out, true) : fit(out, truncated: true)  // a header longer than the limit
     }
 
     /// The message framed by octet counting: its length in decimal, a space, the message.
@@ -75,11 +83,13 @@ public struct SyslogFormat: Sendable {
     }
 
     static let truncationMarker = Array("…[truncated]".utf8)
+    static let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
 
-    /// Cuts a message longer than `maximumBytes` at a UTF-8 boundary and ends it with the marker.
+    /// Cuts a message longer than `maximumBytes` at a UTF-8 boundary and ends it with the marker
+    /// (the last resort, for a header that alone is longer than the limit).
     private func fit(_ bytes: [UInt8], truncated: Bool) -> (bytes: [UInt8], truncated: Bool) {
         guard bytes.count > maximumBytes else { return (bytes, truncated) }
-        var end = maximumBytes - Self.truncationMarker.count
+        var end = max(0, maximumBytes - Self.truncationMarker.count)
         while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }  // not inside a character
         return (Array(bytes[..<end]) + Self.truncationMarker, true)
     }
@@ -132,38 +142,72 @@ public struct SyslogFormat: Sendable {
     }
 
     /// `[logbook@PEN thread=".." file=".." line=".." function=".." error.type=".." error.message=".."]`
-    /// then `[meta@PEN key="value" ...]` for the metadata (nested keys joined with '.').
-    private func appendStructuredData(of entry: LogEntry, to out: inout [UInt8]) {
-        func param(_ name: String, _ value: String) {
-            out.append(0x20)
-            Self.appendName(name, to: &out)
-            out += [UInt8(ascii: "="), UInt8(ascii: "\"")]
-            Self.appendValue(value, to: &out)
-            out.append(UInt8(ascii: "\""))
-        }
-        out.append(UInt8(ascii: "["))
-        Self.appendName("logbook@\(enterpriseNumber)", to: &out)
-        param("thread", String(entry.threadID))
+    /// then `[meta@PEN key="value" ...]` for the metadata (nested keys joined with '.'), in at most
+    /// `budget` bytes: parameters that do not fit are left out, the first of them cut inside its
+    /// value (at a character, never inside an escape, ending with "…"); an element always closes.
+    /// NILVALUE when not even the first element's name fits.
+    private func structuredData(of entry: LogEntry, budget: Int) -> (bytes: [UInt8], cut: Bool) {
+        var logbook: [(String, String)] = [("thread", String(entry.threadID))]
         if let file = entry.file {
-            param("file", file)
-            param("line", String(entry.line))
+            logbook.append(("file", file))
+            logbook.append(("line", String(entry.line)))
         }
-        if let function = entry.function { param("function", function) }
+        if let function = entry.function { logbook.append(("function", function)) }
         if let error = entry.error {
-            param("error.type", error.type)
-            param("error.message", error.description)
+            logbook.append(("error.type", error.type))
+            logbook.append(("error.message", error.description))
         }
-        out.append(UInt8(ascii: "]"))
-        guard !entry.metadata.isEmpty else { return }
-        out.append(UInt8(ascii: "["))
-        Self.appendName("meta@\(enterpriseNumber)", to: &out)
-        func flatten(_ metadata: LogMetadata, prefix: String) {
-            for pair in metadata.pairs {
-                let key = prefix.isEmpty ? pair.key : prefix + "." + pair.key
-                if case .map(let nested) = pair.value { flatten(nested, prefix: key) } else { param(key, pair.value.string ?? pair.value.description) }
+        var elements = [("logbook@\(enterpriseNumber)", logbook)]
+        if !entry.metadata.isEmpty {
+            var meta: [(String, String)] = []
+            func flatten(_ metadata: LogMetadata, prefix: String) {
+                for pair in metadata.pairs {
+                    let key = prefix.isEmpty ? pair.key : prefix + "." + pair.key
+                    if case .map(let nested) = pair.value { flatten(nested, prefix: key) } else { meta.append((key, pair.value.string ?? pair.value.description)) }
+                }
             }
+            flatten(entry.metadata, prefix: "")
+            elements.append(("meta@\(enterpriseNumber)", meta))
         }
-        flatten(entry.metadata, prefix: "")
-        out.append(UInt8(ascii: "]"))
+        var out: [UInt8] = []
+        var cut = false
+        elements: for (id, params) in elements {
+            var element: [UInt8] = [UInt8(ascii: "[")]
+            Self.appendName(id, to: &element)
+            if out.count + element.count + 1 > budget {
+                cut = true
+                break
+            }
+            for (name, value) in params {
+                var param: [UInt8] = [0x20]
+                Self.appendName(name, to: &param)
+                param += [UInt8(ascii: "="), UInt8(ascii: "\"")]
+                let closing = 2  // '"' and the element's ']'
+                var escaped: [UInt8] = []
+                Self.appendValue(value, to: &escaped)
+                if out.count + element.count + param.count + escaped.count + closing <= budget {
+                    element += param + escaped + [UInt8(ascii: "\"")]
+                    continue
+                }
+                // The first parameter that does not fit: as much of its value as does, then stop.
+                cut = true
+                let ellipsis = Array("…".utf8)
+                var room = budget - out.count - element.count - param.count - closing - ellipsis.count
+                if room > 0 {
+                    for scalar in value.unicodeScalars {
+                        var piece: [UInt8] = []
+                        Self.appendValue(String(scalar), to: &piece)
+                        if piece.count > room { break }
+                        param += piece
+                        room -= piece.count
+                    }
+                    element += param + ellipsis + [UInt8(ascii: "\"")]
+                }
+                out += element + [UInt8(ascii: "]")]
+                break elements
+            }
+            out += element + [UInt8(ascii: "]")]
+        }
+        return (out.isEmpty ? [UInt8(ascii: "-")] : out, cut)
     }
 }

@@ -56,6 +56,106 @@ final class SyslogFormatTests: XCTestCase {
         XCTAssertTrue(text.hasSuffix("é…[truncated]"), String(text.suffix(20)))
     }
 
+    /// Parses `bytes` by RFC 5424's grammar: six header fields, STRUCTURED-DATA (NILVALUE or
+    /// elements whose parameters are closed and escaped), then nothing or SP MSG. Returns the
+    /// elements (name, parameters) and the MSG, or nil when the grammar is broken.
+    func parse(_ bytes: [UInt8]) -> (elements: [(String, [(String, String)])], msg: [UInt8])? {
+        var i = 0, spaces = 0
+        while i < bytes.count && spaces < 6 {
+            if bytes[i] == 0x20 { spaces += 1 }
+            i += 1
+        }
+        guard spaces == 6, i < bytes.count else { return nil }
+        var elements: [(String, [(String, String)])] = []
+        if bytes[i] == UInt8(ascii: "-") {
+            i += 1
+        } else {
+            while i < bytes.count && bytes[i] == UInt8(ascii: "[") {
+                i += 1
+                var name: [UInt8] = []
+                while i < bytes.count && bytes[i] != 0x20 && bytes[i] != UInt8(ascii: "]") { name.append(bytes[i]); i += 1 }
+                var params: [(String, String)] = []
+                while i < bytes.count && bytes[i] == 0x20 {
+                    i += 1
+                    var key: [UInt8] = []
+                    while i < bytes.count && bytes[i] != UInt8(ascii: "=") { key.append(bytes[i]); i += 1 }
+                    guard i + 1 < bytes.count, bytes[i + 1] == UInt8(ascii: "\"") else { return nil }
+                    i += 2
+                    var value: [UInt8] = []
+                    while true {
+                        guard i < bytes.count else { return nil }  // a value never closed
+                        if bytes[i] == UInt8(ascii: "\\") {
+                            guard i + 1 < bytes.count else { return nil }
+                            value.append(bytes[i + 1])
+                            i += 2
+                            continue
+                        }
+                        if bytes[i] == UInt8(ascii: "\"") { i += 1; break }
+                        guard bytes[i] != UInt8(ascii: "]") else { return nil }  // an unescaped ']' in a value
+                        value.append(bytes[i])
+                        i += 1
+                    }
+                    params.append((String(decoding: key, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+                }
+                guard i < bytes.count, bytes[i] == UInt8(ascii: "]") else { return nil }  // an element never closed
+                i += 1
+                elements.append((String(decoding: name, as: UTF8.self), params))
+            }
+            guard !elements.isEmpty else { return nil }
+        }
+        if i == bytes.count { return (elements, []) }
+        guard bytes[i] == 0x20 else { return nil }
+        return (elements, Array(bytes[(i + 1)...]))
+    }
+
+    /// F2 of the outside test: structured data longer than the limit was cut inside a value, with no
+    /// closing '"' or ']', and rsyslog stored it broken with an empty MSG. Now whole parameters are
+    /// kept while they fit, the first that does not is cut inside its value, every element closes,
+    /// and the MSG is there, cut, with its marker.
+    func testStructuredDataLongerThanTheLimitStaysWellFormed() throws {
+        let huge = String(repeating: "v\"]\\é", count: 3000)
+        let entry = try entry { log in
+            log.warning("request \(7) failed", metadata: ["a": "small", "huge": "\(huge)", "z": "after"])
+        }
+        for limit in [480, 600, 1000, 8096] {
+            let format = SyslogFormat(hostname: "h", appName: "a", maximumBytes: limit)
+            let (bytes, truncated) = format.message(for: entry)
+            XCTAssertTrue(truncated)
+            XCTAssertLessThanOrEqual(bytes.count, limit)
+            XCTAssertNotNil(String(validating: bytes, as: UTF8.self), "valid UTF-8 at \(limit)")
+            let parsed = try XCTUnwrap(parse(bytes), "well-formed at \(limit): \(String(decoding: bytes, as: UTF8.self).suffix(120))")
+            XCTAssertEqual(parsed.elements.first?.0, "logbook@32473")
+            XCTAssertTrue(parsed.msg.starts(with: [0xEF, 0xBB, 0xBF]), "a cut MSG carries the BOM (its marker is UTF-8)")
+            XCTAssertTrue(String(decoding: parsed.msg, as: UTF8.self).hasSuffix("…[truncated]"))
+            if limit == 8096 {
+                let meta = try XCTUnwrap(parsed.elements.first { $0.0 == "meta@32473" })
+                XCTAssertEqual(meta.1.map(\.0), ["a", "huge"], "whole, then cut")
+                XCTAssertGreaterThan(meta.1[1].1.utf8.count, 4500, "as much of the value as fits (escaped, it fills the message)")
+            }
+            if let meta = parsed.elements.first(where: { $0.0 == "meta@32473" }) {
+                XCTAssertEqual(meta.1.first?.0, "a")
+                if let cut = meta.1.first(where: { $0.0 == "huge" }) {
+                    XCTAssertTrue(huge.hasPrefix(String(cut.1.dropLast())) && cut.1.hasSuffix("…"), "a prefix of the value, whole characters")
+                }
+                XCTAssertFalse(meta.1.contains { $0.0 == "z" }, "nothing after the parameter cut")
+            }
+        }
+    }
+
+    /// F13: a truncated ASCII MSG gained "…" (UTF-8) but no BOM, though a non-ASCII MSG carries one.
+    func testATruncatedASCIIMessageCarriesTheBOM() throws {
+        let entry = try entry { log in log.info("\(String(repeating: "x", count: 5000))") }
+        let format = SyslogFormat(hostname: "h", appName: "a", maximumBytes: 1000)
+        let (bytes, truncated) = format.message(for: entry)
+        XCTAssertTrue(truncated)
+        let parsed = try XCTUnwrap(parse(bytes))
+        XCTAssertTrue(parsed.msg.starts(with: [0xEF, 0xBB, 0xBF] + Array("xxx".utf8)), "BOM, then the message")
+        XCTAssertTrue(String(decoding: parsed.msg, as: UTF8.self).hasSuffix("x…[truncated]"))
+        // An ASCII MSG that fits stays without a BOM.
+        let short = try self.entry { log in log.info("plain \(1)") }
+        XCTAssertEqual(try XCTUnwrap(parse(format.message(for: short).bytes)).msg, Array("plain 1".utf8))
+    }
+
     func testSeverityFollowsTheLevels() {
         XCTAssertEqual([LogLevel.trace, .debug, .info, .notice, .warning, .error, .critical].map(SyslogFormat.severity),
                        [7, 7, 6, 5, 4, 3, 2])
