@@ -119,13 +119,16 @@ struct Export: ParsableCommand {
             total.rejected += report.rejected
             total.repeated += report.repeated
             total.gaveUp += report.gaveUp
+            total.recordsGivenUp += report.recordsGivenUp
             total.truncated += report.truncated
             total.resent += report.resent
             for reason in report.gaveUp { warn("a batch gave up: \(reason)") }
             if cancelled { break }
             if follow && !Export.stopping.withLock({ $0 }) { _ = Export.wake.wait(timeout: .now() + max(0.01, interval)) }
         } while follow && !Export.stopping.withLock({ $0 })
-        say("exported \(total.exported) records" + (total.rejected > 0 ? ", \(total.rejected) rejected by the collector" : "")
+        say("exported \(total.exported) records"
+            + (total.recordsGivenUp > 0 ? ", \(total.recordsGivenUp) given up in \(total.gaveUp.count) batches (not sent again)" : "")
+            + (total.rejected > 0 ? ", \(total.rejected) rejected by the collector" : "")
             + (total.repeated > 0 ? ", \(total.repeated) sent again after a restart" : "")
             + (total.truncated > 0 ? ", \(total.truncated) syslog messages truncated" : "")
             + (total.resent > 0 ? ", \(total.resent) RELP messages resent after a broken connection" : "")

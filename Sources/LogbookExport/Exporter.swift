@@ -48,6 +48,8 @@ public final class Exporter {
         /// Batches given up (a status not retried, or the policy's limits), with the reason; their
         /// records are not sent again.
         public var gaveUp: [String] = []
+        /// The records in those batches (not sent again).
+        public var recordsGivenUp = 0
         /// Syslog messages cut to the maximum size (with the marker).
         public var truncated = 0
         /// RELP messages sent again on a new session because the connection broke before their
@@ -261,9 +263,11 @@ public final class Exporter {
                 case .gaveUp(_, let reason):
                     try stopIfCancelled()
                     report.gaveUp.append(reason)
+                    report.recordsGivenUp += batch.count
                     monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += batch.count }
                 case .expired(let attempts):
                     report.gaveUp.append("expired after \(attempts) attempts")
+                    report.recordsGivenUp += batch.count
                     monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += batch.count }
                 }
             case .syslog(let destination):
@@ -276,6 +280,7 @@ public final class Exporter {
                 case .gaveUp(_, let reason):
                     try stopIfCancelled()
                     report.gaveUp.append(reason)
+                    report.recordsGivenUp += batch.count
                     monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += batch.count }
                 case .unusable(let reason):
                     // nothing acknowledged and nothing skipped: the batch waits for a usable destination

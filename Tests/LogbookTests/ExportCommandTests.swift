@@ -146,6 +146,22 @@ final class ExportCommandTests: XCTestCase {
         XCTAssertTrue(run.output.contains("the reader reports: missing"), run.output)
     }
 
+    /// F10 of the outside test: 400 of 1,000 records given up on HTTP 400 showed only as "a batch
+    /// gave up" lines, and the summary said "exported 600 records". It counts them now, and
+    /// exported + given up is every record.
+    func testRecordsGivenUpAreCountedInTheSummary() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let source = try makeBundle(dir, records: 1000)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let url = server.url("/s/ok,400,ok,400,400/v1/logs").absoluteString
+        let run = try runProgram(logbook, ["export", "--otlp", url, "--cursors", dir + "/cursors", "--batch", "200", source])
+        XCTAssertEqual(run.status, 1, run.output)
+        XCTAssertTrue(run.output.contains("exported 400 records, 600 given up in 3 batches (not sent again)"), run.output)
+        XCTAssertEqual(run.output.components(separatedBy: "a batch gave up").count - 1, 3, run.output)
+    }
+
     /// The cursor's disk is full: the export stops with ENOSPC before it sends a batch it could
     /// not record, and once there is room again every record goes, each once.
     func testAFullCursorDiskStopsTheExportAndLosesNothing() throws {
