@@ -27,6 +27,20 @@ final class CLITests: XCTestCase {
         try bundle.close()
     }
 
+    /// `logbook show --follow --json` of `path`, polling every 20 ms, its standard output and
+    /// error written to `dir/out` and `dir/err`.
+    func startFollower(_ path: String, in dir: String) throws -> Process {
+        _ = FileManager.default.createFile(atPath: dir + "/out", contents: nil)
+        _ = FileManager.default.createFile(atPath: dir + "/err", contents: nil)
+        let follower = Process()
+        follower.executableURL = URL(fileURLWithPath: logbook)
+        follower.arguments = ["show", "--follow", "--json", "--interval", "0.02", path]
+        follower.standardOutput = FileHandle(forWritingAtPath: dir + "/out")
+        follower.standardError = FileHandle(forWritingAtPath: dir + "/err")
+        try follower.run()
+        return follower
+    }
+
     func testShowPrintsEscapedTextInTimeOrder() throws {
         let result = try runProgram(logbook, ["show", bundlePath])
         XCTAssertEqual(result.status, 0, result.output)
@@ -177,14 +191,7 @@ final class CLITests: XCTestCase {
         let log = try bundle.logger("lap")
         log.info("first \(0)")
         try bundle.flush()
-        FileManager.default.createFile(atPath: dir + "/out", contents: nil)
-        FileManager.default.createFile(atPath: dir + "/err", contents: nil)
-        let follower = Process()
-        follower.executableURL = URL(fileURLWithPath: logbook)
-        follower.arguments = ["show", "--follow", "--json", "--interval", "0.02", path]
-        follower.standardOutput = FileHandle(forWritingAtPath: dir + "/out")
-        follower.standardError = FileHandle(forWritingAtPath: dir + "/err")
-        try follower.run()
+        let follower = try startFollower(path, in: dir)
         defer { if follower.isRunning { follower.terminate() } }
         // What the follower wrote so far: entries shown, notices, and the records they say.
         func shown() throws -> (entries: Int, notices: Int, said: Int) {
@@ -252,7 +259,7 @@ final class CLITests: XCTestCase {
         chmod(path + "/archive", 0o700)
         try expectRefused("a private archive directory", naming: path + "/archive")
         chmod(path + "/archive", 0o755)
-        FileManager.default.createFile(atPath: path + "/archive/archive-0000000001.lba", contents: Data([1]),
+        _ = FileManager.default.createFile(atPath: path + "/archive/archive-0000000001.lba", contents: Data([1]),
                                        attributes: [.posixPermissions: 0o600])
         try expectRefused("a private archive file", naming: "archive-0000000001.lba")
         try FileManager.default.removeItem(atPath: path + "/archive")
@@ -271,14 +278,7 @@ final class CLITests: XCTestCase {
             try bundle.logger("old").info("before \(1)")
             try bundle.close()
         }
-        FileManager.default.createFile(atPath: dir + "/out", contents: nil)
-        FileManager.default.createFile(atPath: dir + "/err", contents: nil)
-        let follower = Process()
-        follower.executableURL = URL(fileURLWithPath: logbook)
-        follower.arguments = ["show", "--follow", "--json", "--interval", "0.02", path]
-        follower.standardOutput = FileHandle(forWritingAtPath: dir + "/out")
-        follower.standardError = FileHandle(forWritingAtPath: dir + "/err")
-        try follower.run()
+        let follower = try startFollower(path, in: dir)
         defer { if follower.isRunning { follower.terminate() } }
         func out() -> String { (try? String(contentsOfFile: dir + "/out", encoding: .utf8)) ?? "" }
         func err() -> String { (try? String(contentsOfFile: dir + "/err", encoding: .utf8)) ?? "" }
