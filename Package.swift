@@ -48,8 +48,10 @@ let package = Package(
         ),
         // For users' tests: capture entries and assert on them (no XCTest or swift-testing needed).
         .target(name: "LogbookTesting", dependencies: ["Logbook"]),
-        // Delivery to HTTP servers: the retry engine shared by the uploader and the exporters.
-        .target(name: "CLogbookUpload", path: "CSources/CLogbookUpload"),
+        // Delivery to HTTP servers: the one HTTP layer of the uploader and the exporters (libcurl;
+        // Debian: libcurl4-openssl-dev), the checks of content against its key, SHA-256.
+        .target(name: "CLogbookUpload", dependencies: ["CLogbook"], path: "CSources/CLogbookUpload",
+                linkerSettings: [.linkedLibrary("curl")]),
         // The message cache's C layer (issue 13, work in progress): frames on the core's commit protocol.
         .target(name: "CLogbookCache", dependencies: ["CLogbook"], path: "CSources/CLogbookCache"),
         .target(name: "LogbookCache", dependencies: ["Logbook", "CLogbookCache"]),

@@ -1,9 +1,6 @@
 import ArgumentParser
 import Dispatch
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Logbook
 import LogbookUpload
 
@@ -233,14 +230,13 @@ struct Upload: ParsableCommand {
         String(format: "%.1f", Double(bytes) / 1_048_576)
     }
 
-    static func request(template: String, method: String, headers: [(String, String)], item: SpooledItem) -> URLRequest {
+    static func request(template: String, method: String, headers: [(String, String)], item: SpooledItem) -> DeliveryRequest {
         let allowed = CharacterSet.urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))
         let name = Self.name(of: item).addingPercentEncoding(withAllowedCharacters: allowed) ?? item.id
         let text = template.replacingOccurrences(of: "{id}", with: item.id).replacingOccurrences(of: "{name}", with: name)
-        var request = URLRequest(url: URL(string: text) ?? URL(string: template)!)
-        request.httpMethod = method
-        request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        var request = DeliveryRequest(method: method, url: URL(string: text) != nil ? text : template)
+        request.setHeader("Content-Type", "application/octet-stream")
+        for (name, value) in headers { request.setHeader(name, value) }
         return request
     }
 }

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import CLogbookGzip
 import LogbookUpload
 
@@ -15,6 +12,8 @@ public struct OTLPDestination: Sendable {
     public var timeout: Duration
     /// gzip level (1–9) for `Content-Encoding: gzip`, or nil for none.
     public var gzipLevel: Int?
+    /// The uploader's HTTP layer: keep-alive connections, reused from batch to batch.
+    private let transport = HTTPTransport()
 
     public init(url: URL, headers: [String: String] = [:], policy: RetryPolicy = .openTelemetry, timeout: Duration = .seconds(30),
                 gzipLevel: Int? = nil) {
@@ -90,28 +89,20 @@ public struct OTLPDestination: Sendable {
         }
     }
 
-    /// One POST, through the uploader's HTTPExchange (a session per attempt, so a fresh connection).
+    /// One POST through the uploader's HTTP layer (a keep-alive connection, reused by the next batch).
     func send(_ body: [UInt8], attempt: Int, encoding: String?) async -> (AttemptOutcome, Data?) {
-        var request = URLRequest(url: url)
-        request.httpMethod = "POST"
-        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        if let encoding { request.setValue(encoding, forHTTPHeaderField: "Content-Encoding") }
-        request.setValue(String(attempt), forHTTPHeaderField: "Logbook-Attempt")
-        let (seconds, attoseconds) = timeout.components
-        request.timeoutInterval = Double(seconds) + Double(attoseconds) / 1e18
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpMaximumConnectionsPerHost = 1
-        do {
-            let (data, response) = try await HTTPExchange.send(request, body: Data(body), configuration: configuration)
-            guard let http = response as? HTTPURLResponse else { return (.transportError("not an HTTP response"), nil) }
-            return (.status(http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After")), data)
-        } catch let error as URLError where error.code == .timedOut {
+        var request = DeliveryRequest(method: "POST", url: url.absoluteString)
+        for (name, value) in headers { request.setHeader(name, value) }
+        request.setHeader("Content-Type", "application/json")
+        if let encoding { request.setHeader("Content-Encoding", encoding) }
+        request.setHeader("Logbook-Attempt", String(attempt))
+        switch await transport.send(request, body: .bytes(body), timeout: timeout) {
+        case .success(let answer):
+            return (.status(answer.status, retryAfter: answer.header("Retry-After")), Data(answer.body))
+        case .failure(let failure) where failure.code == ETIMEDOUT:
             return (.timedOut, nil)
-        } catch let error as URLError {
-            return (.transportError(Uploader.describe(error)), nil)
-        } catch {
-            return (.transportError(String(describing: error)), nil)
+        case .failure(let failure):
+            return (.transportError(failure.words), nil)
         }
     }
 

@@ -1,65 +1,282 @@
+import CLogbookUpload
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Logbook
 
-/// One HTTP request and its answer, for the uploader and the exporters: a session of its own (a
-/// fresh connection: on a reused connection that the server reset, libcurl retries the request by
-/// itself and, unable to rewind a FoundationNetworking body, sends it with no body at all), no
-/// redirect followed, and a cancellation that can never deadlock.
-///
-/// Why not `URLSession.upload(for:from:)`: its cancellation handler calls
-/// `URLSessionTask.cancel()`, which waits on the session's queue, while the Swift runtime holds
-/// the task's status lock; when the answer arrives at that moment, the session's queue resumes the
-/// request's continuation, which needs that lock. Both wait for ever: `logbook export --follow`
-/// hung on SIGTERM in 2 of 30 runs on a busy machine (stacks in docs/ARCHITECTURE.md). Here the
-/// request is cancelled from another thread, once the handler has returned.
-package enum HTTPExchange {
-    /// Sends `request` with `body`; returns the answer's body and response, or throws a
-    /// `URLError` (`.cancelled` when the calling task was cancelled).
-    package static func send(_ request: URLRequest, body: Data, configuration: URLSessionConfiguration) async throws -> (Data, URLResponse) {
-        let session = URLSession(configuration: configuration, delegate: RedirectRefusal(), delegateQueue: nil)
-        defer { session.finishTasksAndInvalidate() }
-        let exchange = Cancellable()
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(Data, URLResponse), Error>) in
-                let task = session.uploadTask(with: request, from: body) { data, response, error in
-                    if let error {
-                        continuation.resume(throwing: error)
-                    } else if let response {
-                        continuation.resume(returning: (data ?? Data(), response))
-                    } else {
-                        continuation.resume(throwing: URLError(.badServerResponse))
-                    }
-                }
-                exchange.start(task)
-            }
-        } onCancel: {
-            exchange.cancel()
-        }
+/// A request of the uploader or an exporter: its method, URL and headers. The body is the item's
+/// content (or the exporter's batch); its framing (`Content-Length`) is the transport's.
+public struct DeliveryRequest: Sendable {
+    public var method: String
+    /// An `http://` or `https://` URL. Redirects are never followed: a 3xx is the answer.
+    public var url: String
+    /// Header lines in order (`Name`, `value`).
+    public var headers: [(name: String, value: String)]
+
+    public init(method: String = "PUT", url: String, headers: [(name: String, value: String)] = []) {
+        self.method = method
+        self.url = url
+        self.headers = headers
     }
 
-    /// The URLSessionTask of one exchange, cancelled off the cancelling thread (also when the
-    /// cancellation comes before the task exists: it is then cancelled as it starts).
-    private final class Cancellable: Sendable {
-        private let state = Locked<(task: URLSessionTask?, cancelled: Bool)>((nil, false))
+    /// Sets `name` to `value` (replacing every line of that name, compared without case), or
+    /// removes it when `value` is nil.
+    public mutating func setHeader(_ name: String, _ value: String?) {
+        headers.removeAll { $0.name.caseInsensitiveCompare(name) == .orderedSame }
+        if let value { headers.append((name, value)) }
+    }
 
-        func start(_ task: URLSessionTask) {
-            let cancelled = state.withLock { state -> Bool in
-                state.task = task
-                return state.cancelled
-            }
-            task.resume()
-            if cancelled { DispatchQueue.global().async { task.cancel() } }
-        }
+    /// The first value of `name`, compared without case.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
 
-        func cancel() {
-            let task = state.withLock { state -> URLSessionTask? in
-                state.cancelled = true
-                return state.task
-            }
-            if let task { DispatchQueue.global().async { task.cancel() } }
+/// An answer: its status, header lines and (the start of) its body.
+package struct HTTPAnswer: Sendable {
+    package var status: Int
+    package var headers: [(name: String, value: String)]
+    package var body: [UInt8]
+
+    package func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    /// "Name: value\r\n" lines, as the C layer hands them over.
+    package static func parseHeaders(_ text: UnsafeBufferPointer<UInt8>) -> [(name: String, value: String)] {
+        let text = String(decoding: text, as: UTF8.self)
+        return text.split(whereSeparator: { $0 == "\r\n" || $0 == "\n" || $0 == "\r" }).compactMap { (line: Substring) in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            let name = line[line.startIndex..<colon], value = line[colon...].dropFirst()
+            return (String(name).trimmingCharacters(in: .whitespaces), String(value).trimmingCharacters(in: .whitespaces))
         }
+    }
+}
+
+/// Why an exchange got no answer.
+package struct HTTPFailure: Error, Sendable {
+    /// `ETIMEDOUT`, `ECONNREFUSED`, `ECONNRESET`, `EHOSTUNREACH`, `ECANCELED`, `EPROTO`, `EINVAL`;
+    /// `EBADMSG` (the content failed its check) or `EIO` (it could not be read whole): the body's own.
+    package var code: Int32
+    package var words: String
+
+    /// Whether the body is at fault (not the network): the item must not be retried as it is.
+    package var isContentProblem: Bool { code == EBADMSG || code == EIO }
+}
+
+/// A body: none, bytes in memory, or a file read as it is sent (with the check of its content
+/// against its key, logbook_content_check.h).
+package enum HTTPBody: @unchecked Sendable {
+    case none
+    case bytes([UInt8])
+    /// `fd` stays open until the exchange ends. Bytes `offset..<contentLength` are sent; the bytes
+    /// before `offset` are read and checked only (a resumed upload).
+    case file(fd: Int32, offset: UInt64, contentLength: UInt64, check: ContentCheck)
+}
+
+/// What a file body must be.
+package enum ContentCheck: Sendable {
+    case size
+    case sha256([UInt8])
+    /// The archive header the key was read from: 64 bytes (`.lba`) or the 72-byte header frame of a
+    /// `.lba.zst`.
+    case archive([UInt8])
+}
+
+/// Body bytes sent by the exchange in flight, readable from any thread (a progress line).
+package final class TransferProgress: Sendable {
+    private let state = Locked<(exchange: OpaquePointer?, settled: UInt64)>((nil, 0))
+
+    package init() {}
+
+    package var bytesSent: UInt64 {
+        state.withLock { state in state.exchange.map { lb_http_exchange_bytes_sent($0) } ?? state.settled }
+    }
+
+    fileprivate func attach(_ exchange: OpaquePointer) { state.withLock { $0.exchange = exchange } }
+
+    fileprivate func detach() {
+        state.withLock { state in
+            if let exchange = state.exchange { state.settled = lb_http_exchange_bytes_sent(exchange) }
+            state.exchange = nil
+        }
+    }
+}
+
+/// The one HTTP layer of the uploader and the exporters (C: logbook_http.h, over libcurl): keep-alive
+/// connections pooled per transport, each exchange run on a thread of its own (a blocking transfer
+/// never holds one of Swift's few cooperative threads), cancellation from any task at any moment,
+/// no redirect followed.
+package final class HTTPTransport: Sendable {
+    /// Idle connections (`lb_http_connection *`), reused by the next exchange.
+    private let idle = Locked<[OpaquePointer]>([])
+    private let keptIdle: Int
+
+    package init(keptIdle: Int = 8) {
+        self.keptIdle = keptIdle
+    }
+
+    deinit {
+        for connection in idle.withLock({ $0 }) { lb_http_connection_close(connection) }
+    }
+
+    /// Sends `request` with `body`; the answer (any status), or why there is none. `timeout`: how
+    /// long the exchange may go without a byte moving (connecting included). `onInterim` runs on the
+    /// exchange's thread for each 1xx answer (its status and headers), before the final one.
+    package func send(_ request: DeliveryRequest, body: HTTPBody, timeout: Duration, responseLimit: Int = 64 << 10,
+                      progress: TransferProgress? = nil,
+                      onInterim: (@Sendable (Int, [(name: String, value: String)]) -> Void)? = nil) async -> Result<HTTPAnswer, HTTPFailure> {
+        let milliseconds = UInt32(clamping: max(1, nanoseconds(timeout) / 1_000_000))
+        let lines = request.headers.map { "\($0.name): \($0.value)" }
+        var exchange: OpaquePointer?
+        let created: Int32 = lines.withCStrings { headers in
+            var spec = lb_http_request()
+            spec.header_count = headers.count
+            spec.connect_timeout_ms = milliseconds
+            spec.stall_timeout_ms = milliseconds
+            spec.response_body_limit = responseLimit
+            spec.body_fd = -1
+            return request.method.withCString { method in
+                request.url.withCString { url in
+                    spec.method = method
+                    spec.url = url
+                    return headers.withUnsafeBufferPointer { pointers in
+                        spec.headers = pointers.baseAddress
+                        return body.describe(spec) { lb_http_exchange_create(&$0, &exchange) }
+                    }
+                }
+            }
+        }
+        guard created == 0, let exchange else {
+            return .failure(HTTPFailure(code: -created, words: "the request cannot be made (\(String(cString: strerror(-created))))"))
+        }
+        defer { lb_http_exchange_free(exchange) }
+        let interim = onInterim.map { InterimHandler($0) }
+        if let interim {
+            lb_http_exchange_set_interim_handler(exchange, { context, status, headers, length in
+                let handler = Unmanaged<InterimHandler>.fromOpaque(context!).takeUnretainedValue()
+                let fields = headers.map { HTTPAnswer.parseHeaders(UnsafeBufferPointer(start: UnsafeRawPointer($0).assumingMemoryBound(to: UInt8.self), count: length)) } ?? []
+                handler.call(Int(status), fields)
+            }, Unmanaged.passUnretained(interim).toOpaque())
+        }
+        progress?.attach(exchange)
+        defer { progress?.detach() }
+        let connection = takeConnection()
+        guard let connection else { return .failure(HTTPFailure(code: ENOMEM, words: "no connection could be made ready")) }
+        let box = ExchangePointer(exchange)
+        let rc: Int32 = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+                let work = PerformWork(connection: connection, exchange: box, continuation: continuation)
+                let thread = Thread { work.run() }
+                thread.stackSize = 1 << 20
+                thread.start()
+            }
+        } onCancel: {
+            lb_http_exchange_cancel(box.pointer)
+        }
+        withExtendedLifetime(interim) {}
+        if rc != 0 {
+            lb_http_connection_close(connection)  // a connection that failed is never reused
+            return .failure(HTTPFailure(code: -rc, words: String(cString: lb_http_exchange_error(exchange))))
+        }
+        let status = Int(lb_http_exchange_status(exchange))
+        // Kept alive after a success only: a retry goes out on a fresh connection, so that a
+        // connection the server reset is never silently retried by libcurl as the same attempt.
+        if (200..<300).contains(status) { putBack(connection) } else { lb_http_connection_close(connection) }
+        var headerLength = 0, bodyLength = 0
+        let headers = lb_http_exchange_headers(exchange, &headerLength)!
+        let answerBody = lb_http_exchange_body(exchange, &bodyLength)!
+        return .success(HTTPAnswer(
+            status: status,
+            headers: HTTPAnswer.parseHeaders(UnsafeBufferPointer(start: UnsafeRawPointer(headers).assumingMemoryBound(to: UInt8.self), count: headerLength)),
+            body: Array(UnsafeRawBufferPointer(start: answerBody, count: bodyLength))))
+    }
+
+    private func takeConnection() -> OpaquePointer? {
+        if let connection = idle.withLock({ $0.popLast() }) { return connection }
+        var connection: OpaquePointer?
+        return lb_http_connection_open(&connection) == 0 ? connection : nil
+    }
+
+    private func putBack(_ connection: OpaquePointer) {
+        let kept = idle.withLock { idle in
+            guard idle.count < keptIdle else { return false }
+            idle.append(connection)
+            return true
+        }
+        if !kept { lb_http_connection_close(connection) }
+    }
+}
+
+private final class InterimHandler: Sendable {
+    let call: @Sendable (Int, [(name: String, value: String)]) -> Void
+    init(_ call: @escaping @Sendable (Int, [(name: String, value: String)]) -> Void) { self.call = call }
+}
+
+/// The exchange's pointer, handed to the cancellation handler (the C call is thread-safe; the
+/// exchange is freed only after the thread performing it has resumed the task).
+private struct ExchangePointer: @unchecked Sendable {
+    let pointer: OpaquePointer
+    init(_ pointer: OpaquePointer) { self.pointer = pointer }
+}
+
+private final class PerformWork: @unchecked Sendable {
+    let connection: OpaquePointer
+    let exchange: ExchangePointer
+    let continuation: CheckedContinuation<Int32, Never>
+
+    init(connection: OpaquePointer, exchange: ExchangePointer, continuation: CheckedContinuation<Int32, Never>) {
+        self.connection = connection
+        self.exchange = exchange
+        self.continuation = continuation
+    }
+
+    func run() { continuation.resume(returning: lb_http_exchange_perform(connection, exchange.pointer)) }
+}
+
+extension HTTPBody {
+    /// Fills the body's part of `spec` for the duration of `body`.
+    fileprivate func describe<R>(_ base: lb_http_request, _ body: (inout lb_http_request) -> R) -> R {
+        var spec = base
+        switch self {
+        case .none:
+            return body(&spec)
+        case .bytes(let bytes):
+            spec.content_length = UInt64(bytes.count)
+            spec.body_length = UInt64(bytes.count)
+            return bytes.withUnsafeBytes { buffer in
+                // A non-nil pointer even for no bytes: a POST of an empty body still has one.
+                spec.body_bytes = buffer.baseAddress.map { UnsafeRawPointer($0) } ?? UnsafeRawPointer(bitPattern: 1)
+                return body(&spec)
+            }
+        case .file(let fd, let offset, let contentLength, let check):
+            spec.body_fd = fd
+            spec.body_offset = offset
+            spec.body_length = contentLength - min(offset, contentLength)
+            spec.content_length = contentLength
+            switch check {
+            case .size:
+                spec.check = Int32(LB_CONTENT_CHECK_SIZE.rawValue)
+                return body(&spec)
+            case .sha256(let digest):
+                spec.check = Int32(LB_CONTENT_CHECK_SHA256.rawValue)
+                withUnsafeMutableBytes(of: &spec.sha256) { $0.copyBytes(from: digest.prefix(32)) }
+                return body(&spec)
+            case .archive(let header):
+                spec.check = Int32(LB_CONTENT_CHECK_ARCHIVE.rawValue)
+                return header.withUnsafeBytes { buffer in
+                    spec.expected_prefix = buffer.baseAddress
+                    spec.expected_prefix_length = buffer.count
+                    return body(&spec)
+                }
+            }
+        }
+    }
+}
+
+extension Array where Element == String {
+    /// The strings as C strings, alive for the duration of `body`.
+    fileprivate func withCStrings<R>(_ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+        let copies = map { strdup($0) }
+        defer { for copy in copies { free(copy) } }
+        return body(copies.map { UnsafePointer($0) })
     }
 }

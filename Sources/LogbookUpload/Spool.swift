@@ -23,6 +23,9 @@ public struct SpooledItem: Sendable, Equatable {
     public var lastStatus: Int
     /// The last attempt's failure, in words ("" before any).
     public var lastReason: String
+    /// Where the server keeps this item's upload while it is incomplete (a resumable upload's
+    /// `Location`, from its 104 answer): the next attempt asks it for its offset and sends the rest.
+    public var resumptionURL: String? = nil
 }
 
 /// A spool directory: items put there durably before `submit` returns, each with a state file
@@ -509,21 +512,27 @@ public final class Spool {
 ///
 /// ```
 ///  0  magic "LBSPOOL1"      8 bytes
-///  8  version               u32 (1)
+///  8  version               u32 (3)
 /// 12  attempts              u32
 /// 16  first submission      i64 ns since the epoch
 /// 24  next attempt          i64 ns
 /// 32  last status           i32 (0 none, -1 transport error or timeout)
-/// 36  reason length         u16 (at most 1024)
-/// 38  source length         u16 (at most 4096)
-/// 40  reason, then source   UTF-8
-/// 40+n  CRC-32C of bytes 0..<40+n   u32
+/// 36  reason length r       u16 (at most 1024)
+/// 38  source length s       u16 (at most 4096)
+/// 40  size submitted        u64                      (version 2 and later)
+/// 48  resumption URL length u u16 (at most 4096)     (version 3)
+/// 50  reserved              u16 (0)
+/// 52  reason, source, then the resumption URL        UTF-8
+/// 52+r+s+u  CRC-32C of every byte before it          u32
 /// ```
+///
+/// Versions 1 (strings at 40, no size) and 2 (strings at 48, no URL) are read; 3 is written.
 enum SpoolStateRecord {
     static let magic = Array("LBSPOOL1".utf8)
     static let maximumReason = 1024
     static let maximumSource = 4096
-    static let maximumSize = 52 + maximumReason + maximumSource
+    static let maximumURL = 4096
+    static let maximumSize = 56 + maximumReason + maximumSource + maximumURL
 
     static func encode(_ item: SpooledItem) -> [UInt8] {
         var bytes = magic
@@ -535,21 +544,25 @@ enum SpoolStateRecord {
             reason += encoded
         }
         let source = item.source.utf8.count <= maximumSource ? Array(item.source.utf8) : []
-        put(UInt32(2))
+        let url = (item.resumptionURL?.utf8.count ?? 0) <= maximumURL ? Array((item.resumptionURL ?? "").utf8) : []
+        put(UInt32(3))
         put(UInt32(clamping: item.attempts))
         put(item.firstSubmittedNanoseconds)
         put(item.nextAttemptNanoseconds)
         put(Int32(clamping: item.lastStatus))
         put(UInt16(reason.count))
         put(UInt16(source.count))
-        put(UInt64(item.byteCount)) // version 2: the size submitted, checked before every attempt
+        put(UInt64(item.byteCount))  // version 2: the size submitted, checked before every attempt
+        put(UInt16(url.count))       // version 3: where a resumable upload resumes
+        put(UInt16(0))
         bytes.append(contentsOf: reason)
         bytes.append(contentsOf: source)
+        bytes.append(contentsOf: url)
         put(bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) })
         return bytes
     }
 
-    /// The item, or `nil` for anything but a whole, intact record of version 1 or 2. Version 1
+    /// The item, or `nil` for anything but a whole, intact record of version 1, 2 or 3. Version 1
     /// records carry no size: the content's size now (`byteCount`) stands in.
     static func decode(_ bytes: [UInt8], id: String, byteCount: Int) -> SpooledItem? {
         guard bytes.count >= 44, bytes.count <= maximumSize, Array(bytes[0..<8]) == magic else { return nil }
@@ -559,20 +572,24 @@ enum SpoolStateRecord {
             return T(littleEndian: value)
         }
         let version = get(8, UInt32.self)
-        guard version == 1 || (version == 2 && bytes.count >= 52) else { return nil }
-        let strings = version == 1 ? 40 : 48
+        guard version == 1 || (version == 2 && bytes.count >= 52) || (version == 3 && bytes.count >= 56) else { return nil }
+        let strings = [1: 40, 2: 48, 3: 52][Int(version)]!
         let reasonLength = Int(get(36, UInt16.self)), sourceLength = Int(get(38, UInt16.self))
-        let end = strings + reasonLength + sourceLength
-        guard reasonLength <= maximumReason, sourceLength <= maximumSource, bytes.count == end + 4 else { return nil }
+        let urlLength = version == 3 ? Int(get(48, UInt16.self)) : 0
+        let end = strings + reasonLength + sourceLength + urlLength
+        guard reasonLength <= maximumReason, sourceLength <= maximumSource, urlLength <= maximumURL,
+              version < 3 || get(50, UInt16.self) == 0, bytes.count == end + 4 else { return nil }
         let stored = get(end, UInt32.self)
         let computed = bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, end) }
         guard stored == computed else { return nil }
         let recorded = version == 1 ? byteCount : Int(clamping: get(40, UInt64.self))
+        let sourceEnd = strings + reasonLength + sourceLength
         return SpooledItem(
             id: id, byteCount: recorded,
-            source: String(decoding: bytes[strings + reasonLength..<end], as: UTF8.self),
+            source: String(decoding: bytes[strings + reasonLength..<sourceEnd], as: UTF8.self),
             attempts: Int(get(12, UInt32.self)), firstSubmittedNanoseconds: get(16, Int64.self),
             nextAttemptNanoseconds: get(24, Int64.self), lastStatus: Int(get(32, Int32.self)),
-            lastReason: String(decoding: bytes[strings..<strings + reasonLength], as: UTF8.self))
+            lastReason: String(decoding: bytes[strings..<strings + reasonLength], as: UTF8.self),
+            resumptionURL: urlLength == 0 ? nil : String(decoding: bytes[sourceEnd..<end], as: UTF8.self))
     }
 }

@@ -1,20 +1,18 @@
 import CLogbook
+import CLogbookUpload
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Logbook
 
 /// Delivers spooled items to an HTTP server: at least once, never deleting an item before a 2xx,
 /// retrying by the ``RetryPolicy`` with the state kept in the spool, so that a relaunch resumes
 /// where a kill left off. Every request carries `Idempotency-Key: "ID"` (a structured-field
-/// string) and `Logbook-Attempt: N`, so that the server can drop repeats.
+/// string) and `Logbook-Attempt: N`, so that the server can drop repeats. Bodies stream from the
+/// spool in bounded memory; a server that offers resumable uploads (its 104 answer) gets only the
+/// bytes it does not have yet after a kill or a lost connection.
 ///
 /// ```swift
 /// let uploader = try Uploader(.init(spool: "/var/lib/app/upload-spool") { item in
-///     var request = URLRequest(url: URL(string: "https://logs.example.com/v1/files/\(item.id)")!)
-///     request.httpMethod = "PUT"
-///     return request
+///     DeliveryRequest(method: "PUT", url: "https://logs.example.com/v1/files/\(item.id)")
 /// })
 /// uploader.start()
 /// try uploader.submit(file: "/var/log/app/crash-report.json")
@@ -41,7 +39,12 @@ public final class Uploader: Sendable {
         /// Items are spooled either way.
         public var isAllowed: Bool
         /// The request for an item: URL, method, headers, auth. The body is the item's content.
-        public var makeRequest: @Sendable (SpooledItem) -> URLRequest
+        public var makeRequest: @Sendable (SpooledItem) -> DeliveryRequest
+        /// Whether uploads offer to be resumable (draft-ietf-httpbis-resumable-upload, interop
+        /// version 6): a server that answers with 104 and an upload URL gets, after a lost
+        /// connection or a kill, only the bytes it does not have. A server that does not is sent
+        /// a plain request, as with `false`.
+        public var resumesUploads: Bool
         /// The wall clock (ns since the epoch); tests inject one.
         public var clock: @Sendable () -> Int64
         /// Where the items go, in words (the CLI passes its `--to` URL): delivery marks are per
@@ -51,9 +54,10 @@ public final class Uploader: Sendable {
 
         public init(spool: String, policy: RetryPolicy = .fileUpload, maxConcurrentUploads: Int = 2,
                     timeout: Duration = .seconds(60), quota: Quota = Quota(), keepsGivenUpItems: Bool = false,
-                    isAllowed: Bool = true, destination: String = "",
+                    isAllowed: Bool = true, destination: String = "", resumesUploads: Bool = true,
                     clock: @escaping @Sendable () -> Int64 = Spool.wallClock,
-                    makeRequest: @escaping @Sendable (SpooledItem) -> URLRequest) {
+                    makeRequest: @escaping @Sendable (SpooledItem) -> DeliveryRequest) {
+            self.resumesUploads = resumesUploads
             self.destination = destination
             self.spool = spool
             self.policy = policy
@@ -114,6 +118,20 @@ public final class Uploader: Sendable {
         public var notSubmitted = 0
         public var attempts = 0
         public var failedAttempts = 0
+        /// Body bytes sent by all attempts, those in flight included (a resumed attempt counts only
+        /// what it sends).
+        public var bytesSent = 0
+        /// The items being uploaded now, with how far each has come.
+        public var inFlight: [Transfer] = []
+    }
+
+    /// An item being uploaded: its bytes the server has (a resumed upload's offset, then what this
+    /// attempt sent), and this attempt's rate.
+    public struct Transfer: Sendable, Equatable {
+        public var id: String
+        public var byteCount: Int
+        public var bytesDone: Int
+        public var bytesPerSecond: Double
     }
 
     public let configuration: Configuration
@@ -123,7 +141,7 @@ public final class Uploader: Sendable {
     private let outcomeSink: AsyncStream<Outcome>.Continuation
     private let state: Locked<State>
     private let wakeup = Wakeup()
-    private let sessionConfiguration: URLSessionConfiguration
+    private let transport = HTTPTransport()
     private let workers = Locked<[Task<Void, Never>]>([])
 
     /// Everything that changes, under one lock: the spool's files change only with the queue.
@@ -137,6 +155,15 @@ public final class Uploader: Sendable {
         var stopped = false
         var allowed: Bool
         var counters = Statistics()
+        /// The attempts in flight, for their progress.
+        var flights: [String: Flight] = [:]
+    }
+
+    private struct Flight {
+        let byteCount: Int
+        let progress: TransferProgress
+        let started: ContinuousClock.Instant
+        var offset: UInt64 = 0
     }
 
     /// Opens the spool (throws when another process uses it) and resumes every item it holds.
@@ -147,8 +174,6 @@ public final class Uploader: Sendable {
         state = Locked(State(spool: spool, items: Dictionary(uniqueKeysWithValues: contents.items.map { ($0.id, $0) }),
                              allowed: configuration.isAllowed))
         (outcomes, outcomeSink) = AsyncStream.makeStream(of: Outcome.self, bufferingPolicy: .bufferingNewest(4096))
-        sessionConfiguration = URLSessionConfiguration.ephemeral
-        sessionConfiguration.timeoutIntervalForRequest = seconds(configuration.timeout)
         for id in contents.quarantined { report(.quarantined(id: id)) }
         state.withLock { state in
             state.counters.quarantined = contents.quarantined.count
@@ -314,6 +339,15 @@ public final class Uploader: Sendable {
             statistics.pendingItems = state.items.count
             statistics.pendingBytes = state.items.values.reduce(0) { $0 + $1.byteCount }
             statistics.uploading = state.inFlight.count
+            let now = ContinuousClock.now
+            for (id, flight) in state.flights {
+                let sent = Int(flight.progress.bytesSent)
+                statistics.bytesSent += sent
+                let elapsed = Double(nanoseconds(now - flight.started)) / 1e9
+                statistics.inFlight.append(Transfer(id: id, byteCount: flight.byteCount, bytesDone: Int(flight.offset) + sent,
+                                                    bytesPerSecond: elapsed > 0 ? Double(sent) / elapsed : 0))
+            }
+            statistics.inFlight.sort { $0.id < $1.id }
             return statistics
         }
     }
@@ -365,14 +399,15 @@ public final class Uploader: Sendable {
         let generation = wakeup.generation
         switch takeDueItem() {
         case .item(let item):
-            let body: Data
-            switch loadBody(item) {
-            case .success(let content): body = content
+            let content: OpenedContent
+            switch openContent(item) {
+            case .success(let opened): content = opened
             case .failure(let problem):
                 setAside(item, problem)
                 return .worked
             }
-            let outcome = await attempt(item, body: body)
+            defer { close(content.fd) }
+            let result = await attempt(item, content)
             if Task.isCancelled {
                 state.withLock { state in  // stopped: its state stays as it was
                     state.inFlight.remove(item.id)
@@ -382,7 +417,10 @@ public final class Uploader: Sendable {
                 }
                 return .worked
             }
-            settle(item, outcome)
+            switch result {
+            case .answered(let outcome): settle(item, outcome)
+            case .contentProblem(let problem): setAside(item, problem)
+            }
             return .worked
         case .wait(let nanoseconds):
             return .wait(generation: generation, .nanoseconds(min(max(nanoseconds, 1_000_000), 1_000_000_000)))
@@ -425,49 +463,111 @@ public final class Uploader: Sendable {
         }
     }
 
-    private func attempt(_ item: SpooledItem, body: Data) async -> AttemptOutcome {
+    private enum AttemptResult {
+        case answered(AttemptOutcome)
+        case contentProblem(BodyProblem)
+    }
+
+    /// One attempt: the rest of a resumable upload the server keeps (its offset asked first), or
+    /// the whole content, streamed from the spool and checked against its key as it goes.
+    private func attempt(_ item: SpooledItem, _ content: OpenedContent) async -> AttemptResult {
         var request = configuration.makeRequest(item)
-        request.setValue("\"\(item.id)\"", forHTTPHeaderField: "Idempotency-Key")
-        request.setValue(String(item.attempts + 1), forHTTPHeaderField: "Logbook-Attempt")
+        request.setHeader("Idempotency-Key", "\"\(item.id)\"")
+        request.setHeader("Logbook-Attempt", String(item.attempts + 1))
         // The body's framing is the transport's: a Content-Length of the caller's would cut the
         // body short (and the rest would be read as another request on the connection).
-        request.setValue(nil, forHTTPHeaderField: "Content-Length")
-        request.setValue(nil, forHTTPHeaderField: "Transfer-Encoding")
-        request.httpBody = nil
-        request.timeoutInterval = seconds(configuration.timeout)
-        do {
-            // A Data body, never upload(fromFile:): FoundationNetworking traps the process on a
-            // connection reset in the middle of a file body (measured; docs/ARCHITECTURE.md).
-            // A session of its own per attempt (HTTPExchange): measured, libcurl's own retry on a
-            // reused connection hung until the timeout, or sent an empty body that a server accepted.
-            let (_, response) = try await HTTPExchange.send(request, body: body, configuration: sessionConfiguration)
-            guard let http = response as? HTTPURLResponse else { return .transportError("not an HTTP response") }
-            return .status(http.statusCode, retryAfter: http.value(forHTTPHeaderField: "Retry-After"))
-        } catch let error as URLError where error.code == .timedOut {
-            return .timedOut
-        } catch let error as URLError {
-            return .transportError(Self.describe(error))
-        } catch {
-            return .transportError(String(describing: error))
+        request.setHeader("Content-Length", nil)
+        request.setHeader("Transfer-Encoding", nil)
+        let progress = TransferProgress()
+        let started = ContinuousClock.now
+        state.withLock { $0.flights[item.id] = Flight(byteCount: item.byteCount, progress: progress, started: started) }
+        defer {
+            state.withLock { state in
+                if let flight = state.flights.removeValue(forKey: item.id) {
+                    state.counters.bytesSent += Int(flight.progress.bytesSent)
+                }
+            }
+        }
+        if configuration.resumesUploads, let url = item.resumptionURL {
+            if let result = await resume(item, at: url, request, content, progress) { return result }
+        }
+        if configuration.resumesUploads {
+            request.setHeader(ResumableUpload.versionField, ResumableUpload.version)
+            request.setHeader("Upload-Complete", "?1")
+        }
+        let origin = request.url
+        let answer = await transport.send(request, body: content.body(from: 0), timeout: configuration.timeout, progress: progress) {
+            [weak self] status, headers in
+            guard status == 104, let self, self.configuration.resumesUploads,
+                  let location = ResumableUpload.location(in: headers, sentTo: origin) else { return }
+            self.recordResumption(item.id, location)
+        }
+        return Self.result(of: answer)
+    }
+
+    /// The rest of an upload the server keeps at `url`: its offset, then the bytes after it. `nil`
+    /// when the server no longer knows it (the whole content goes again, as a new upload).
+    private func resume(_ item: SpooledItem, at url: String, _ request: DeliveryRequest, _ content: OpenedContent,
+                        _ progress: TransferProgress) async -> AttemptResult? {
+        var probe = DeliveryRequest(method: "HEAD", url: url, headers: request.headers)
+        probe.setHeader("Content-Type", nil)
+        probe.setHeader(ResumableUpload.versionField, ResumableUpload.version)
+        let offsetAnswer = await transport.send(probe, body: .none, timeout: configuration.timeout)
+        guard case .success(let answer) = offsetAnswer else { return Self.result(of: offsetAnswer) }
+        if answer.status == 404 || answer.status == 410 {
+            recordResumption(item.id, nil)
+            return nil
+        }
+        guard (200..<300).contains(answer.status) else { return .answered(.status(answer.status, retryAfter: answer.header("Retry-After"))) }
+        guard let offset = answer.header("Upload-Offset").flatMap(UInt64.init), offset <= UInt64(item.byteCount) else {
+            recordResumption(item.id, nil)  // no usable offset: start over
+            return nil
+        }
+        if offset == UInt64(item.byteCount) && answer.header("Upload-Complete") == "?1" {
+            return .answered(.status(answer.status, retryAfter: nil))  // it arrived whole; its answer was lost
+        }
+        var append = DeliveryRequest(method: "PATCH", url: url, headers: request.headers)
+        append.setHeader(ResumableUpload.versionField, ResumableUpload.version)
+        append.setHeader("Content-Type", "application/partial-upload")
+        append.setHeader("Upload-Offset", String(offset))
+        append.setHeader("Upload-Complete", "?1")
+        state.withLock { $0.flights[item.id]?.offset = offset }
+        let appended = await transport.send(append, body: content.body(from: offset), timeout: configuration.timeout, progress: progress)
+        if case .success(let answer) = appended {
+            switch answer.status {
+            case 404, 410:
+                recordResumption(item.id, nil)
+                return .answered(.transportError("the server no longer keeps the upload (HTTP \(answer.status)): it starts over"))
+            case 409:
+                return .answered(.transportError("the server's offset of the upload moved (HTTP 409): asked again"))
+            default: break
+            }
+        }
+        return Self.result(of: appended)
+    }
+
+    /// Records (or forgets) where the server keeps an item's upload, durably, before the body goes
+    /// on: a kill after this resumes there.
+    private func recordResumption(_ id: String, _ url: String?) {
+        state.withLock { state in
+            guard var item = state.items[id], item.resumptionURL != url else { return }
+            item.resumptionURL = url
+            state.items[id] = item
+            try? state.spool.update(item)
         }
     }
 
-    /// A transport failure in words, with its URLError code.
-    package static func describe(_ error: URLError) -> String {
-        let words: String
-        switch error.code {
-        case .networkConnectionLost: words = "the connection was lost"
-        case .cannotConnectToHost: words = "could not connect to the server"
-        case .cannotFindHost, .dnsLookupFailed: words = "the server's name did not resolve"
-        case .notConnectedToInternet: words = "no network"
-        case .secureConnectionFailed, .serverCertificateUntrusted, .serverCertificateHasBadDate,
-             .serverCertificateNotYetValid, .serverCertificateHasUnknownRoot:
-            words = "the TLS connection failed"
-        case .badServerResponse: words = "the server's response was malformed"
-        case .cancelled: words = "cancelled"
-        default: words = "transport error"
+    private static func result(of answer: Result<HTTPAnswer, HTTPFailure>) -> AttemptResult {
+        switch answer {
+        case .success(let answer):
+            return .answered(.status(answer.status, retryAfter: answer.header("Retry-After")))
+        case .failure(let failure) where failure.isContentProblem:
+            return .contentProblem(BodyProblem(quarantines: true, reason: failure.words, keepsContent: true))
+        case .failure(let failure) where failure.code == ETIMEDOUT:
+            return .answered(.timedOut)
+        case .failure(let failure):
+            return .answered(.transportError(failure.words))
         }
-        return "\(words) (URLError \(error.code.rawValue))"
     }
 
     /// Why an item's content cannot be sent.
@@ -480,10 +580,23 @@ public final class Uploader: Sendable {
         var keepsContent = false
     }
 
-    /// An item's content, opened in the spool with `O_NOFOLLOW` (a regular file only): mapped when
-    /// the spool alone holds the file; read into memory when a hard link shares it (its other owner
-    /// could truncate a mapping under us), after checking that its size is still the one submitted.
-    private func loadBody(_ item: SpooledItem) -> Result<Data, BodyProblem> {
+    /// An item's content, open: streamed from the spool by each attempt, checked against its key
+    /// as it goes (logbook_content_check.h).
+    struct OpenedContent {
+        let fd: Int32
+        let byteCount: Int
+        let check: ContentCheck
+
+        func body(from offset: UInt64) -> HTTPBody {
+            .file(fd: fd, offset: offset, contentLength: UInt64(byteCount), check: check)
+        }
+    }
+
+    /// An item's content, opened in the spool with `O_NOFOLLOW` (a regular file only), with what
+    /// can be checked before its first byte goes out: its size is the one submitted, and an archive
+    /// file's header names the archive its key names. The rest (the SHA-256, the archive's frames)
+    /// is checked as it streams, and the last bytes go out only once all of it passed.
+    private func openContent(_ item: SpooledItem) -> Result<OpenedContent, BodyProblem> {
         let fd = state.withLock { $0.spool.openContent(item.id) }
         if fd == -ELOOP || fd == -EINVAL || fd == -ENOENT {
             return .failure(BodyProblem(quarantines: true, reason: "its content in the spool is not a regular file"))
@@ -491,81 +604,62 @@ public final class Uploader: Sendable {
         if fd < 0 {
             return .failure(BodyProblem(quarantines: false, reason: "its content cannot be opened: \(String(cString: strerror(-fd)))"))
         }
-        defer { close(fd) }
         var status = stat()
         guard fstat(fd, &status) == 0 else {
-            return .failure(BodyProblem(quarantines: false, reason: "its content cannot be read: \(String(cString: strerror(errno)))"))
+            let reason = "its content cannot be read: \(String(cString: strerror(errno)))"
+            close(fd)
+            return .failure(BodyProblem(quarantines: false, reason: reason))
         }
         let size = Int(status.st_size)
-        if item.id.hasPrefix("lba-"), let problem = Self.archiveProblem(fd) { return .failure(problem) }
-        if status.st_nlink > 1 && size != item.byteCount {
-            return .failure(BodyProblem(quarantines: false,
-                                        reason: "the file changed after it was submitted (\(item.byteCount) bytes, now \(size))"))
-        }
-        if size == 0 { return Self.matchesItsKey(Data(), item).map { .failure($0) } ?? .success(Data()) }
-        if status.st_nlink == 1, let mapping = mmap(nil, size, PROT_READ, MAP_PRIVATE, fd, 0), mapping != MAP_FAILED {
-            let data = Data(bytesNoCopy: mapping, count: size, deallocator: .custom { pointer, count in
-                munmap(pointer, count)
-            })
-            return Self.matchesItsKey(data, item).map { .failure($0) } ?? .success(data)
-        }
-        var data = Data(count: size)
-        let read = data.withUnsafeMutableBytes { buffer -> Int in
-            var offset = 0
-            while offset < size {
-                let n = pread(fd, buffer.baseAddress! + offset, size - offset, off_t(offset))
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 { break }
-                offset += n
+        let check: ContentCheck
+        if size != item.byteCount {
+            close(fd)
+            if status.st_nlink > 1 {
+                return .failure(BodyProblem(quarantines: false,
+                                            reason: "the file changed after it was submitted (\(item.byteCount) bytes, now \(size))"))
             }
-            return offset
+            return .failure(Self.mismatch("\(size) bytes, \(item.byteCount) submitted"))
         }
-        guard read == size else {
-            return .failure(BodyProblem(quarantines: false, reason: "the file changed after it was submitted (\(size) bytes, read \(read))"))
-        }
-        return Self.matchesItsKey(data, item).map { .failure($0) } ?? .success(data)
-    }
-
-    /// An archive file whose frames fail their checks (an edit of the same size: the outside test
-    /// sent one under its key), read through the core's reader over the very inode opened: the
-    /// first problem, or nil when it reads whole.
-    static func archiveProblem(_ fd: Int32) -> BodyProblem? {
-        let failures: [LogIssue]
-        do {
-            let reader = try LogReader(path: "/proc/self/fd/\(fd)")
-            try reader.stream { _ in }
-            failures = reader.issues.filter(\.isFailure)
-        } catch {
-            return BodyProblem(quarantines: true, reason: "its content in the spool is not a readable archive file (\(error)): not sent",
-                               keepsContent: true)
-        }
-        guard let first = failures.first else { return nil }
-        return BodyProblem(quarantines: true,
-                           reason: "its content in the spool is not the archive file its key names (\(first.kind) at byte \(first.offset): \(first.reason)): not sent",
-                           keepsContent: true)
-    }
-
-    /// Whether the bytes about to be sent are the content the item's key names (outside tests
-    /// sent a cut spool file, and a hard link to another file, under the key of the content
-    /// submitted): the size submitted; for Logbook's own keys the SHA-256 of the bytes, or an
-    /// archive file's header (its ring and number). A caller's own id names no content to check.
-    static func matchesItsKey(_ data: Data, _ item: SpooledItem) -> BodyProblem? {
-        func mismatch(_ what: String) -> BodyProblem {
-            BodyProblem(quarantines: true, reason: "its content in the spool is not what its key names (\(what)): not sent",
-                        keepsContent: true)
-        }
-        if data.count != item.byteCount { return mismatch("\(data.count) bytes, \(item.byteCount) submitted") }
-        if item.id.count == 64, item.id.allSatisfy(\.isHexDigit) {
-            var hasher = SHA256()
-            data.withUnsafeBytes { hasher.update($0) }
-            if SHA256.hex(hasher.finish()) != item.id { return mismatch("another SHA-256") }
+        if item.id.count == 64, let digest = Self.digest(hex: item.id) {
+            check = .sha256(digest)
         } else if item.id.hasPrefix("lba-") {
-            let header = data.withUnsafeBytes { Self.archiveHeader(in: $0) }
-            guard let header, item.id == "lba-\(header.ring_created_wall_ns)-\(header.file_number)" else {
-                return mismatch("not the archive file its key names")
+            var start = [UInt8](repeating: 0, count: Int(LB_ZST_HEADER_FRAME_SIZE))
+            let n = start.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0, let (header, prefixLength) = start.withUnsafeBytes({ Self.archiveHeaderAndLength(in: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }),
+                  item.id == "lba-\(header.ring_created_wall_ns)-\(header.file_number)" else {
+                close(fd)
+                return .failure(Self.mismatch("not the archive file its key names"))
+            }
+            check = .archive(Array(start[0..<prefixLength]))
+        } else {
+            check = .size
+        }
+        return .success(OpenedContent(fd: fd, byteCount: size, check: check))
+    }
+
+    private static func mismatch(_ what: String) -> BodyProblem {
+        BodyProblem(quarantines: true, reason: "its content in the spool is not what its key names (\(what)): not sent",
+                    keepsContent: true)
+    }
+
+    /// The 32 bytes of 64 lowercase hex digits (a content key), or nil.
+    static func digest(hex: String) -> [UInt8]? {
+        let digits = Array(hex.utf8)
+        guard digits.count == 64 else { return nil }
+        func value(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: c - 48
+            case 97...102: c - 87
+            default: nil
             }
         }
-        return nil
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(32)
+        for i in stride(from: 0, to: 64, by: 2) {
+            guard let high = value(digits[i]), let low = value(digits[i + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return bytes
     }
 
     /// An item whose content cannot be sent: quarantined, or given up.
@@ -631,6 +725,7 @@ public final class Uploader: Sendable {
                 remove(item, from: &state, outcome: .expired(id: item.id))
             case .retry(let at):
                 item.nextAttemptNanoseconds = at
+                item.resumptionURL = state.items[item.id]?.resumptionURL  // recorded during the attempt
                 state.items[item.id] = item
                 do {
                     try state.spool.update(item)
@@ -695,6 +790,11 @@ extension Uploader {
     /// The header at the start of an archive file's bytes (after a zstd skippable frame's head in
     /// a compressed one), if its magic and CRC are right.
     static func archiveHeader(in bytes: UnsafeRawBufferPointer) -> lb_archive_file_header? {
+        archiveHeaderAndLength(in: bytes)?.header
+    }
+
+    /// The header, and how many bytes from the start hold it (64, or 72 after a skippable head).
+    static func archiveHeaderAndLength(in bytes: UnsafeRawBufferPointer) -> (header: lb_archive_file_header, length: Int)? {
         let size = MemoryLayout<lb_archive_file_header>.size
         var at = 0
         if bytes.count >= 4 && UInt32(littleEndian: bytes.loadUnaligned(as: UInt32.self)) == LB_ZST_SKIPPABLE_MAGIC { at = 8 }
@@ -703,7 +803,7 @@ extension Uploader {
         withUnsafeMutableBytes(of: &header) { $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: bytes[at..<(at + size)])) }
         let magicMatches = withUnsafeBytes(of: header.magic) { Array($0) == Array(LB_ARCHIVE_MAGIC.utf8) }
         let crc = withUnsafeBytes(of: &header) { lb_crc32c(0, $0.baseAddress, MemoryLayout<lb_archive_file_header>.offset(of: \.header_crc)!) }
-        return magicMatches && crc == header.header_crc ? header : nil
+        return magicMatches && crc == header.header_crc ? (header, at + size) : nil
     }
 
     /// For `ArchiveOptions.onFileRolled`: puts a file the archiver just completed into the spool
@@ -791,17 +891,6 @@ package struct SystemRandomness: RandomNumberGenerator {
     package mutating func next() -> UInt64 { UInt64.random(in: .min ... .max) }
 }
 
-/// Redirects are not followed: a 301, 302 or 303 would turn the PUT or POST into a GET without the
-/// body, and its 200 would pass for a delivery. The 3xx itself is the answer, and the policy gives
-/// up on it with the status as the reason (the request should name the final URL).
-package final class RedirectRefusal: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
-    package override init() { super.init() }
-    package func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
-                    newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
-        completionHandler(nil)
-    }
-}
-
 /// Wakes idle workers: a submission, a change of consent or a stop. A waiter passes the generation
 /// it saw before looking for work, so that a signal in between is never lost.
 final class Wakeup: Sendable {
@@ -848,6 +937,42 @@ final class Wakeup: Sendable {
     }
 }
 
-private func seconds(_ duration: Duration) -> Double {
-    Double(nanoseconds(duration)) / 1e9
+/// The parts of draft-ietf-httpbis-resumable-upload the uploader speaks (interop version 6, as
+/// swift-nio-extras' NIOResumableUpload and Apple's URLSession do).
+enum ResumableUpload {
+    static let versionField = "Upload-Draft-Interop-Version"
+    static let version = "6"
+
+    /// The upload URL of a 104 answer, absolute; only on the origin the request went to (the
+    /// caller's headers, credentials among them, go to it too), and only when it speaks version 6.
+    static func location(in headers: [(name: String, value: String)], sentTo origin: String) -> String? {
+        func value(_ name: String) -> String? { headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value }
+        guard value(versionField) == version, let location = value("Location"), !location.isEmpty,
+              let base = URLComponents(string: origin) else { return nil }
+        let resolved: URLComponents?
+        if location.hasPrefix("/") && !location.hasPrefix("//") {
+            var components = base
+            components.percentEncodedQuery = nil
+            components.fragment = nil
+            let parts = location.split(separator: "?", maxSplits: 1)
+            components.percentEncodedPath = String(parts[0])
+            if parts.count > 1 { components.percentEncodedQuery = String(parts[1]) }
+            resolved = components
+        } else {
+            resolved = URLComponents(string: location)
+        }
+        guard let resolved, let url = resolved.string,
+              resolved.scheme?.lowercased() == base.scheme?.lowercased(),
+              resolved.host?.lowercased() == base.host?.lowercased(),
+              (resolved.port ?? defaultPort(resolved.scheme)) == (base.port ?? defaultPort(base.scheme)) else { return nil }
+        return url
+    }
+
+    private static func defaultPort(_ scheme: String?) -> Int? {
+        switch scheme?.lowercased() {
+        case "http": 80
+        case "https": 443
+        default: nil
+        }
+    }
 }

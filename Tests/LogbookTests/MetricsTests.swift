@@ -1,8 +1,5 @@
 import CLogbook
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import XCTest
 import Logbook
 import Logging
@@ -218,9 +215,7 @@ final class MetricsTests: XCTestCase {
         let server = try UploadServer(directory: dir)
         let ok = server.url("/ok"), refused = server.url("/status/400")
         let uploader = try Uploader(.init(spool: dir + "/spool") { item in
-            var request = URLRequest(url: item.id.hasPrefix("bad") ? refused : ok)
-            request.httpMethod = "PUT"
-            return request
+            DeliveryRequest(method: "PUT", url: (item.id.hasPrefix("bad") ? refused : ok).absoluteString)
         })
         let bundle = try LogBundle(path: dir + "/app.logbook", capacity: 1 << 20, chunkSize: 16 << 10)
         let metrics = TestMetrics()

@@ -100,14 +100,29 @@ final class SpoolTests: XCTestCase {
                                lastStatus: -1, lastReason: "connection reset by peer")
         let bytes = SpoolStateRecord.encode(item)
         XCTAssertEqual(SpoolStateRecord.decode(bytes, id: "x", byteCount: 12), item)
-        // The size submitted is the record's (version 2), not the content's now.
+        // The size submitted is the record's (version 2 and later), not the content's now.
         XCTAssertEqual(SpoolStateRecord.decode(bytes, id: "x", byteCount: 5)?.byteCount, 12)
-        // A version 1 record (no size: the strings at 40) is still read, the content's size standing in.
-        var old = Array(bytes[0..<40]) + Array(bytes[48..<(bytes.count - 4)])
-        old.replaceSubrange(8..<12, with: [1, 0, 0, 0])
-        let crc = old.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) }
-        withUnsafeBytes(of: crc.littleEndian) { old += $0 }
-        XCTAssertEqual(SpoolStateRecord.decode(old, id: "x", byteCount: 12), item)
+        func sealed(_ record: [UInt8], version: UInt8) -> [UInt8] {
+            var record = record
+            record.replaceSubrange(8..<12, with: [version, 0, 0, 0])
+            let crc = record.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) }
+            withUnsafeBytes(of: crc.littleEndian) { record += $0 }
+            return record
+        }
+        // A version 2 record (no resumption URL: the strings at 48) and a version 1 record (no
+        // size: the strings at 40) are still read, the content's size standing in for the latter.
+        XCTAssertEqual(SpoolStateRecord.decode(sealed(Array(bytes[0..<48]) + Array(bytes[52..<(bytes.count - 4)]), version: 2),
+                                               id: "x", byteCount: 12), item)
+        XCTAssertEqual(SpoolStateRecord.decode(sealed(Array(bytes[0..<40]) + Array(bytes[52..<(bytes.count - 4)]), version: 1),
+                                               id: "x", byteCount: 12), item)
+        // Version 3 keeps where a resumable upload resumes.
+        var resumable = item
+        resumable.resumptionURL = "http://127.0.0.1:8080/resumable_upload/abc?token=1"
+        let resumableBytes = SpoolStateRecord.encode(resumable)
+        XCTAssertEqual(SpoolStateRecord.decode(resumableBytes, id: "x", byteCount: 12), resumable)
+        for cut in 0..<resumableBytes.count {
+            XCTAssertNil(SpoolStateRecord.decode(Array(resumableBytes[0..<cut]), id: "x", byteCount: 12), "cut at \(cut)")
+        }
         for cut in 0..<bytes.count {
             XCTAssertNil(SpoolStateRecord.decode(Array(bytes[0..<cut]), id: "x", byteCount: 12), "cut at \(cut)")
         }

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import XCTest
 @testable import Logbook
 @testable import LogbookUpload
@@ -10,11 +7,9 @@ import XCTest
 /// stalls, a full disk under the spool, damaged state, quotas, consent, archive files whose names
 /// retention deletes before they are uploaded, and kills at random moments.
 final class UploaderFailureTests: XCTestCase {
-    func request(_ url: URL) -> @Sendable (SpooledItem) -> URLRequest {
+    func request(_ url: URL) -> @Sendable (SpooledItem) -> DeliveryRequest {
         { _ in
-            var request = URLRequest(url: url)
-            request.httpMethod = "PUT"
-            return request
+            DeliveryRequest(method: "PUT", url: (url).absoluteString)
         }
     }
 
@@ -26,8 +21,9 @@ final class UploaderFailureTests: XCTestCase {
     }
 
     /// A bundle at `path` with `files` complete archive files of one record each.
-    func writeBundle(_ path: String, rollingFiles files: Int) throws {
-        let bundle = try LogBundle(path: path, capacity: 4 * 65536, chunkSize: 65536, archive: ArchiveOptions())
+    func writeBundle(_ path: String, rollingFiles files: Int, compressionLevel: Int? = 1) throws {
+        let bundle = try LogBundle(path: path, capacity: 4 * 65536, chunkSize: 65536,
+                                   archive: ArchiveOptions(compressionLevel: compressionLevel))
         for index in 0..<files {
             try bundle.logger("x").info("file \(index)")
             try bundle.rollArchive()
@@ -313,38 +309,49 @@ final class UploaderFailureTests: XCTestCase {
     }
 
     /// F1 of the outside test, an edit of the same size: a linked archive file changed in place
-    /// after it was spooled (its size, header and key unchanged) was sent under its key. Its frames
-    /// are checked by the core's reader before a byte goes: given up with the reason, kept in
-    /// quarantine/, nothing sent; the untouched file is delivered.
+    /// after it was spooled (its size, header and key unchanged) was sent under its key. Its bytes
+    /// are checked as they stream (a .lba frame by frame, a .lba.zst by its header, layout,
+    /// listing, table and footer): given up with the reason, kept in quarantine/, and the body cut
+    /// before its end, so that the server never gets it whole; the untouched file is delivered.
     func testAnArchiveFileEditedInPlaceIsNeverSentUnderItsKey() async throws {
-        let dir = makeTemporaryDirectory(self)
-        let server = try UploadServer(directory: dir, keepsBodies: true)
-        let bundlePath = dir + "/app.logbook"
-        try writeBundle(bundlePath, rollingFiles: 2)
-        let uploader = try Uploader(.init(spool: dir + "/spool", isAllowed: false, makeRequest: request(server.url("/ok"))))
-        let items = try uploader.submitArchives(in: bundlePath)
-        XCTAssertEqual(items.count, 2)
-        let edited = bundlePath + "/archive/archive-0000000002.lba.zst"
-        let size = try XCTUnwrap(FileManager.default.attributesOfItem(atPath: edited)[.size] as? Int)
-        let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: edited))
-        try handle.seek(toOffset: UInt64(size / 2))  // inside a data frame, header untouched
-        let byte = try XCTUnwrap(try handle.read(upToCount: 1))
-        try handle.seek(toOffset: UInt64(size / 2))
-        try handle.write(contentsOf: Data([byte[0] ^ 0x5a]))
-        try handle.close()
-        uploader.isAllowed = true
-        uploader.start()
-        let seen = await outcomes(uploader, count: 2)
-        await uploader.stop()
-        XCTAssertTrue(seen.contains(.delivered(id: items[0].id, attempts: 1)), "\(seen)")
-        let gaveUp = seen.compactMap { outcome -> String? in
-            if case .gaveUp(let id, let reason) = outcome, id == items[1].id { return reason }
-            return nil
+        for (compressed, place) in [(false, "a chunk's body"), (false, "the END frame"), (true, "the listing"), (true, "the seek table")] {
+            let dir = makeTemporaryDirectory(self)
+            let server = try UploadServer(directory: dir, keepsBodies: true)
+            let bundlePath = dir + "/app.logbook"
+            try writeBundle(bundlePath, rollingFiles: 2, compressionLevel: compressed ? 1 : nil)
+            let uploader = try Uploader(.init(spool: dir + "/spool", isAllowed: false, makeRequest: request(server.url("/ok"))))
+            let items = try uploader.submitArchives(in: bundlePath)
+            XCTAssertEqual(items.count, 2)
+            let edited = bundlePath + "/archive/archive-0000000002.lba" + (compressed ? ".zst" : "")
+            let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: edited)))
+            let offset: Int
+            switch place {
+            case "a chunk's body": offset = 64 + 16 + 200
+            case "the END frame": offset = bytes.count - 20
+            case "the listing":
+                let footer = bytes.count - 64
+                offset = Int(bytes[footer + 16..<footer + 24].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }) + 12
+            default: offset = bytes.count - 64 - 8
+            }
+            let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: edited))
+            try handle.seek(toOffset: UInt64(offset))
+            try handle.write(contentsOf: Data([bytes[offset] ^ 0x5a]))
+            try handle.close()
+            uploader.isAllowed = true
+            uploader.start()
+            let seen = await outcomes(uploader, count: 2)
+            await uploader.stop()
+            XCTAssertTrue(seen.contains(.delivered(id: items[0].id, attempts: 1)), "\(place): \(seen)")
+            let gaveUp = seen.compactMap { outcome -> String? in
+                if case .gaveUp(let id, let reason) = outcome, id == items[1].id { return reason }
+                return nil
+            }
+            XCTAssertEqual(gaveUp.count, 1, "\(place): \(seen)")
+            XCTAssertTrue(gaveUp.first?.contains("not what its key names") == true, "\(place): \(gaveUp)")
+            let whole = server.requests().filter { ($0["answer"] as? Int) == 201 }
+            XCTAssertEqual(whole.count, 1, "\(place): only the untouched file arrived whole")
+            XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/spool/quarantine/\(items[1].id).data"), place)
         }
-        XCTAssertEqual(gaveUp.count, 1, "\(seen)")
-        XCTAssertTrue(gaveUp.first?.contains("not the archive file its key names") == true, "\(gaveUp)")
-        XCTAssertEqual(server.requests().count, 1, "only the untouched file was sent")
-        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/spool/quarantine/\(items[1].id).data"))
     }
 
     /// The transport frames the body: a Content-Length or Transfer-Encoding the request builder
@@ -354,11 +361,8 @@ final class UploaderFailureTests: XCTestCase {
         let server = try UploadServer(directory: dir, keepsBodies: true)
         let url = server.url("/ok")
         let uploader = try Uploader(.init(spool: dir + "/spool") { _ in
-            var request = URLRequest(url: url)
-            request.httpMethod = "POST"
-            request.setValue("5", forHTTPHeaderField: "Content-Length")
-            request.setValue("chunked", forHTTPHeaderField: "Transfer-Encoding")
-            return request
+            DeliveryRequest(method: "POST", url: url.absoluteString,
+                            headers: [("Content-Length", "5"), ("Transfer-Encoding", "chunked")])
         })
         let body = [UInt8](repeating: 7, count: 1000)
         let item = try uploader.submit(data: body)

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import XCTest
 import LogbookUpload
 
@@ -68,9 +65,7 @@ final class UploaderTests: XCTestCase {
                       timeout: Duration = .seconds(60)) throws -> Uploader {
         let url = server.url(path)
         return try Uploader(.init(spool: dir + "/spool", policy: policy, timeout: timeout) { _ in
-            var request = URLRequest(url: url)
-            request.httpMethod = "PUT"
-            return request
+            DeliveryRequest(method: "PUT", url: (url).absoluteString)
         })
     }
 
@@ -150,9 +145,7 @@ final class UploaderTests: XCTestCase {
         // Relaunch against a server that accepts: the item resumes with its attempt count.
         let okURL = server.url("/ok")
         let relaunched = try Uploader(.init(spool: dir + "/spool", clock: { Int64.max / 4 }) { _ in
-            var request = URLRequest(url: okURL)
-            request.httpMethod = "PUT"
-            return request
+            DeliveryRequest(method: "PUT", url: (okURL).absoluteString)
         })
         XCTAssertEqual(relaunched.pending.map(\.id), [id])
         relaunched.start()
