@@ -121,8 +121,9 @@ package final class HTTPTransport: Sendable {
     /// Sends `request` with `body`; the answer (any status), or why there is none. `timeout`: how
     /// long the exchange may go without a byte moving (connecting included). `onInterim` runs on the
     /// exchange's thread for each 1xx answer (its status and headers), before the final one.
+    /// `freshConnection`: never an idle one (see `takeConnection`).
     package func send(_ request: DeliveryRequest, body: HTTPBody, timeout: Duration, responseLimit: Int = 64 << 10,
-                      progress: TransferProgress? = nil,
+                      progress: TransferProgress? = nil, freshConnection: Bool = false,
                       onInterim: (@Sendable (Int, [(name: String, value: String)]) -> Void)? = nil) async -> Result<HTTPAnswer, HTTPFailure> {
         let milliseconds = UInt32(clamping: max(1, nanoseconds(timeout) / 1_000_000))
         let lines = request.headers.map { "\($0.name): \($0.value)" }
@@ -159,7 +160,7 @@ package final class HTTPTransport: Sendable {
         }
         progress?.attach(exchange)
         defer { progress?.detach() }
-        let connection = takeConnection()
+        let connection = takeConnection(fresh: freshConnection)
         guard let connection else { return .failure(HTTPFailure(code: ENOMEM, words: "no connection could be made ready")) }
         let box = ExchangePointer(exchange)
         let rc: Int32 = await withTaskCancellationHandler {
@@ -190,8 +191,11 @@ package final class HTTPTransport: Sendable {
             body: Array(UnsafeRawBufferPointer(start: answerBody, count: bodyLength))))
     }
 
-    private func takeConnection() -> OpaquePointer? {
-        if let connection = idle.withLock({ $0.popLast() }) { return connection }
+    /// An idle connection, or a new one. On a reused connection that the server closed before it
+    /// answered, libcurl sends the request again by itself (rewinding the body): `fresh` is for a
+    /// request that must not go twice (an append at an offset, which the first copy already moved).
+    private func takeConnection(fresh: Bool) -> OpaquePointer? {
+        if !fresh, let connection = idle.withLock({ $0.popLast() }) { return connection }
         var connection: OpaquePointer?
         return lb_http_connection_open(&connection) == 0 ? connection : nil
     }

@@ -532,7 +532,10 @@ public final class Uploader: Sendable {
         append.setHeader("Upload-Offset", String(offset))
         append.setHeader("Upload-Complete", "?1")
         state.withLock { $0.flights[item.id]?.offset = offset }
-        let appended = await transport.send(append, body: content.body(from: offset), timeout: configuration.timeout, progress: progress)
+        // A connection of its own: libcurl would send the append again by itself on a reused
+        // connection the server closed, at an offset the first copy's bytes already moved (409).
+        let appended = await transport.send(append, body: content.body(from: offset), timeout: configuration.timeout,
+                                            progress: progress, freshConnection: true)
         if case .success(let answer) = appended {
             switch answer.status {
             case 404, 410:
