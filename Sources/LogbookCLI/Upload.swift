@@ -8,7 +8,7 @@ struct Upload: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Upload files, or the complete archive files of bundles, with persistent retries.",
         discussion: """
-            Each file goes into a spool first (a copy; an archive file, a hard link), so that a killed upload resumes \
+            Each file goes into a spool first (a copy, or a hard link with --link; an archive file, a hard link), so that a killed upload resumes \
             on the next run: `logbook upload` with no PATH finishes what the spool holds. Every request \
             carries Idempotency-Key: "ID" (the SHA-256 of the content; lba-RING-NUMBER for an archive \
             file) and Logbook-Attempt: N. Retried: transport errors, timeouts, 408, 425, 429, 500, 502, \
@@ -42,6 +42,12 @@ struct Upload: ParsableCommand {
     @Option(help: "Uploads at once.")
     var parallel: Int = 2
 
+    @Option(help: "The most the spool may hold, in MiB (a file larger than this alone is refused).")
+    var spoolQuota: Int = 1024
+
+    @Flag(help: "Link files into the spool (where it shares their file system) instead of copying them: for files that are not changed in place until they are delivered (one that is, is given up, never sent as other content).")
+    var link = false
+
     @Flag(help: "Upload files again even if they are marked delivered.")
     var again = false
 
@@ -55,8 +61,8 @@ struct Upload: ParsableCommand {
             throw ValidationError("--to takes an http:// or https:// URL, not '\(escapingControlCharacters(url))'")
         }
         for header in headers { _ = try Self.parseHeader(header) }
-        guard maxAttempts >= 1, maxDelay >= 0, timeout >= 1, parallel >= 1 else {
-            throw ValidationError("--max-attempts, --timeout and --parallel are at least 1, --max-delay at least 0")
+        guard maxAttempts >= 1, maxDelay >= 0, timeout >= 1, parallel >= 1, spoolQuota >= 1, spoolQuota <= Int.max >> 21 else {
+            throw ValidationError("--max-attempts, --timeout, --parallel and --spool-quota are at least 1, --max-delay at least 0")
         }
     }
 
@@ -99,7 +105,8 @@ struct Upload: ParsableCommand {
         do {
             // Delivery marks are per destination: the method and the URL template.
             uploader = try Uploader(.init(spool: spoolPath, policy: policy, maxConcurrentUploads: parallel,
-                                          timeout: .seconds(timeout), destination: method + " " + template) { item in
+                                          timeout: .seconds(timeout), quota: .init(maxBytes: spoolQuota << 20),
+                                          destination: method + " " + template) { item in
                 Self.request(template: template, method: method, headers: headers, item: item)
             })
         } catch { fail("\(error)") }
@@ -132,8 +139,8 @@ struct Upload: ParsableCommand {
                     items = try uploader.submitArchives(in: path, includingDelivered: again)
                     if items.isEmpty { say("\(path): no archive files left to upload") }
                 } else if again {
-                    items = [try uploader.submit(file: path)]
-                } else if let item = try uploader.submitUnlessDelivered(file: path) {
+                    items = [try uploader.submit(file: path, linking: link)]
+                } else if let item = try uploader.submitUnlessDelivered(file: path, linking: link) {
                     items = [item]
                 } else {
                     say("\(path): delivered before (--again uploads it again)")
@@ -153,7 +160,11 @@ struct Upload: ParsableCommand {
             // Woken by each outcome; every 250 ms otherwise, for the progress line.
             guard outcomeArrived.wait(timeout: .now() + .milliseconds(250)) == .timedOut, Self.terminal else { continue }
             let statistics = uploader.statistics
-            let line = "\r\u{1B}[K\(settled)/\(expected) done, \(Self.mebibytes(max(0, totalBytes - statistics.pendingBytes))) of \(Self.mebibytes(totalBytes)) MiB, \(statistics.uploading) uploading, \(statistics.failedAttempts) failed attempts"
+            // Within the items in flight too: what the server has of each, and the rate of each attempt.
+            let inFlight = statistics.inFlight.reduce(0) { $0 + $1.bytesDone }
+            let rate = statistics.inFlight.reduce(0) { $0 + $1.bytesPerSecond }
+            let bytesDone = min(totalBytes, max(0, totalBytes - statistics.pendingBytes) + inFlight)
+            let line = "\r\u{1B}[K\(settled)/\(expected) done, \(Self.mebibytes(bytesDone)) of \(Self.mebibytes(totalBytes)) MiB, \(statistics.uploading) uploading at \(Self.mebibytes(Int(rate))) MiB/s, \(statistics.failedAttempts) failed attempts"
             FileHandle.standardError.write(Data(line.utf8))
         }
         consumer.cancel()

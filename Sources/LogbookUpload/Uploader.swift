@@ -231,13 +231,13 @@ public final class Uploader: Sendable {
     /// Like ``submit(file:id:linking:)``, unless this file was delivered before under the same id (its
     /// delivery mark, see ``submitArchives(in:includingDelivered:)``): then nothing is submitted and the result is `nil`.
     /// Running the same upload twice then sends nothing twice.
-    public func submitUnlessDelivered(file: String, id: String? = nil) throws(LogbookError) -> SpooledItem? {
+    public func submitUnlessDelivered(file: String, id: String? = nil, linking: Bool = false) throws(LogbookError) -> SpooledItem? {
         try requireCallersIdentifier(id)
         try requireWithinQuota(try Spool.byteCount(ofFile: file), file)  // before hashing a file too large
         let id = if let id { id } else if let (archive, _) = Self.archiveIdentity(file), let archive { archive }
                  else { try Spool.contentIdentifier(ofFile: file) }
         let delivered = state.withLock { $0.items[id] == nil && $0.spool.wasDelivered(file: file, id: id, to: configuration.destination) }
-        return delivered ? nil : try spool(file: file, id: id, linking: false)
+        return delivered ? nil : try spool(file: file, id: id, linking: linking)
     }
 
     /// Puts `data` into the spool as an item (written and fsynced before returning).

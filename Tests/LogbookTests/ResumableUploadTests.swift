@@ -1,4 +1,6 @@
+import CLogbookUpload
 import Foundation
+import Logbook
 import XCTest
 @testable import LogbookUpload
 
@@ -160,5 +162,169 @@ final class ResumableUploadTests: XCTestCase {
                                               sentTo: "http://127.0.0.1:8080/x"), "another scheme")
         XCTAssertNil(ResumableUpload.location(in: [("Upload-Draft-Interop-Version", "6"), ("Location", "//evil.example/r/1")],
                                               sentTo: "http://127.0.0.1:8080/x"), "a network-path reference")
+    }
+}
+
+/// The content checks of the HTTP layer (logbook_content_check.h), byte by byte: every single-byte
+/// change of an archive file the check covers is caught, before its last byte; cuts and growth too.
+final class ContentCheckTests: XCTestCase {
+    /// Checks `bytes` as the transport does (in steps of `step`); nil when they pass.
+    func failure(_ bytes: [UInt8], kind: lb_content_check_kind, length: Int? = nil, digest: [UInt8] = [], prefix: [UInt8] = [],
+                 file: String? = nil, step: Int = 4096) -> String? {
+        var check = lb_content_check()
+        let fd = file.map { open($0, O_RDONLY) } ?? -1
+        defer { if fd >= 0 { close(fd) } }
+        var digestBytes = digest + [UInt8](repeating: 0, count: max(0, 32 - digest.count))
+        let initialised = prefix.withUnsafeBytes { p in
+            digestBytes.withUnsafeMutableBufferPointer { d in
+                lb_content_check_init(&check, Int32(kind.rawValue), UInt64(length ?? bytes.count), d.baseAddress,
+                                      p.count > 0 ? p.baseAddress : nil, p.count, fd)
+            }
+        }
+        defer { lb_content_check_free(&check) }
+        if initialised != 0 { return String(cString: lb_content_check_reason(&check)) }
+        var at = 0
+        while at < bytes.count {
+            let n = min(step, bytes.count - at)
+            let rc = bytes[at..<at + n].withUnsafeBytes { lb_content_check_update(&check, $0.baseAddress, n) }
+            if rc != 0 { return String(cString: lb_content_check_reason(&check)) }
+            at += n
+        }
+        return lb_content_check_finish(&check) == 0 ? nil : String(cString: lb_content_check_reason(&check))
+    }
+
+    func archive(compressed: Bool) throws -> (path: String, bytes: [UInt8], prefix: [UInt8]) {
+        let dir = makeTemporaryDirectory(self)
+        let bundle = try LogBundle(path: dir + "/app.logbook", capacity: 4 * 65536, chunkSize: 65536,
+                                   archive: ArchiveOptions(compressionLevel: compressed ? 1 : nil))
+        let log = try bundle.logger("x")
+        for i in 0..<3000 { log.info("record \(i) with some text to fill \(Double(i) * 1.5)") }
+        try bundle.rollArchive()
+        try bundle.close()
+        let name = try XCTUnwrap(try FileManager.default.contentsOfDirectory(atPath: dir + "/app.logbook/archive")
+            .filter { $0.hasSuffix(compressed ? ".lba.zst" : ".lba") }.sorted().first)
+        let path = dir + "/app.logbook/archive/" + name
+        let bytes = try Array(Data(contentsOf: URL(fileURLWithPath: path)))
+        return (path, bytes, Array(bytes[0..<(compressed ? 72 : 64)]))
+    }
+
+    func testEveryByteOfAnArchiveFileIsChecked() throws {
+        let (path, bytes, prefix) = try archive(compressed: false)
+        XCTAssertNil(failure(bytes, kind: LB_CONTENT_CHECK_ARCHIVE, prefix: prefix, file: path))
+        XCTAssertNil(failure(bytes, kind: LB_CONTENT_CHECK_ARCHIVE, prefix: prefix, file: path, step: 1), "any split")
+        var caught = 0
+        for offset in stride(from: 0, to: bytes.count, by: max(1, bytes.count / 3000)) {
+            var changed = bytes
+            changed[offset] ^= 0x01
+            // The header is compared with the one the key was read from, every frame by its CRCs.
+            XCTAssertNotNil(failure(changed, kind: LB_CONTENT_CHECK_ARCHIVE, prefix: prefix, file: path), "byte \(offset) of \(bytes.count)")
+            caught += 1
+        }
+        for cut in [1, 8, 80, bytes.count / 2] {
+            XCTAssertNotNil(failure(Array(bytes.dropLast(cut)), kind: LB_CONTENT_CHECK_ARCHIVE, length: bytes.count - cut, prefix: prefix, file: path), "cut \(cut)")
+        }
+        XCTAssertNotNil(failure(bytes + [0, 0, 0, 0, 0, 0, 0, 0], kind: LB_CONTENT_CHECK_ARCHIVE, prefix: prefix, file: path), "grown")
+        XCTAssertGreaterThan(caught, 2000)
+    }
+
+    /// A .lba.zst: its header frame, every data frame's zstd magic, its listing, seek table and
+    /// footer are checked; the bytes inside a data frame are not (their CRC is of what they
+    /// decompress to, checked by readers), which this test states.
+    func testACompressedArchiveFilesLayoutIsChecked() throws {
+        let (path, bytes, prefix) = try archive(compressed: true)
+        XCTAssertNil(failure(bytes, kind: LB_CONTENT_CHECK_ARCHIVE, prefix: prefix, file: path, step: 7))
+        let footer = bytes.count - 64
+        func u64(_ at: Int) -> Int { Int(bytes[at..<at + 8].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }) }
+        let listing = u64(footer + 16), table = u64(footer + 32)
+        for offset in Array(0..<72) + Array(72..<76) + Array(listing + 8..<min(listing + 200, table)) + Array(table..<bytes.count) {
+            var changed = bytes
+            changed[offset] ^= 0x01
+            // The tail (table, footer) is read from the file before the first byte: here the file
+            // keeps the original, so the streamed bytes must equal it.
+            XCTAssertNotNil(failure(changed, kind: LB_CONTENT_CHECK_ARCHIVE, prefix: prefix, file: path), "byte \(offset)")
+        }
+        XCTAssertNotNil(failure(Array(bytes.dropLast(1)), kind: LB_CONTENT_CHECK_ARCHIVE, length: bytes.count - 1, prefix: prefix, file: path))
+    }
+
+    func testSHA256AndSize() {
+        let bytes = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+        var hasher = SHA256()
+        bytes.withUnsafeBytes { hasher.update($0) }
+        let digest = hasher.finish()
+        XCTAssertNil(failure(bytes, kind: LB_CONTENT_CHECK_SHA256, digest: digest))
+        for offset in [0, 1, 4095, 4096, 50_000, 99_999] {
+            var changed = bytes
+            changed[offset] &+= 1
+            XCTAssertEqual(failure(changed, kind: LB_CONTENT_CHECK_SHA256, digest: digest), "another SHA-256 than its key", "byte \(offset)")
+        }
+        XCTAssertNotNil(failure(Array(bytes.dropLast()), kind: LB_CONTENT_CHECK_SHA256, length: bytes.count, digest: digest))
+        XCTAssertNotNil(failure(bytes + [0], kind: LB_CONTENT_CHECK_SIZE, length: bytes.count))
+        XCTAssertNil(failure(bytes, kind: LB_CONTENT_CHECK_SIZE))
+    }
+}
+
+/// Bodies streamed from the spool: a linked file, progress within an item.
+final class StreamingUploadTests: XCTestCase {
+    /// A linked file (`submit(file:linking: true)`, the CLI's --link) deleted after its submission
+    /// is still delivered whole (the link keeps it); one edited in place in its last byte is given
+    /// up and kept in quarantine/, and the server never gets its body whole.
+    func testALinkedFileDeletedIsDeliveredAndOneEditedInPlaceNeverArrivesWhole() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, keepsBodies: true)
+        let url = server.url("/ok").absoluteString
+        let uploader = try Uploader(.init(spool: dir + "/spool", isAllowed: false) { _ in DeliveryRequest(url: url) })
+        let deleted = dir + "/deleted.bin", edited = dir + "/edited.bin"
+        let content = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 7) }
+        try Data(content).write(to: URL(fileURLWithPath: deleted))
+        try Data(content.reversed()).write(to: URL(fileURLWithPath: edited))
+        let kept = try uploader.submit(file: deleted, linking: true)
+        let changed = try uploader.submit(file: edited, linking: true)
+        try FileManager.default.removeItem(atPath: deleted)
+        let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: edited))
+        try handle.seek(toOffset: UInt64(content.count - 1))
+        try handle.write(contentsOf: Data([content[0] &+ 1]))
+        try handle.close()
+        uploader.isAllowed = true
+        uploader.start()
+        var seen: [Uploader.Outcome] = []
+        for await outcome in uploader.outcomes {
+            seen.append(outcome)
+            if seen.count == 2 { break }
+        }
+        await uploader.stop()
+        XCTAssertTrue(seen.contains(.delivered(id: kept.id, attempts: 1)), "\(seen)")
+        XCTAssertTrue(seen.contains { if case .gaveUp(changed.id, let reason) = $0 { reason.contains("another SHA-256") } else { false } }, "\(seen)")
+        XCTAssertEqual(try Array(Data(contentsOf: URL(fileURLWithPath: server.bodies + "/" + kept.id))), content)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: server.bodies + "/" + changed.id), "never whole under its key")
+        XCTAssertEqual(server.requests().filter { ($0["answer"] as? Int) == 201 }.count, 1)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/spool/quarantine/\(changed.id).data"))
+    }
+
+    /// While an item uploads, `statistics.inFlight` says how far it came and at what rate, and
+    /// `bytesSent` counts what was sent.
+    func testProgressWithinAnItem() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try ResumableUploadServer(directory: dir + "/server", rate: 4_000_000)
+        let size = 16 << 20
+        try Data((0..<size).map { UInt8(truncatingIfNeeded: $0) }).write(to: URL(fileURLWithPath: dir + "/f.bin"))
+        let url = "http://127.0.0.1:\(server.port)/files/f"
+        let uploader = try Uploader(.init(spool: dir + "/spool") { _ in DeliveryRequest(url: url) })
+        let item = try uploader.submit(file: dir + "/f.bin")
+        uploader.start()
+        var samples: [Uploader.Transfer] = []
+        XCTAssertTrue(waitUntil {
+            if let transfer = uploader.statistics.inFlight.first { samples.append(transfer) }
+            return (samples.last?.bytesDone ?? 0) >= 4 << 20
+        }, "progress within the item")
+        for await outcome in uploader.outcomes {
+            XCTAssertEqual(outcome, .delivered(id: item.id, attempts: 1))
+            break
+        }
+        await uploader.stop()
+        XCTAssertTrue(samples.allSatisfy { $0.id == item.id && $0.byteCount == size && $0.bytesDone <= size })
+        XCTAssertEqual(samples.map(\.bytesDone), samples.map(\.bytesDone).sorted(), "it only grows")
+        XCTAssertGreaterThan(samples.last?.bytesPerSecond ?? 0, 0)
+        XCTAssertGreaterThanOrEqual(uploader.statistics.bytesSent, size)
+        XCTAssertEqual(uploader.statistics.inFlight, [])
     }
 }
