@@ -45,6 +45,7 @@ struct lb_http_exchange {
     size_t buffer_at, buffer_have;
     _Atomic uint64_t sent_shared;
     _Atomic int cancelled;
+    _Atomic int performed;         /* released by the performing thread when it is done */
     int stalled;
     int read_failure;              /* -EBADMSG or -EIO from the read callback */
     uint64_t last_progress_ns;
@@ -149,8 +150,11 @@ void lb_http_exchange_set_interim_handler(lb_http_exchange *exchange, lb_http_in
     exchange->interim_context = context;
 }
 
+static void observe(const lb_http_exchange *exchange);
+
 void lb_http_exchange_free(lb_http_exchange *exchange) {
     if (!exchange) return;
+    observe(exchange);
     free(exchange->method);
     free(exchange->url);
     curl_slist_free_all(exchange->headers);
@@ -166,16 +170,30 @@ void lb_http_exchange_cancel(lb_http_exchange *exchange) { atomic_store(&exchang
 uint64_t lb_http_exchange_bytes_sent(const lb_http_exchange *exchange) {
     return atomic_load_explicit(&((lb_http_exchange *)exchange)->sent_shared, memory_order_relaxed);
 }
-int lb_http_exchange_status(const lb_http_exchange *exchange) { return exchange->status; }
+/* The answer is read on another thread than the one that performed the exchange: acquiring what
+ * the performing thread released orders its writes before these reads. */
+static void observe(const lb_http_exchange *exchange) {
+    (void)atomic_load_explicit(&((lb_http_exchange *)exchange)->performed, memory_order_acquire);
+}
+
+int lb_http_exchange_status(const lb_http_exchange *exchange) {
+    observe(exchange);
+    return exchange->status;
+}
 const char *lb_http_exchange_headers(const lb_http_exchange *exchange, size_t *length) {
+    observe(exchange);
     *length = exchange->final_head.length;
     return exchange->final_head.bytes ? exchange->final_head.bytes : "";
 }
 const void *lb_http_exchange_body(const lb_http_exchange *exchange, size_t *length) {
+    observe(exchange);
     *length = exchange->body.length;
     return exchange->body.bytes ? (const void *)exchange->body.bytes : (const void *)"";
 }
-const char *lb_http_exchange_error(const lb_http_exchange *exchange) { return exchange->error; }
+const char *lb_http_exchange_error(const lb_http_exchange *exchange) {
+    observe(exchange);
+    return exchange->error;
+}
 
 /* Bytes [from, from + length) of the content, from the file or from memory. -EIO when the file
  * ends early or cannot be read. */
@@ -352,7 +370,15 @@ static int failure(lb_http_exchange *exchange, CURLcode code, const char *detail
     return rc;
 }
 
+static int perform(lb_http_connection *connection, lb_http_exchange *exchange);
+
 int lb_http_exchange_perform(lb_http_connection *connection, lb_http_exchange *exchange) {
+    int rc = perform(connection, exchange);
+    atomic_store_explicit(&exchange->performed, 1, memory_order_release);
+    return rc;
+}
+
+static int perform(lb_http_connection *connection, lb_http_exchange *exchange) {
     CURL *curl = connection->curl;
     curl_easy_reset(curl);
     char detail[CURL_ERROR_SIZE] = "";
