@@ -330,4 +330,37 @@ final class StreamingUploadTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(uploader.statistics.bytesSent, size)
         XCTAssertEqual(uploader.statistics.inFlight, [])
     }
+
+    /// A task cancelled while its exchange waits on a server that never answers ends with
+    /// ECANCELED (not the 60 s timeout), and the interim 104 of a resumable server reaches its
+    /// handler before the final answer.
+    func testAnExchangeIsCancelledAtOnceAndInterimAnswersAreHandedOver() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let plain = try UploadServer(directory: dir)
+        let transport = HTTPTransport()
+        let stallURL = plain.url("/stall/x").absoluteString
+        let stalled = Task {
+            await transport.send(DeliveryRequest(method: "PUT", url: stallURL), body: .bytes([1, 2, 3]), timeout: .seconds(60))
+        }
+        let arrived = await eventually { plain.arrivals() == 1 }
+        XCTAssertTrue(arrived)
+        stalled.cancel()
+        guard case .failure(let failure) = await stalled.value else { return XCTFail("an answer from a stalled server") }
+        XCTAssertEqual(failure.code, ECANCELED, failure.words)
+
+        let resumable = try ResumableUploadServer(directory: dir + "/server")
+        let interims = Locked<[(Int, String?)]>([])
+        var request = DeliveryRequest(method: "POST", url: "http://127.0.0.1:\(resumable.port)/files/y")
+        request.setHeader("Upload-Draft-Interop-Version", "6")
+        request.setHeader("Upload-Complete", "?1")
+        let answer = await transport.send(request, body: .bytes(Array(repeating: 9, count: 100_000)), timeout: .seconds(60)) { status, headers in
+            interims.withLock { $0.append((status, headers.first { $0.name.lowercased() == "location" }?.value)) }
+        }
+        guard case .success(let final) = answer else { return XCTFail("\(answer)") }
+        XCTAssertEqual(final.status, 201)
+        let seen = interims.withLock { $0 }
+        XCTAssertEqual(seen.map(\.0), [104])
+        XCTAssertTrue(seen.first?.1?.hasPrefix("http://127.0.0.1:\(resumable.port)/resumable_upload/") == true, "\(seen)")
+        XCTAssertEqual(resumable.completed.map(\.bytes), [100_000])
+    }
 }

@@ -50,7 +50,7 @@ struct lb_http_request {
     const char *const *headers;      /* "Name: value" each; framing headers are the layer's own */
     size_t header_count;
     int body_fd;                     /* the body's file (pread, never moved), or -1 */
-    const void *body_bytes;          /* with body_fd -1: the body in memory (NULL: none) */
+    const void *body_bytes;          /* with body_fd -1: the body in memory, copied (NULL: none) */
     uint64_t body_offset;            /* the first byte sent: the content before it is only checked */
     uint64_t body_length;            /* bytes sent, from body_offset */
     uint64_t content_length;         /* the whole content (checks read it all) */
@@ -67,8 +67,9 @@ struct lb_http_request {
  * lines ("Name: value\r\n" each): a resumable upload's 104 carries the upload URL. */
 typedef void (*lb_http_interim_handler)(void *context, int status, const char *headers, size_t length);
 
-/* Copies what it needs of the request (the strings, the headers, the expected prefix): the request
- * may go once this returns. The body's fd or bytes must stay until the exchange is freed. */
+/* Copies what it needs of the request (the strings, the headers, the expected prefix, a body in
+ * memory): the request may go once this returns. A body's fd must stay open until the exchange is
+ * freed. */
 int lb_http_exchange_create(const struct lb_http_request *request, lb_http_exchange **out);
 void lb_http_exchange_set_interim_handler(lb_http_exchange *exchange, lb_http_interim_handler handler, void *context);
 

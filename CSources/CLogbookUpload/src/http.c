@@ -27,7 +27,7 @@ struct lb_http_exchange {
     char *method, *url;
     struct curl_slist *headers;
     int body_fd;
-    const uint8_t *body_bytes;
+    uint8_t *body_bytes;           /* a copy of an in-memory body */
     uint64_t body_offset, body_length, content_length;
     int check_kind;
     uint8_t sha256[32];
@@ -130,7 +130,14 @@ int lb_http_exchange_create(const struct lb_http_request *request, lb_http_excha
         return -ENOMEM;
     }
     exchange->body_fd = request->body_fd;
-    exchange->body_bytes = request->body_bytes;
+    if (request->body_fd < 0 && request->body_bytes && request->content_length) {
+        exchange->body_bytes = malloc(request->content_length ? request->content_length : 1);
+        if (!exchange->body_bytes) {
+            lb_http_exchange_free(exchange);
+            return -ENOMEM;
+        }
+        memcpy(exchange->body_bytes, request->body_bytes, request->content_length);
+    }
     exchange->body_offset = request->body_offset;
     exchange->body_length = request->body_length;
     exchange->content_length = request->content_length;
@@ -159,6 +166,7 @@ void lb_http_exchange_free(lb_http_exchange *exchange) {
     free(exchange->url);
     curl_slist_free_all(exchange->headers);
     free(exchange->buffer);
+    free(exchange->body_bytes);
     free(exchange->head.bytes);
     free(exchange->final_head.bytes);
     free(exchange->body.bytes);
