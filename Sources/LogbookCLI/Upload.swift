@@ -120,7 +120,10 @@ struct Upload: ParsableCommand {
         }
         if !resumed.isEmpty { say("resuming \(resumed.count) item\(resumed.count == 1 ? "" : "s") from an earlier run") }
         let outcomeArrived = DispatchSemaphore(value: 0)
-        let consumer = Task {
+        let outcomesEnded = DispatchSemaphore(value: 0)
+        // Every outcome is printed, those reported as the spool opened (items quarantined) too,
+        // before the summary: the uploader is stopped and its outcomes read to their end first.
+        Task {
             for await outcome in uploader.outcomes {
                 if let (line, failed) = tracker.withLock({ $0.settle(outcome) }) {
                     if Self.terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
@@ -128,6 +131,7 @@ struct Upload: ParsableCommand {
                 }
                 outcomeArrived.signal()
             }
+            outcomesEnded.signal()
         }
         uploader.start()
         var submissionFailures = 0
@@ -167,7 +171,8 @@ struct Upload: ParsableCommand {
             let line = "\r\u{1B}[K\(settled)/\(expected) done, \(Self.mebibytes(bytesDone)) of \(Self.mebibytes(totalBytes)) MiB, \(statistics.uploading) uploading at \(Self.mebibytes(Int(rate))) MiB/s, \(statistics.failedAttempts) failed attempts"
             FileHandle.standardError.write(Data(line.utf8))
         }
-        consumer.cancel()
+        Task { await uploader.stop() }  // finishes `outcomes` once the workers are done
+        outcomesEnded.wait()
         if Self.terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
         let statistics = uploader.statistics
         let failed = tracker.withLock { $0.failed } + submissionFailures

@@ -419,6 +419,8 @@ public final class Uploader: Sendable {
             }
             switch result {
             case .answered(let outcome): settle(item, outcome)
+            case .contentProblem(let problem) where content.isItsSourceFile:
+                setAside(item, BodyProblem(quarantines: false, reason: "the file changed after it was submitted: \(problem.reason)"))
             case .contentProblem(let problem): setAside(item, problem)
             }
             return .worked
@@ -589,6 +591,10 @@ public final class Uploader: Sendable {
         let fd: Int32
         let byteCount: Int
         let check: ContentCheck
+        /// The spool holds the very file it was submitted from (`linking`), still at its path: a
+        /// change is its owner's, so the item is given up but not quarantined (that would keep a
+        /// link to the owner's file). Anything else that fails its key is evidence: quarantined.
+        let isItsSourceFile: Bool
 
         func body(from offset: UInt64) -> HTTPBody {
             .file(fd: fd, offset: offset, contentLength: UInt64(byteCount), check: check)
@@ -614,10 +620,13 @@ public final class Uploader: Sendable {
             return .failure(BodyProblem(quarantines: false, reason: reason))
         }
         let size = Int(status.st_size)
+        var source = stat()
+        let isItsSourceFile = !item.id.hasPrefix("lba-") && !item.source.isEmpty && status.st_nlink > 1
+            && stat(item.source, &source) == 0 && source.st_dev == status.st_dev && source.st_ino == status.st_ino
         let check: ContentCheck
         if size != item.byteCount {
             close(fd)
-            if status.st_nlink > 1 {
+            if isItsSourceFile {
                 return .failure(BodyProblem(quarantines: false,
                                             reason: "the file changed after it was submitted (\(item.byteCount) bytes, now \(size))"))
             }
@@ -637,7 +646,7 @@ public final class Uploader: Sendable {
         } else {
             check = .size
         }
-        return .success(OpenedContent(fd: fd, byteCount: size, check: check))
+        return .success(OpenedContent(fd: fd, byteCount: size, check: check, isItsSourceFile: isItsSourceFile))
     }
 
     private static func mismatch(_ what: String) -> BodyProblem {

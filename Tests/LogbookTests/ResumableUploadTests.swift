@@ -1,3 +1,4 @@
+import CLogbook
 import CLogbookUpload
 import Foundation
 import Logbook
@@ -229,23 +230,37 @@ final class ContentCheckTests: XCTestCase {
         XCTAssertGreaterThan(caught, 2000)
     }
 
-    /// A .lba.zst: its header frame, every data frame's zstd magic, its listing, seek table and
-    /// footer are checked; the bytes inside a data frame are not (their CRC is of what they
-    /// decompress to, checked by readers), which this test states.
-    func testACompressedArchiveFilesLayoutIsChecked() throws {
+    /// A .lba.zst: every byte is checked, its data frames by the CRC-32C of their bytes as stored
+    /// (`compressed_crc`); in a file written before that was recorded (the field 0), by what they
+    /// decompress to.
+    func testEveryByteOfACompressedArchiveFileIsChecked() throws {
         let (path, bytes, prefix) = try archive(compressed: true)
         XCTAssertNil(failure(bytes, kind: LB_CONTENT_CHECK_ARCHIVE, prefix: prefix, file: path, step: 7))
-        let footer = bytes.count - 64
-        func u64(_ at: Int) -> Int { Int(bytes[at..<at + 8].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }) }
-        let listing = u64(footer + 16), table = u64(footer + 32)
-        for offset in Array(0..<72) + Array(72..<76) + Array(listing + 8..<min(listing + 200, table)) + Array(table..<bytes.count) {
-            var changed = bytes
-            changed[offset] ^= 0x01
-            // The tail (table, footer) is read from the file before the first byte: here the file
-            // keeps the original, so the streamed bytes must equal it.
-            XCTAssertNotNil(failure(changed, kind: LB_CONTENT_CHECK_ARCHIVE, prefix: prefix, file: path), "byte \(offset)")
+        // The same file as an older archiver wrote it: no compressed_crc, the table's and footer's CRCs made again.
+        var old = bytes
+        let footer = old.count - 64
+        func u64(_ at: Int) -> Int { Int(old[at..<at + 8].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }) }
+        func put32(_ value: UInt32, at: Int) { withUnsafeBytes(of: value.littleEndian) { old.replaceSubrange(at..<at + 4, with: $0) } }
+        let table = u64(footer + 32), frames = Int(old[footer + 40..<footer + 44].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) })
+        for frame in 0..<frames { put32(0, at: table + frame * 16 + 12) }
+        put32(old[table..<footer].withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) }, at: footer + 44)
+        put32(old[footer..<footer + 60].withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) }, at: footer + 60)
+        let oldPath = path + ".old"
+        try Data(old).write(to: URL(fileURLWithPath: oldPath))
+        XCTAssertNil(failure(old, kind: LB_CONTENT_CHECK_ARCHIVE, prefix: prefix, file: oldPath, step: 4096), "decompressed and checked")
+        for (name, content, file) in [("recorded", bytes, path), ("decompressed", old, oldPath)] {
+            var caught = 0
+            for offset in stride(from: 0, to: content.count, by: max(1, content.count / 1500)) {
+                var changed = content
+                changed[offset] ^= 0x01
+                // The tail (table, footer) is read from the file before the first byte: here the
+                // file keeps the original, so the streamed bytes must equal it.
+                XCTAssertNotNil(failure(changed, kind: LB_CONTENT_CHECK_ARCHIVE, prefix: prefix, file: file), "\(name): byte \(offset) of \(content.count)")
+                caught += 1
+            }
+            XCTAssertGreaterThan(caught, 1000, name)
+            XCTAssertNotNil(failure(Array(content.dropLast(1)), kind: LB_CONTENT_CHECK_ARCHIVE, length: content.count - 1, prefix: prefix, file: file), name)
         }
-        XCTAssertNotNil(failure(Array(bytes.dropLast(1)), kind: LB_CONTENT_CHECK_ARCHIVE, length: bytes.count - 1, prefix: prefix, file: path))
     }
 
     func testSHA256AndSize() {
@@ -269,7 +284,7 @@ final class ContentCheckTests: XCTestCase {
 final class StreamingUploadTests: XCTestCase {
     /// A linked file (`submit(file:linking: true)`, the CLI's --link) deleted after its submission
     /// is still delivered whole (the link keeps it); one edited in place in its last byte is given
-    /// up and kept in quarantine/, and the server never gets its body whole.
+    /// up, and the server never gets its body whole.
     func testALinkedFileDeletedIsDeliveredAndOneEditedInPlaceNeverArrivesWhole() async throws {
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, keepsBodies: true)
@@ -295,11 +310,16 @@ final class StreamingUploadTests: XCTestCase {
         }
         await uploader.stop()
         XCTAssertTrue(seen.contains(.delivered(id: kept.id, attempts: 1)), "\(seen)")
-        XCTAssertTrue(seen.contains { if case .gaveUp(changed.id, let reason) = $0 { reason.contains("another SHA-256") } else { false } }, "\(seen)")
+        XCTAssertTrue(seen.contains { outcome in
+            guard case .gaveUp(changed.id, let reason) = outcome else { return false }
+            return reason.hasPrefix("the file changed after it was submitted") && reason.contains("another SHA-256")
+        }, "\(seen)")
         XCTAssertEqual(try Array(Data(contentsOf: URL(fileURLWithPath: server.bodies + "/" + kept.id))), content)
         XCTAssertFalse(FileManager.default.fileExists(atPath: server.bodies + "/" + changed.id), "never whole under its key")
         XCTAssertEqual(server.requests().filter { ($0["answer"] as? Int) == 201 }.count, 1)
-        XCTAssertTrue(FileManager.default.fileExists(atPath: dir + "/spool/quarantine/\(changed.id).data"))
+        // Its owner's file, changed by its owner: given up, not kept (quarantine would hold a link to it).
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/spool/quarantine/\(changed.id).data"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/spool/\(changed.id).data"))
     }
 
     /// While an item uploads, `statistics.inFlight` says how far it came and at what rate, and

@@ -227,6 +227,32 @@ final class UploaderFailureTests: XCTestCase {
         XCTAssertFalse(FileManager.default.fileExists(atPath: server.bodies + "/" + link.id), "sent under the old content's key")
     }
 
+    /// `logbook upload` with items the spool quarantines as it opens (a symlink and a FIFO planted
+    /// where their content belongs): each is reported before the summary, counted as failed, and
+    /// the run exits 1 (an outside run saw exit 0, and the line after the summary or not at all).
+    func testTheCLIReportsItemsQuarantinedAsTheSpoolOpens() throws {
+        guard let logbook = logbookExecutable() else { throw XCTSkip("the logbook executable is not built") }
+        for _ in 0..<3 {
+            let dir = makeTemporaryDirectory(self)
+            let server = try UploadServer(directory: dir)
+            let spool = dir + "/spool"
+            let ids = try spoolItems(["a", "b", "c"], in: spool, server: server)
+            try FileManager.default.removeItem(atPath: spool + "/\(ids[0]).data")
+            try FileManager.default.createSymbolicLink(atPath: spool + "/\(ids[0]).data", withDestinationPath: "/etc/hostname")
+            try FileManager.default.removeItem(atPath: spool + "/\(ids[1]).data")
+            XCTAssertEqual(mkfifo(spool + "/\(ids[1]).data", 0o600), 0)
+            let (status, output) = try runProgram(logbook, ["upload", "--spool", spool, "--to", server.url("/ok/{id}").absoluteString])
+            XCTAssertEqual(status, 1, output)
+            let lines = output.split(separator: "\n").map(String.init)
+            let summary = try XCTUnwrap(lines.firstIndex { $0.hasPrefix("1 delivered") }, output)
+            for id in ids[0...1] {
+                let line = try XCTUnwrap(lines.firstIndex { $0.contains("quarantined \(id)") }, output)
+                XCTAssertLessThan(line, summary, output)
+            }
+            XCTAssertTrue(lines[summary].contains("2 failed"), output)
+        }
+    }
+
     /// A symlink, FIFO or directory planted where an item's content belongs (by whoever can write
     /// the spool) is never followed nor sent: quarantined at open, or at upload.
     func testPlantedContentIsQuarantinedNeverSent() async throws {
@@ -311,10 +337,11 @@ final class UploaderFailureTests: XCTestCase {
     /// F1 of the outside test, an edit of the same size: a linked archive file changed in place
     /// after it was spooled (its size, header and key unchanged) was sent under its key. Its bytes
     /// are checked as they stream (a .lba frame by frame, a .lba.zst by its header, layout,
-    /// listing, table and footer): given up with the reason, kept in quarantine/, and the body cut
+    /// listing, table, footer and its data frames' CRCs): given up with the reason, kept in quarantine/, and the body cut
     /// before its end, so that the server never gets it whole; the untouched file is delivered.
     func testAnArchiveFileEditedInPlaceIsNeverSentUnderItsKey() async throws {
-        for (compressed, place) in [(false, "a chunk's body"), (false, "the END frame"), (true, "the listing"), (true, "the seek table")] {
+        for (compressed, place) in [(false, "a chunk's body"), (false, "the END frame"), (true, "a data frame"), (true, "the listing"),
+                                    (true, "the seek table")] {
             let dir = makeTemporaryDirectory(self)
             let server = try UploadServer(directory: dir, keepsBodies: true)
             let bundlePath = dir + "/app.logbook"
@@ -327,6 +354,7 @@ final class UploaderFailureTests: XCTestCase {
             let offset: Int
             switch place {
             case "a chunk's body": offset = 64 + 16 + 200
+            case "a data frame": offset = 72 + 100
             case "the END frame": offset = bytes.count - 20
             case "the listing":
                 let footer = bytes.count - 64

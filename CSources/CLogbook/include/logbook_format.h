@@ -435,7 +435,10 @@ typedef struct lb_zst_seek_entry {
     uint32_t compressed_length;    /* the zstd frame's bytes in the file */
     uint32_t uncompressed_length;  /* bytes of the .lba it holds */
     uint32_t crc;                  /* CRC-32C of those uncompressed bytes */
-    uint32_t reserved;             /* 0 */
+    uint32_t compressed_crc;       /* CRC-32C of the zstd frame's bytes as stored, so that they can
+                                      be checked without decompressing them (the uploader does, as
+                                      it sends); 0 in files written before it was recorded: not
+                                      checked (nor is a frame whose CRC happens to be 0) */
 } lb_zst_seek_entry;
 
 /* The last 64 bytes of a .lba.zst. */

@@ -210,8 +210,8 @@ int lb_compressor_run(lb_compressor *c, int dir_fd, uint64_t number, lb_compress
             *why = "a compressed frame does not decompress to the same bytes";
             break;
         }
-        c->table[i] = (lb_zst_seek_entry){(uint32_t)packed, s->length,
-                                          lb_crc32c(0, c->input, s->length), 0};
+        c->table[i] = (lb_zst_seek_entry){(uint32_t)packed, s->length, lb_crc32c(0, c->input, s->length),
+                                          lb_crc32c(0, c->output, packed)};
         rc = lb_pwrite_full(outfd, c->output, packed, at);
         at += packed;
         out->uncompressed_bytes += s->length;

@@ -10,10 +10,10 @@
  *                 walked: head CRC, body CRC-32C, zero padding, and the END frame last, at its
  *                 end_offset, ending the content;
  *       .lba.zst  the header frame (equal, CRC), the footer, seek table and listing (their
- *                 CRC-32Cs), a zstd frame's magic wherever the table puts a data frame, and the
- *                 file's layout ending with the footer. A data frame's own bytes are not
- *                 decompressed here (that would cost ~12 times the bytes sent); the CRC-32C of
- *                 what they decompress to is in the table, checked by every reader.
+ *                 CRC-32Cs), the file's layout ending with the footer, and every data frame: the
+ *                 CRC-32C of its bytes as stored (the seek entry's compressed_crc), or, in a file
+ *                 written before that was recorded, what it decompresses to (its length and
+ *                 CRC-32C), decompressed as it streams.
  *
  *     lb_content_check check;
  *     lb_content_check_init(&check, LB_CONTENT_CHECK_SHA256, length, digest, NULL, 0, fd);
@@ -59,14 +59,17 @@ typedef struct lb_content_check {
     uint32_t body_crc;
     int end_seen;
     /* .lba.zst: the regions checked (read from the file's end before the first byte) */
-    uint8_t *tail;                 /* seek table and footer, as read */
+    uint8_t *tail;                 /* the seek table's skippable frame and the footer, as read */
     uint64_t tail_offset;
     uint64_t tail_length;
-    uint64_t *frame_offsets;       /* where each data frame starts */
+    uint64_t *frame_offsets;       /* where each data frame starts (frame_count + 1: the end) */
     uint32_t frame_count;
-    uint32_t next_frame;
-    uint8_t magic[4];
-    uint32_t magic_have;
+    uint32_t frame;                /* the data frame the next byte belongs to */
+    uint32_t frame_running;        /* CRC-32C of its bytes so far (as stored, or decompressed) */
+    uint64_t frame_produced;       /* bytes it decompressed to so far */
+    void *dctx;                    /* a ZSTD_DCtx, for frames without compressed_crc */
+    uint8_t *scratch;              /* where they decompress to, a piece at a time */
+    uint8_t listing_head[8];       /* the listing's skippable head */
     uint64_t listing_offset;       /* the listing's bytes (after its skippable head) */
     uint32_t listing_length;
     uint32_t listing_crc;

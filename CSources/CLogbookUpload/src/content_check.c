@@ -9,12 +9,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <zstd.h>
+
 #include "logbook_files.h"
 #include "logbook_format.h"
 
 enum { WALK_HEADER, WALK_HEAD, WALK_BODY, WALK_PAD, WALK_DONE };
-enum { LARGEST_FRAME_BODY = 64u << 20 };
-static const uint8_t ZSTD_MAGIC[4] = { 0x28, 0xB5, 0x2F, 0xFD };
+enum { LARGEST_FRAME_BODY = 64u << 20, SCRATCH = 128u << 10 };
 
 static int fail(lb_content_check *check, const char *format, ...) {
     if (!check->failed) {
@@ -62,27 +63,32 @@ static int init_compressed(lb_content_check *check, int fd) {
     if (footer.frames_offset != LB_ZST_HEADER_FRAME_SIZE || table_bytes > length ||
         footer.table_offset != length - sizeof footer - table_bytes ||
         footer.listing_offset < footer.frames_offset || footer.table_offset < 8 ||
-        footer.listing_offset + 8 + footer.listing_length > footer.table_offset - 8) {
+        footer.listing_offset + 8 + footer.listing_length != footer.table_offset - 8) {
         return fail(check, "the compressed archive file's footer does not describe its layout");
     }
-    check->tail_offset = footer.table_offset;
-    check->tail_length = table_bytes + sizeof footer;
-    check->tail = malloc(check->tail_length ? check->tail_length : 1);
-    check->frame_offsets = malloc((footer.frame_count ? footer.frame_count : 1) * sizeof(uint64_t));
+    /* The tail: the seek table's skippable head, the table, the footer. */
+    check->tail_offset = footer.table_offset - 8;
+    check->tail_length = 8 + table_bytes + sizeof footer;
+    check->tail = malloc(check->tail_length);
+    check->frame_offsets = malloc(((uint64_t)footer.frame_count + 1) * sizeof(uint64_t));
     if (!check->tail || !check->frame_offsets) return -ENOMEM;
     if (read_exactly(fd, check->tail, check->tail_length, check->tail_offset)) {
         return fail(check, "the compressed archive file's seek table cannot be read");
     }
-    if (lb_crc32c(0, check->tail, table_bytes) != footer.table_crc) {
+    uint32_t table_head[2] = { LB_ZST_SKIPPABLE_MAGIC, (uint32_t)(table_bytes + sizeof footer) };
+    if (memcmp(check->tail, table_head, 8) || lb_crc32c(0, check->tail + 8, table_bytes) != footer.table_crc) {
         return fail(check, "the compressed archive file's seek table fails its check");
     }
+    uint32_t listing_head[2] = { LB_ZST_SKIPPABLE_MAGIC, footer.listing_length };
+    memcpy(check->listing_head, listing_head, 8);
     uint64_t at = footer.frames_offset;
     for (uint32_t i = 0; i < footer.frame_count; i++) {
         lb_zst_seek_entry entry;
-        memcpy(&entry, check->tail + (uint64_t)i * sizeof entry, sizeof entry);
+        memcpy(&entry, check->tail + 8 + (uint64_t)i * sizeof entry, sizeof entry);
         check->frame_offsets[i] = at;
         at += entry.compressed_length;
     }
+    check->frame_offsets[footer.frame_count] = at;
     if (at != footer.listing_offset) {
         return fail(check, "the compressed archive file's data frames do not end where its listing starts");
     }
@@ -196,6 +202,67 @@ static size_t overlap(uint64_t position, size_t length, uint64_t start, uint64_t
     return (size_t)(to - from);
 }
 
+static const lb_zst_seek_entry *entry(const lb_content_check *check, uint32_t frame) {
+    return (const lb_zst_seek_entry *)(check->tail + 8 + (uint64_t)frame * sizeof(lb_zst_seek_entry));
+}
+
+/* A data frame without compressed_crc: decompressed as it streams, what it gives checked. */
+static int decompress(lb_content_check *check, const uint8_t *bytes, size_t length, int last) {
+    if (!check->dctx) {
+        check->dctx = ZSTD_createDCtx();
+        check->scratch = malloc(SCRATCH);
+        if (!check->dctx || !check->scratch) return -ENOMEM;
+        ZSTD_DCtx_setParameter(check->dctx, ZSTD_d_windowLogMax, 27);
+    }
+    ZSTD_inBuffer in = { bytes, length, 0 };
+    const lb_zst_seek_entry *e = entry(check, check->frame);
+    do {
+        ZSTD_outBuffer out = { check->scratch, SCRATCH, 0 };
+        size_t left = ZSTD_decompressStream(check->dctx, &out, &in);
+        if (ZSTD_isError(left)) return fail(check, "data frame %u does not decompress (%s)", check->frame, ZSTD_getErrorName(left));
+        check->frame_running = lb_crc32c(check->frame_running, check->scratch, out.pos);
+        check->frame_produced += out.pos;
+        if (check->frame_produced > e->uncompressed_length) {
+            return fail(check, "data frame %u decompresses to more than the %u bytes its seek entry says", check->frame, e->uncompressed_length);
+        }
+        if (out.pos < SCRATCH && in.pos == in.size) break;
+    } while (1);
+    if (last && (check->frame_produced != e->uncompressed_length || check->frame_running != e->crc)) {
+        return fail(check, "data frame %u does not decompress to the bytes its seek entry names", check->frame);
+    }
+    return 0;
+}
+
+/* The data frames' bytes (from file offset `at`), frame by frame. */
+static int check_frames(lb_content_check *check, const uint8_t *bytes, size_t length, uint64_t at) {
+    while (length > 0) {
+        uint64_t end = check->frame_offsets[check->frame + 1];
+        size_t take = end - at < length ? (size_t)(end - at) : length;
+        int last = at + take == end;
+        const lb_zst_seek_entry *e = entry(check, check->frame);
+        if (e->compressed_crc) {
+            check->frame_running = lb_crc32c(check->frame_running, bytes, take);
+            if (last && check->frame_running != e->compressed_crc) {
+                return fail(check, "data frame %u (bytes %llu to %llu) fails its CRC", check->frame,
+                            (unsigned long long)check->frame_offsets[check->frame], (unsigned long long)end);
+            }
+        } else {
+            int rc = decompress(check, bytes, take, last);
+            if (rc) return rc;
+        }
+        if (last) {
+            if (check->dctx) ZSTD_DCtx_reset(check->dctx, ZSTD_reset_session_only);
+            check->frame++;
+            check->frame_running = 0;
+            check->frame_produced = 0;
+        }
+        bytes += take;
+        length -= take;
+        at += take;
+    }
+    return 0;
+}
+
 /* .lba.zst: the regions whose bytes are known, compared as they pass. */
 static int check_compressed(lb_content_check *check, const uint8_t *bytes, size_t length) {
     uint64_t position = check->position;
@@ -205,14 +272,14 @@ static int check_compressed(lb_content_check *check, const uint8_t *bytes, size_
         memcmp(bytes + in_bytes, check->prefix + in_region, n)) {
         return fail(check, "the compressed archive file's header frame is not the one its key was read from");
     }
-    while (check->next_frame < check->frame_count) {
-        uint64_t start = check->frame_offsets[check->next_frame];
-        if (!(n = overlap(position, length, start, 4, &in_bytes, &in_region))) break;
-        if (memcmp(bytes + in_bytes, ZSTD_MAGIC + in_region, n)) {
-            return fail(check, "no zstd frame at byte %llu, where data frame %u starts", (unsigned long long)start, check->next_frame);
-        }
-        if (in_region + n < 4) break;  /* the rest of its magic comes with the next bytes */
-        check->next_frame++;
+    if ((n = overlap(position, length, check->frame_offsets[0], check->frame_offsets[check->frame_count] - check->frame_offsets[0],
+                     &in_bytes, &in_region))) {
+        int rc = check_frames(check, bytes + in_bytes, n, position + in_bytes);
+        if (rc) return rc;
+    }
+    if ((n = overlap(position, length, check->listing_offset - 8, 8, &in_bytes, &in_region)) &&
+        memcmp(bytes + in_bytes, check->listing_head + in_region, n)) {
+        return fail(check, "the compressed archive file's listing frame has another head");
     }
     if ((n = overlap(position, length, check->listing_offset, check->listing_length, &in_bytes, &in_region))) {
         check->listing_running = lb_crc32c(check->listing_running, bytes + in_bytes, n);
@@ -222,7 +289,7 @@ static int check_compressed(lb_content_check *check, const uint8_t *bytes, size_
     }
     if ((n = overlap(position, length, check->tail_offset, check->tail_length, &in_bytes, &in_region)) &&
         memcmp(bytes + in_bytes, check->tail + in_region, n)) {
-        return fail(check, "the compressed archive file's seek table or footer changed while it was sent");
+        return fail(check, "the compressed archive file's seek table or footer is not the one read before it was sent");
     }
     check->position += length;
     return 0;
@@ -261,7 +328,7 @@ int lb_content_check_finish(lb_content_check *check) {
         if (check->prefix_length == LB_ARCHIVE_HEADER_SIZE && check->state != WALK_DONE) {
             return fail(check, "the archive file ends without its END frame");
         }
-        if (check->prefix_length == LB_ZST_HEADER_FRAME_SIZE && check->next_frame != check->frame_count) {
+        if (check->prefix_length == LB_ZST_HEADER_FRAME_SIZE && check->frame != check->frame_count) {
             return fail(check, "the compressed archive file ends before its data frames");
         }
     }
@@ -273,6 +340,10 @@ const char *lb_content_check_reason(const lb_content_check *check) { return chec
 void lb_content_check_free(lb_content_check *check) {
     free(check->tail);
     free(check->frame_offsets);
+    free(check->scratch);
+    ZSTD_freeDCtx(check->dctx);
     check->tail = NULL;
     check->frame_offsets = NULL;
+    check->scratch = NULL;
+    check->dctx = NULL;
 }
