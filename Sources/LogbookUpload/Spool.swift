@@ -26,6 +26,12 @@ public struct SpooledItem: Sendable, Equatable {
     /// Where the server keeps this item's upload while it is incomplete (a resumable upload's
     /// `Location`, from its 104 answer): the next attempt asks it for its offset and sends the rest.
     public var resumptionURL: String? = nil
+    /// The highest offset the server reported for its resumable upload.
+    public var resumedOffset: Int = 0
+    /// Attempts whose bytes the server kept (its offset, asked by the next attempt, had grown): they
+    /// do not count toward the policy's attempts, so that a flaky link that moves the upload forward
+    /// each time never exhausts them.
+    public var progressedAttempts: Int = 0
 }
 
 /// A spool directory: items put there durably before `submit` returns, each with a state file
@@ -522,17 +528,19 @@ public final class Spool {
 /// 40  size submitted        u64                      (version 2 and later)
 /// 48  resumption URL length u u16 (at most 4096)     (version 3)
 /// 50  reserved              u16 (0)
-/// 52  reason, source, then the resumption URL        UTF-8
-/// 52+r+s+u  CRC-32C of every byte before it          u32
+/// 52  progressed attempts   u32
+/// 56  resumed offset        u64
+/// 64  reason, source, then the resumption URL        UTF-8
+/// 64+r+s+u  CRC-32C of every byte before it          u32
 /// ```
 ///
-/// Versions 1 (strings at 40, no size) and 2 (strings at 48, no URL) are read; 3 is written.
+/// Versions 1 (strings at 40, no size) and 2 (strings at 48, no resumption) are read; 3 is written.
 enum SpoolStateRecord {
     static let magic = Array("LBSPOOL1".utf8)
     static let maximumReason = 1024
     static let maximumSource = 4096
     static let maximumURL = 4096
-    static let maximumSize = 56 + maximumReason + maximumSource + maximumURL
+    static let maximumSize = 68 + maximumReason + maximumSource + maximumURL
 
     static func encode(_ item: SpooledItem) -> [UInt8] {
         var bytes = magic
@@ -555,6 +563,8 @@ enum SpoolStateRecord {
         put(UInt64(item.byteCount))  // version 2: the size submitted, checked before every attempt
         put(UInt16(url.count))       // version 3: where a resumable upload resumes
         put(UInt16(0))
+        put(UInt32(clamping: item.progressedAttempts))
+        put(UInt64(clamping: item.resumedOffset))
         bytes.append(contentsOf: reason)
         bytes.append(contentsOf: source)
         bytes.append(contentsOf: url)
@@ -572,8 +582,8 @@ enum SpoolStateRecord {
             return T(littleEndian: value)
         }
         let version = get(8, UInt32.self)
-        guard version == 1 || (version == 2 && bytes.count >= 52) || (version == 3 && bytes.count >= 56) else { return nil }
-        let strings = [1: 40, 2: 48, 3: 52][Int(version)]!
+        guard version == 1 || (version == 2 && bytes.count >= 52) || (version == 3 && bytes.count >= 68) else { return nil }
+        let strings = [1: 40, 2: 48, 3: 64][Int(version)]!
         let reasonLength = Int(get(36, UInt16.self)), sourceLength = Int(get(38, UInt16.self))
         let urlLength = version == 3 ? Int(get(48, UInt16.self)) : 0
         let end = strings + reasonLength + sourceLength + urlLength
@@ -590,6 +600,8 @@ enum SpoolStateRecord {
             attempts: Int(get(12, UInt32.self)), firstSubmittedNanoseconds: get(16, Int64.self),
             nextAttemptNanoseconds: get(24, Int64.self), lastStatus: Int(get(32, Int32.self)),
             lastReason: String(decoding: bytes[strings..<strings + reasonLength], as: UTF8.self),
-            resumptionURL: urlLength == 0 ? nil : String(decoding: bytes[sourceEnd..<end], as: UTF8.self))
+            resumptionURL: urlLength == 0 ? nil : String(decoding: bytes[sourceEnd..<end], as: UTF8.self),
+            resumedOffset: version == 3 ? Int(clamping: get(56, UInt64.self)) : 0,
+            progressedAttempts: version == 3 ? Int(get(52, UInt32.self)) : 0)
     }
 }

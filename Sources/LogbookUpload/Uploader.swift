@@ -525,6 +525,7 @@ public final class Uploader: Sendable {
             recordResumption(item.id, nil)  // no usable offset: start over
             return nil
         }
+        recordProgress(item.id, offset: offset)
         if offset == UInt64(item.byteCount) && answer.header("Upload-Complete") == "?1" {
             return .answered(.status(answer.status, retryAfter: nil))  // it arrived whole; its answer was lost
         }
@@ -557,6 +558,18 @@ public final class Uploader: Sendable {
         state.withLock { state in
             guard var item = state.items[id], item.resumptionURL != url else { return }
             item.resumptionURL = url
+            state.items[id] = item
+            try? state.spool.update(item)
+        }
+    }
+
+    /// The server's offset grew past the highest it reported before: the attempt before this one
+    /// moved the upload forward, and is credited back (durably, with the offset).
+    private func recordProgress(_ id: String, offset: UInt64) {
+        state.withLock { state in
+            guard var item = state.items[id], Int(clamping: offset) > item.resumedOffset else { return }
+            item.resumedOffset = Int(clamping: offset)
+            item.progressedAttempts = min(item.progressedAttempts + 1, item.attempts)
             state.items[id] = item
             try? state.spool.update(item)
         }
@@ -703,7 +716,9 @@ public final class Uploader: Sendable {
         item.attempts += 1
         let now = configuration.clock()
         var random = SystemRandomness()
-        let decision = configuration.policy.decide(outcome, attempt: item.attempts,
+        // Attempts whose bytes the server kept do not count (recorded during this attempt).
+        let progressed = state.withLock { $0.items[item.id]?.progressedAttempts } ?? item.progressedAttempts
+        let decision = configuration.policy.decide(outcome, attempt: max(1, item.attempts - progressed),
                                                    firstSubmittedNanoseconds: item.firstSubmittedNanoseconds,
                                                    nowNanoseconds: now, using: &random)
         switch outcome {
@@ -737,7 +752,11 @@ public final class Uploader: Sendable {
                 remove(item, from: &state, outcome: .expired(id: item.id))
             case .retry(let at):
                 item.nextAttemptNanoseconds = at
-                item.resumptionURL = state.items[item.id]?.resumptionURL  // recorded during the attempt
+                if let current = state.items[item.id] {  // recorded during the attempt
+                    item.resumptionURL = current.resumptionURL
+                    item.resumedOffset = current.resumedOffset
+                    item.progressedAttempts = current.progressedAttempts
+                }
                 state.items[item.id] = item
                 do {
                     try state.spool.update(item)

@@ -81,14 +81,16 @@ final class ResumableUploadTests: XCTestCase {
 
     /// Every connection is cut after 3 MB: each attempt after the first asks the server's offset
     /// (HEAD) and sends only the rest (PATCH). 24 MiB arrive whole, once, with at most 20% more
-    /// bytes on the wire than the file holds.
+    /// bytes on the wire than the file holds, and the 9 attempts that each moved it forward do not
+    /// exhaust a policy of 4.
     func testConnectionsCutMidBodyResumeAtTheServersOffset() async throws {
         let dir = makeTemporaryDirectory(self)
         let server = try ResumableUploadServer(directory: dir + "/server", cutAfter: 3_000_000)
         let size = 24 << 20
         let digest = try randomFile(dir + "/big.bin", bytes: size, seed: 7)
         let url = "http://127.0.0.1:\(server.port)/files/big"
-        let uploader = try Uploader(.init(spool: dir + "/spool", policy: RetryPolicy(maxDelay: .zero, maxAttempts: 100)) { _ in
+        // At most 4 attempts: each cut leaves the upload further, so none counts against them.
+        let uploader = try Uploader(.init(spool: dir + "/spool", policy: RetryPolicy(maxDelay: .zero, maxAttempts: 4)) { _ in
             DeliveryRequest(method: "PUT", url: url)
         })
         let item = try uploader.submit(file: dir + "/big.bin")
@@ -109,6 +111,31 @@ final class ResumableUploadTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(statistics.bytesSent, size)
         XCTAssertLessThanOrEqual(statistics.bytesSent, size * 12 / 10)
         XCTAssertEqual(statistics.inFlight, [])
+    }
+
+    /// An upload the server never moves forward (its offset stays 0, every append meets 409) earns
+    /// no credit: the policy's attempts run out as for any failure.
+    func testAnUploadThatNeverMovesExhaustsTheAttempts() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let url = server.url("/resumable-stuck/x").absoluteString
+        let uploader = try Uploader(.init(spool: dir + "/spool", policy: RetryPolicy(maxDelay: .zero, maxAttempts: 4)) { _ in
+            DeliveryRequest(method: "PUT", url: url)
+        })
+        let item = try uploader.submit(data: Array(repeating: 3, count: 1 << 20))
+        uploader.start()
+        var outcome: Uploader.Outcome?
+        for await next in uploader.outcomes {
+            outcome = next
+            break
+        }
+        await uploader.stop()
+        guard case .gaveUp(item.id, let reason) = outcome else { return XCTFail("\(String(describing: outcome))") }
+        XCTAssertTrue(reason.hasPrefix("4 attempts"), reason)
+        let answers = server.requests().map { "\($0["answer"] ?? "")" }
+        XCTAssertEqual(answers.first, "reset", "the creation, cut mid-body: \(answers)")
+        XCTAssertEqual(answers.filter { $0 == "head" }.count, 3, "\(answers)")
+        XCTAssertEqual(answers.filter { $0 == "409" }.count, 3, "\(answers)")
     }
 
     /// 20 SIGKILLs of `logbook upload` while it uploads 300 MB, each when the server has read the

@@ -111,13 +111,15 @@ final class SpoolTests: XCTestCase {
         }
         // A version 2 record (no resumption URL: the strings at 48) and a version 1 record (no
         // size: the strings at 40) are still read, the content's size standing in for the latter.
-        XCTAssertEqual(SpoolStateRecord.decode(sealed(Array(bytes[0..<48]) + Array(bytes[52..<(bytes.count - 4)]), version: 2),
+        XCTAssertEqual(SpoolStateRecord.decode(sealed(Array(bytes[0..<48]) + Array(bytes[64..<(bytes.count - 4)]), version: 2),
                                                id: "x", byteCount: 12), item)
-        XCTAssertEqual(SpoolStateRecord.decode(sealed(Array(bytes[0..<40]) + Array(bytes[52..<(bytes.count - 4)]), version: 1),
+        XCTAssertEqual(SpoolStateRecord.decode(sealed(Array(bytes[0..<40]) + Array(bytes[64..<(bytes.count - 4)]), version: 1),
                                                id: "x", byteCount: 12), item)
-        // Version 3 keeps where a resumable upload resumes.
+        // Version 3 keeps where a resumable upload resumes, how far it came, and the attempts it moved forward.
         var resumable = item
         resumable.resumptionURL = "http://127.0.0.1:8080/resumable_upload/abc?token=1"
+        resumable.resumedOffset = 5_000_000_000
+        resumable.progressedAttempts = 3
         let resumableBytes = SpoolStateRecord.encode(resumable)
         XCTAssertEqual(SpoolStateRecord.decode(resumableBytes, id: "x", byteCount: 12), resumable)
         for cut in 0..<resumableBytes.count {

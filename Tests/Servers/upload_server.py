@@ -8,7 +8,9 @@ always answers S; `/reset` closes the connection after reading part of the body;
 answers; `/reset-once` resets each key's first request, then answers 201; `/slow/SECONDS` waits that long, then answers 201; `/flaky` fails a third of all requests at random (half 503, half a reset mid-body) and reads
 bodies at about 2 MB/s;
 `/redirect/S` answers S with Location: /ok/redirected; `/discard` reads the body in pieces and
-answers 204 (for benchmarks). Every request is appended
+answers 204 (for benchmarks); `/resumable-stuck` offers a resumable upload (a 104 with an upload
+URL under /upload/) and resets mid-body, and that upload never moves: HEAD says offset 0, PATCH
+answers 409. Every request is appended
 to LOG as one JSON line: path, key, attempt header, bytes, the SHA-256 of the body, the answer.
 As soon as its headers are read, each request also appends its path to LOG.arrivals (so that a test
 can act once an upload began, instead of after a time).
@@ -92,9 +94,35 @@ class Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         self.connection.shutdown(socket.SHUT_RDWR)
 
+    def do_HEAD(self):
+        self.record("head", 0)
+        self.send_response(204)
+        self.send_header("Upload-Draft-Interop-Version", "6")
+        self.send_header("Upload-Offset", "0")
+        self.send_header("Upload-Complete", "?0")
+        self.end_headers()
+
+    def do_PATCH(self):
+        length = int(self.headers.get("Content-Length", 0))
+        self.record(409, length)
+        self.send_response(409)
+        self.send_header("Upload-Draft-Interop-Version", "6")
+        self.send_header("Upload-Offset", "0")
+        self.send_header("Content-Length", "0")
+        self.close_connection = True
+        self.end_headers()
+
     def do_PUT(self):
         parts = [p for p in self.path.split("?")[0].split("/") if p]
         length = int(self.headers.get("Content-Length", 0))
+        if parts[:1] == ["resumable-stuck"] and self.headers.get("Upload-Draft-Interop-Version") == "6":
+            self.send_response_only(104)
+            self.send_header("Upload-Draft-Interop-Version", "6")
+            self.send_header("Location", "/upload/stuck")
+            self.end_headers()
+            self.wfile.flush()
+            self.reset(length)
+            return
         with lock, open(sys.argv[2] + ".arrivals", "a") as arrivals:
             arrivals.write(self.path + "\n")
         if parts[:1] == ["discard"]:
