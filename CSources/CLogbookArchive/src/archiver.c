@@ -1845,11 +1845,18 @@ int lb_bundle_open_archived(const char *path, const lb_options *options,
         a->compress_started = 1;
         compression_priority(a, 0);
     }
+    /* Under the sync lock: the interval syncer, running since the bundle opened, reads these. */
+    pthread_mutex_lock(&b->sync_lock);
     lb_bundle_attach_archiver(b, a, archiver_stop, archiver_forget);
     b->archiver_datasync = archiver_datasync;
+    pthread_mutex_unlock(&b->sync_lock);
     if (pthread_create(&a->thread, NULL, archiver_main, a) != 0) {
         rc = -EAGAIN;
+        pthread_mutex_lock(&b->sync_lock);
         b->archiver_stop = NULL;
+        b->archiver_datasync = NULL;
+        b->archiver = NULL;
+        pthread_mutex_unlock(&b->sync_lock);
         goto fail;
     }
     a->thread_started = 1;
