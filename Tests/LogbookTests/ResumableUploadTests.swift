@@ -133,7 +133,7 @@ final class ResumableUploadTests: XCTestCase {
         guard case .gaveUp(item.id, let reason) = outcome else { return XCTFail("\(String(describing: outcome))") }
         XCTAssertTrue(reason.hasPrefix("4 attempts"), reason)
         let answers = server.requests().map { "\($0["answer"] ?? "")" }
-        XCTAssertEqual(answers.first, "reset", "the creation, cut mid-body: \(answers)")
+        XCTAssertEqual(answers.first, "503", "the creation, answered 503 after its 104: \(answers)")
         XCTAssertEqual(answers.filter { $0 == "head" }.count, 3, "\(answers)")
         XCTAssertEqual(answers.filter { $0 == "409" }.count, 3, "\(answers)")
     }

@@ -9,7 +9,7 @@ answers; `/reset-once` resets each key's first request, then answers 201; `/slow
 bodies at about 2 MB/s;
 `/redirect/S` answers S with Location: /ok/redirected; `/discard` reads the body in pieces and
 answers 204 (for benchmarks); `/resumable-stuck` offers a resumable upload (a 104 with an upload
-URL under /upload/) and resets mid-body, and that upload never moves: HEAD says offset 0, PATCH
+URL under /upload/) and answers 503, and that upload never moves: HEAD says offset 0, PATCH
 answers 409. Every request is appended
 to LOG as one JSON line: path, key, attempt header, bytes, the SHA-256 of the body, the answer.
 As soon as its headers are read, each request also appends its path to LOG.arrivals (so that a test
@@ -116,12 +116,16 @@ class Handler(BaseHTTPRequestHandler):
         parts = [p for p in self.path.split("?")[0].split("/") if p]
         length = int(self.headers.get("Content-Length", 0))
         if parts[:1] == ["resumable-stuck"] and self.headers.get("Upload-Draft-Interop-Version") == "6":
+            # The 104, then the whole body read and a 503: the client has read the 104 before the
+            # final answer (a reset could discard it unread), and retries.
             self.send_response_only(104)
             self.send_header("Upload-Draft-Interop-Version", "6")
             self.send_header("Location", "/upload/stuck")
             self.end_headers()
             self.wfile.flush()
-            self.reset(length)
+            body = self.read_body(length)
+            self.record(503, length, body)
+            self.answer(503)
             return
         with lock, open(sys.argv[2] + ".arrivals", "a") as arrivals:
             arrivals.write(self.path + "\n")
