@@ -173,6 +173,9 @@ public struct LineRenderer {
     /// The message as the contents of a JSON string (escaped, without the quotes): for exporters.
     package mutating func appendJSONEscapedMessage(_ entry: LogEntry) { appendMessage(entry, .json) }
 
+    /// The message as it is, unescaped (UTF-8): for binary encodings (OTLP protobuf).
+    package mutating func appendPlainMessage(_ entry: LogEntry) { appendMessage(entry, .none) }
+
     mutating func appendMessage(_ entry: LogEntry, _ escaping: Escaping) {
         guard let segments = entry.segments ?? entry.template.map(TemplateSegments.init) else {
             appendLiteral("<unknown call site>")

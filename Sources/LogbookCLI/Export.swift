@@ -8,7 +8,7 @@ import LogbookUpload
 /// `logbook export --otlp URL | --syslog relp://HOST:PORT|tcp://HOST:PORT [--follow] PATH`.
 struct Export: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Export records to an OpenTelemetry collector (OTLP/HTTP JSON) or syslog (RELP or TCP), from a persisted cursor.",
+        abstract: "Export records to an OpenTelemetry collector (OTLP/HTTP, protobuf or JSON) or syslog (RELP or TCP), from a persisted cursor.",
         discussion: """
             Records the destination acknowledged are recorded in a cursor per destination and source, \
             so that a killed export resumes where it stopped (repeating at most the batch in flight, \
@@ -38,6 +38,9 @@ struct Export: ParsableCommand {
 
     @Flag(help: "Send bodies gzipped (Content-Encoding: gzip).")
     var gzip = false
+
+    @Option(help: "OTLP bodies as protobuf (application/x-protobuf) or json (application/json).")
+    var encoding: OTLPLogsEncoding.Format = .protobuf
 
     @Option(help: "Records per batch.")
     var batch: Int = 512
@@ -92,7 +95,7 @@ struct Export: ParsableCommand {
         if let url {
             var destination = OTLPDestination(url: URL(string: url)!, gzipLevel: gzip ? 6 : nil)
             destination.onRetry = retrying
-            sink = .otlp(destination, OTLPLogsEncoding(serviceName: service))
+            sink = .otlp(destination, OTLPLogsEncoding(serviceName: service, format: encoding))
         } else {
             let (transport, host, port) = try Self.syslogAddress(target)
             let destination = SyslogDestination(host: host, port: port, transport: transport, format: SyslogFormat(appName: appName))
@@ -212,3 +215,5 @@ private func terminationSignalArrived(_: Int32) {
     _ = write(terminationSignalPipe, &byte, 1)
     errno = saved
 }
+
+extension OTLPLogsEncoding.Format: ExpressibleByArgument {}

@@ -140,7 +140,12 @@ public final class Exporter {
 
     public init(_ configuration: Configuration, sink: Sink) throws {
         self.configuration = configuration
-        self.sink = sink
+        if case .otlp(var destination, let encoding) = sink {
+            destination.contentType = encoding.format.contentType  // the bodies are the encoding's
+            self.sink = .otlp(destination, encoding)
+        } else {
+            self.sink = sink
+        }
         reader = try LogReader(path: configuration.source)
         store = try ExportCursorStore(path: configuration.cursors)
         try store.lock(configuration.destinationName)
@@ -232,10 +237,10 @@ public final class Exporter {
             var end = pending.count
             var body: [UInt8] = []
             if case .otlp(_, let encoding) = sink {
-                body = encoding.body(for: Array(pending[..<end]), observedNanoseconds: Spool.wallClock())
+                body = encoding.encode(Array(pending[..<end]), observedNanoseconds: Spool.wallClock())
                 while body.count > configuration.maximumBatchBytes && end > 1 {  // halve until it fits
                     end /= 2
-                    body = encoding.body(for: Array(pending[..<end]), observedNanoseconds: Spool.wallClock())
+                    body = encoding.encode(Array(pending[..<end]), observedNanoseconds: Spool.wallClock())
                 }
             }
             let batch = pending[..<end]

@@ -2,7 +2,7 @@ import Foundation
 import CLogbookGzip
 import LogbookUpload
 
-/// Delivers OTLP/HTTP JSON bodies to a collector's `/v1/logs`, through the uploader's
+/// Delivers OTLP/HTTP bodies (protobuf or JSON: ``contentType``) to a collector's `/v1/logs`, through the uploader's
 /// `RetryPolicy` (`.openTelemetry`: 429, 502, 503 and 504 and lost connections are retried,
 /// `Retry-After` honoured; anything else is not, and is reported with the server's message).
 public struct OTLPDestination: Sendable {
@@ -12,6 +12,8 @@ public struct OTLPDestination: Sendable {
     public var timeout: Duration
     /// gzip level (1–9) for `Content-Encoding: gzip`, or nil for none.
     public var gzipLevel: Int?
+    /// The `Content-Type` of the bodies it is given (the encoding's, ``OTLPLogsEncoding/Format``).
+    public var contentType: String = OTLPLogsEncoding.Format.protobuf.contentType
     /// The uploader's HTTP layer: keep-alive connections, reused from batch to batch.
     private let transport = HTTPTransport()
 
@@ -93,7 +95,7 @@ public struct OTLPDestination: Sendable {
     func send(_ body: [UInt8], attempt: Int, encoding: String?) async -> (AttemptOutcome, Data?) {
         var request = DeliveryRequest(method: "POST", url: url.absoluteString)
         for (name, value) in headers { request.setHeader(name, value) }
-        request.setHeader("Content-Type", "application/json")
+        request.setHeader("Content-Type", contentType)
         if let encoding { request.setHeader("Content-Encoding", encoding) }
         request.setHeader("Logbook-Attempt", String(attempt))
         switch await transport.send(request, body: .bytes(body), timeout: timeout) {

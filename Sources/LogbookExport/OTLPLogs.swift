@@ -1,7 +1,9 @@
 import Foundation
 import Logbook
 
-/// Log entries as an OTLP/HTTP JSON body (`ExportLogsServiceRequest` for `POST /v1/logs`), typed.
+/// Log entries as an OTLP/HTTP body (`ExportLogsServiceRequest` for `POST /v1/logs`), typed: in
+/// protobuf (the default, ``protobufBody(for:observedNanoseconds:)``) or JSON
+/// (``body(for:observedNanoseconds:)``), the same message either way.
 ///
 /// One `ResourceLogs` per process that wrote the entries (service.name, host.name, process.pid,
 /// process.executable.name), one `ScopeLogs` per logger, and per record: `timeUnixNano` and
@@ -12,6 +14,23 @@ import Logbook
 /// (`code.file.path`, `code.line.number`, `code.column.number`, `code.function.name`) and
 /// `thread.id`. Redacted values stay `<private>`.
 public struct OTLPLogsEncoding: Sendable {
+    /// How a body is written: OTLP/HTTP's binary protobuf (`application/x-protobuf`, what
+    /// collectors default to, and the only one some take) or its JSON mapping (`application/json`).
+    public enum Format: String, Sendable, CaseIterable {
+        case protobuf
+        case json
+
+        /// The body's `Content-Type`.
+        public var contentType: String {
+            switch self {
+            case .protobuf: "application/x-protobuf"
+            case .json: "application/json"
+            }
+        }
+    }
+
+    /// The format of the bodies ``encode(_:observedNanoseconds:)`` writes (protobuf by default).
+    public var format: Format = .protobuf
     public var serviceName: String
     public var hostName: String
     /// `process.executable.name` for every process; when nil, the name from `executableNames`.
@@ -20,7 +39,8 @@ public struct OTLPLogsEncoding: Sendable {
     /// reader found: the last path component of each session's executable).
     public var executableNames: [UInt32: String] = [:]
 
-    public init(serviceName: String, hostName: String? = nil, executableName: String? = nil) {
+    public init(serviceName: String, hostName: String? = nil, executableName: String? = nil, format: Format = .protobuf) {
+        self.format = format
         self.serviceName = serviceName
         self.hostName = hostName ?? ProcessInfo.processInfo.hostName
         self.executableName = executableName
@@ -50,42 +70,37 @@ public struct OTLPLogsEncoding: Sendable {
         }
     }
 
-    /// The request body for `entries`, observed at `observedNanoseconds` (when the exporter read them).
+    /// The request body for `entries` in this encoding's ``format``.
+    public func encode(_ entries: [LogEntry], observedNanoseconds: Int64) -> [UInt8] {
+        switch format {
+        case .protobuf: protobufBody(for: entries, observedNanoseconds: observedNanoseconds)
+        case .json: body(for: entries, observedNanoseconds: observedNanoseconds)
+        }
+    }
+
+    /// The request body for `entries` as OTLP/HTTP JSON, observed at `observedNanoseconds` (when
+    /// the exporter read them).
     public func body(for entries: [LogEntry], observedNanoseconds: Int64) -> [UInt8] {
         var json = JSONWriter()
         json.raw("{\"resourceLogs\":[")
-        // entries grouped by process, then by logger, each group in the order of its first entry
-        var processes: [UInt32: [String: [Int]]] = [:], processOrder: [UInt32] = [], loggerOrder: [UInt32: [String]] = [:]
-        for (index, entry) in entries.enumerated() {
-            let logger = entry.logger ?? ""
-            if processes[entry.processID] == nil {
-                processes[entry.processID] = [:]
-                processOrder.append(entry.processID)
-            }
-            if processes[entry.processID]![logger] == nil {
-                processes[entry.processID]![logger] = []
-                loggerOrder[entry.processID, default: []].append(logger)
-            }
-            processes[entry.processID]![logger]!.append(index)
-        }
-        for (p, pid) in processOrder.enumerated() {
+        for (p, process) in Self.groups(of: entries).enumerated() {
             if p > 0 { json.raw(",") }
             json.raw("{\"resource\":{\"attributes\":[")
             json.attribute("service.name", string: serviceName, first: true)
             json.attribute("host.name", string: hostName)
             json.raw(",{\"key\":\"process.pid\",\"value\":")
-            json.intValue(Int64(pid))
+            json.intValue(Int64(process.pid))
             json.raw("}")
-            if let executable = executableName ?? executableNames[pid] {
+            if let executable = executableName ?? executableNames[process.pid] {
                 json.attribute("process.executable.name", string: executable)
             }
             json.raw("]},\"scopeLogs\":[")
-            for (l, logger) in loggerOrder[pid, default: []].enumerated() {
+            for (l, scope) in process.loggers.enumerated() {
                 if l > 0 { json.raw(",") }
                 json.raw("{\"scope\":{\"name\":")
-                json.string(logger)
+                json.string(scope.logger)
                 json.raw("},\"logRecords\":[")
-                for (r, index) in processes[pid]![logger]!.enumerated() {
+                for (r, index) in scope.records.enumerated() {
                     if r > 0 { json.raw(",") }
                     record(entries[index], observedNanoseconds: observedNanoseconds, into: &json)
                 }
@@ -95,6 +110,61 @@ public struct OTLPLogsEncoding: Sendable {
         }
         json.raw("]}")
         return json.bytes
+    }
+
+    /// Entries grouped by process, then by logger, each group in the order of its first entry:
+    /// one `ResourceLogs` per process, one `ScopeLogs` per logger.
+    static func groups(of entries: [LogEntry]) -> [(pid: UInt32, loggers: [(logger: String, records: [Int])])] {
+        var processes: [UInt32: Int] = [:]
+        var result: [(pid: UInt32, loggers: [(logger: String, records: [Int])])] = []
+        var scopes: [[String: Int]] = []
+        for (index, entry) in entries.enumerated() {
+            let logger = entry.logger ?? ""
+            let p: Int
+            if let known = processes[entry.processID] { p = known } else {
+                p = result.count
+                processes[entry.processID] = p
+                result.append((entry.processID, []))
+                scopes.append([:])
+            }
+            if let l = scopes[p][logger] {
+                result[p].loggers[l].records.append(index)
+            } else {
+                scopes[p][logger] = result[p].loggers.count
+                result[p].loggers.append((logger, [index]))
+            }
+        }
+        return result
+    }
+
+    /// The attribute names of a record's metadata, in order: unique and non-empty, none of the
+    /// names its own fields use (`reservedAttributeNames`): such a key is sent as `metadata.KEY`
+    /// (then `metadata.KEY.2` …). Cheap for the usual record: a reserved name contains a dot, and
+    /// the names used so far are few (a linear search, no hashing).
+    static func attributeNames(of metadata: LogMetadata) -> [String] {
+        let pairs = metadata.pairs
+        if pairs.count == 1, let key = pairs.first?.key, !key.isEmpty,
+           !(key.utf8.contains(UInt8(ascii: ".")) && reservedAttributeNames.contains(key)) {
+            return [key]  // the usual record: one key, usable as it is
+        }
+        var used: [String] = []
+        used.reserveCapacity(pairs.count)
+        func taken(_ name: String) -> Bool {
+            (name.utf8.contains(UInt8(ascii: ".")) && reservedAttributeNames.contains(name)) || used.contains(name)
+        }
+        for pair in pairs {
+            var name = pair.key
+            if name.isEmpty || taken(name) {
+                name = "metadata." + pair.key
+                var suffix = 2
+                while taken(name) {
+                    name = "metadata." + pair.key + "." + String(suffix)
+                    suffix += 1
+                }
+            }
+            used.append(name)
+        }
+        return used
     }
 
     private func record(_ entry: LogEntry, observedNanoseconds: Int64, into json: inout JSONWriter) {
@@ -123,28 +193,13 @@ public struct OTLPLogsEncoding: Sendable {
             json.raw(name)
             json.raw("\",\"value\":")
         }
-        // Unique, non-empty keys. Cheap for the usual record: a reserved name contains a dot, and
-        // the names used so far are few (a linear search, no hashing).
         let pairs = entry.metadata.pairs
-        var used: [String] = []
-        if pairs.count > 1 { used.reserveCapacity(pairs.count) }
-        func taken(_ name: String) -> Bool {
-            (name.utf8.contains(UInt8(ascii: ".")) && Self.reservedAttributeNames.contains(name)) || used.contains(name)
-        }
-        for pair in pairs {
-            var name = pair.key
-            if name.isEmpty || taken(name) {
-                name = "metadata." + pair.key
-                var suffix = 2
-                while taken(name) {
-                    name = "metadata." + pair.key + "." + String(suffix)
-                    suffix += 1
-                }
+        if !pairs.isEmpty {
+            for (name, pair) in zip(Self.attributeNames(of: entry.metadata), pairs) {
+                key(name)
+                json.value(pair.value)
+                json.raw("}")
             }
-            if pairs.count > 1 { used.append(name) }
-            key(name)
-            json.value(pair.value)
-            json.raw("}")
         }
         if !entry.arguments.isEmpty {
             key("logbook.arguments" as StaticString)

@@ -36,6 +36,35 @@ final class ExportCommandTests: XCTestCase {
         }
     }
 
+    /// Bodies are OTLP protobuf (`application/x-protobuf`) by default and JSON with `--encoding
+    /// json`; the receiver parses each by its Content-Type with the official definitions, and both
+    /// carry the same records.
+    func testBodiesAreProtobufByDefaultAndJSONOnRequest() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let source = try makeBundle(dir, records: 25)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        var seen: [String: [String]] = [:]
+        for (encoding, path) in [(nil, "/pb/v1/logs"), ("json", "/json/v1/logs"), ("protobuf", "/pb2/v1/logs")] {
+            let run = try runProgram(logbook, ["export", "--otlp", server.url(path).absoluteString, "--cursors", dir + "/cursors-\(path.count)",
+                                               "--batch", "10"] + (encoding.map { ["--encoding", $0] } ?? []) + [source])
+            XCTAssertEqual(run.status, 0, run.output)
+            let requests = server.requests().filter { $0["path"] as? String == path }
+            XCTAssertEqual(requests.count, 3, "\(path): \(requests)")
+            XCTAssertEqual(Set(requests.compactMap { $0["contentType"] as? String }),
+                           [encoding == "json" ? "application/json" : "application/x-protobuf"], path)
+            XCTAssertTrue(requests.allSatisfy { $0["parsed"] as? Bool == true }, "\(requests)")
+            seen[path] = requests.flatMap { ($0["records"] as? [[String: Any]] ?? []).map { "\($0["time"] ?? "") \($0["body"] ?? "")" } }
+        }
+        XCTAssertEqual(seen["/pb/v1/logs"]?.count, 25)
+        XCTAssertEqual(seen["/pb/v1/logs"], seen["/json/v1/logs"])
+        XCTAssertEqual(seen["/pb/v1/logs"], seen["/pb2/v1/logs"])
+        let bad = try runProgram(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--encoding", "xml", source])
+        XCTAssertNotEqual(bad.status, 0)
+        XCTAssertTrue(bad.output.contains("--encoding"), bad.output)
+    }
+
     /// A signal during a long `--interval` ends the wait at once; an interval that is not a
     /// number of seconds a wait can take is refused.
     func testIntervalsAreCheckedAndASignalEndsTheWait() throws {

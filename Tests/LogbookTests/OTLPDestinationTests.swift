@@ -19,7 +19,7 @@ final class OTLPDestinationTests: XCTestCase {
         let capture = try LogCapture()
         let log = try capture.logger("net")
         for i in 0..<5 { log.info("request \(i) done", metadata: ["status": 200]) }
-        return OTLPLogsEncoding(serviceName: "test").body(for: try capture.entries(), observedNanoseconds: 1)
+        return OTLPLogsEncoding(serviceName: "test").encode(try capture.entries(), observedNanoseconds: 1)  // protobuf, as the destination says
     }
 
     let quick = RetryPolicy(retryableStatuses: [429, 502, 503, 504], baseDelay: .milliseconds(20), maxDelay: .milliseconds(100))

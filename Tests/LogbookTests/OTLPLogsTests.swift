@@ -116,3 +116,44 @@ final class OTLPLogsTests: XCTestCase {
         XCTAssertFalse(syslog.contains("alice") || syslog.contains("secret-token"), syslog)
     }
 }
+
+/// The protobuf encoding (`application/x-protobuf`, the default) against the JSON one: both bodies
+/// of the same records parsed by the official definitions (Tests/Servers/otlp_compare.py) and
+/// compared field by field.
+final class OTLPProtobufTests: XCTestCase {
+    func compare(_ entries: [LogEntry], _ encoding: OTLPLogsEncoding, observed: Int64 = 1_700_000_000_000_000_123) throws -> Int {
+        try requireOTLPDefinitions()
+        let dir = makeTemporaryDirectory(self)
+        try Data(encoding.body(for: entries, observedNanoseconds: observed)).write(to: URL(fileURLWithPath: dir + "/body.json"))
+        try Data(encoding.protobufBody(for: entries, observedNanoseconds: observed)).write(to: URL(fileURLWithPath: dir + "/body.pb"))
+        let result = try runProgram("/usr/bin/env", ["python3", repositoryRoot + "/Tests/Servers/otlp_compare.py", dir + "/body.json", dir + "/body.pb"])
+        XCTAssertEqual(result.status, 0, result.output)
+        return Int(result.output.trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var description: String { "upstream \"closed\" — é" }
+    }
+
+    func testEveryKindOfRecordEncodesAsTheJSONDoes() throws {
+        let capture = try LogCapture()
+        let net = try capture.logger("net"), empty = try capture.logger(""), db = try capture.logger("db")
+        let long = String(repeating: "x", count: 200), longer = String(repeating: "é", count: 20_000)
+        net.error("request \(42) to \("hé\u{1}llo") took \(1.5) ms", metadata: [
+            "status": 503, "ratio": 0.25, "cached": false, "path": "/v1", "tags": ["a", 2, ["nested": [1, 2]]],
+            "peer": ["host": "10.0.0.1", "port": .init(UInt16(8080))], "id": .init(UInt64.max), "neg": .init(Int64.min),
+            "": "empty key", "thread.id": "collides", "bytes": .init(bytes: [0, 1, 255]),
+        ], error: Failure())
+        empty.notice("\(long) \(longer)")
+        db.trace("no arguments")
+        db.info("float \(Float(0.1)) nan \(Double.nan) inf \(-Double.infinity) neg \(-7) big \(UInt64.max) flag \(true)")
+        net.info("private \("secret", privacy: .private)", metadata: ["token": .private("t")])
+        net.debug("", metadata: ["empty": ""])
+        for i in 0..<300 { db.info("record \(i) with \(String(repeating: "y", count: i))", metadata: ["i": .init(i)]) }
+        let entries = try capture.entries()
+        XCTAssertEqual(try compare(entries, OTLPLogsEncoding(serviceName: "checkout", hostName: "h1", executableName: "app")), entries.count)
+        XCTAssertEqual(try compare(entries, OTLPLogsEncoding(serviceName: "", hostName: "")), entries.count, "empty resource strings")
+        XCTAssertEqual(try compare(Array(entries.prefix(1)), OTLPLogsEncoding(serviceName: "s"), observed: 0), 1)
+        XCTAssertEqual(try compare([], OTLPLogsEncoding(serviceName: "s")), 0)
+    }
+}

@@ -4,8 +4,9 @@ opentelemetry-proto and protobuf).
 
     python3 otlp_server.py PORT LOG
 
-Every body is parsed with the official definitions (json_format.Parse into
-ExportLogsServiceRequest, unknown fields refused); a body that does not parse is answered 400.
+Every body is parsed with the official definitions into an ExportLogsServiceRequest, by its
+Content-Type: application/x-protobuf with ParseFromString, application/json with json_format.Parse
+(unknown fields refused); a body that does not parse, or another Content-Type, is answered 400.
 The path scripts the answers: `/s/A,B,C/v1/logs` answers the first request on that path with A,
 the second with B..., then 200. Answers: `ok` (200 `{}`), `partialN` (200 with N rejected records
 and a message), `503raN` (503 with Retry-After: N), `429`, `502`, `400` (a google.rpc.Status with a
@@ -14,8 +15,8 @@ answers every request 200 after MS milliseconds; `/hold/v1/logs` answers 200 onc
 exists (a test releases it when it has seen what it waits for: no timing); `/discard` reads and answers 200 without parsing or
 logging (for benchmarks). Each request is
 appended to LOG as a JSON line: path, attempt header, whether it parsed, its records (time, body,
-severity), the Content-Encoding (gzip bodies are decompressed first), the bytes received and the
-answer. The port is printed once listening (0 picks a free one); the server
+severity), the Content-Encoding (gzip bodies are decompressed first), the bytes received, the
+answer and the Content-Type. The port is printed once listening (0 picks a free one); the server
 exits when its stdin closes.
 """
 import json
@@ -80,8 +81,15 @@ class Handler(BaseHTTPRequestHandler):
             import gzip
             body = gzip.decompress(body)
         request = logs_service_pb2.ExportLogsServiceRequest()
+        content_type = self.headers.get("Content-Type", "")
         try:
-            json_format.Parse(body.decode("utf-8"), request, ignore_unknown_fields=False)
+            if content_type == "application/x-protobuf":
+                if request.ParseFromString(body) != len(body):
+                    raise ValueError("the protobuf body was not read to its end")
+            elif content_type == "application/json":
+                json_format.Parse(body.decode("utf-8"), request, ignore_unknown_fields=False)
+            else:
+                raise ValueError(f"Content-Type {content_type!r} is neither OTLP encoding")
             parsed = True
         except Exception as error:  # noqa: BLE001 - any failure is the client's
             parsed = False
@@ -91,7 +99,7 @@ class Handler(BaseHTTPRequestHandler):
             {"time": r.time_unix_nano, "severity": r.severity_number, "body": r.body.string_value}
             for rl in request.resource_logs for sl in rl.scope_logs for r in sl.log_records
         ] if parsed else []
-        record(path, self.headers.get("Logbook-Attempt"), parsed, records, action, encoding, length)
+        record(path, self.headers.get("Logbook-Attempt"), parsed, records, action, encoding, length, content_type)
         if action == "ok":
             self.answer(200)
         elif action.startswith("slow"):
@@ -117,11 +125,11 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(int(action))
 
 
-def record(path, attempt, parsed, records, answer, encoding, length):
+def record(path, attempt, parsed, records, answer, encoding, length, content_type=None):
     with lock:
         with open(sys.argv[2], "a") as log:
             log.write(json.dumps({"path": path, "attempt": attempt, "parsed": parsed, "records": records, "answer": answer,
-                                  "encoding": encoding, "bytes": length}) + "\n")
+                                  "encoding": encoding, "bytes": length, "contentType": content_type}) + "\n")
 
 
 server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
