@@ -1,6 +1,6 @@
 // Export throughput (Benchmarks/export.sh): the same records read back and rendered as
-// `logbook show --json` lines, encoded as OTLP JSON bodies of 512 records and as syslog frames, and
-// delivered end to end to a discarding loopback receiver (Tests/Servers/otlp_server.py /discard),
+// `logbook show --json` lines, encoded as OTLP JSON and protobuf bodies of 512 records and as syslog frames, and
+// delivered end to end to a discarding loopback receiver (Benchmarks/Upload/sink.c),
 // in one run; rounds interleaved, medians with their spread. Usage: ExportBench RECORDS ROUNDS PORT
 import Foundation
 import Logbook
@@ -47,6 +47,16 @@ for round in 1...rounds {
         }
     }
     rows["OTLP JSON encoding (512 per body)", default: []].append(Double(entries.count) / otlp)
+    var protobufBytes = 0
+    let protobuf = seconds {
+        var start = 0
+        while start < entries.count {
+            let end = min(entries.count, start + 512)
+            protobufBytes &+= encoding.protobufBody(for: Array(entries[start..<end]), observedNanoseconds: 0).count
+            start = end
+        }
+    }
+    rows["OTLP protobuf encoding (512 per body)", default: []].append(Double(entries.count) / protobuf)
     let syslogFormat = SyslogFormat(hostname: "bench", appName: "bench")
     var syslogBytes = 0
     let syslog = seconds { for entry in entries { syslogBytes &+= syslogFormat.frame(for: entry).bytes.count } }
@@ -71,6 +81,7 @@ for round in 1...rounds {
 print("| \(total) records (info, 3 arguments, 2 metadata values) | records/s (median) | spread of rounds |")
 print("|---|---:|---:|")
 for name in ["read (LogReader.readAll)", "JSON lines (show --json's rendering)", "OTLP JSON encoding (512 per body)",
+             "OTLP protobuf encoding (512 per body)",
              "RFC 5424 syslog frames", "end to end: Exporter to a discarding receiver"] {
     guard let values = rows[name]?.sorted() else { continue }
     print("| \(name) | \(String(format: "%.0f", values[values.count / 2])) | \(String(format: "%.0f–%.0f", values.first!, values.last!)) |")
