@@ -227,6 +227,9 @@ public final class Exporter {
         }
         var next = 0
         var pending: [LogEntry] = []  // decoded, not sent: the next batch's
+        // Records per batch for the rest of this pass, halved by each 413 (the collector's limit).
+        var recordLimit = configuration.maximumBatchRecords
+        var repeatsCounted = 0  // leading pending records whose repeat was counted
         while true {
             while pending.count < configuration.maximumBatchRecords && next < held {
                 let (sequence, offset) = reader.heldPosition(next)
@@ -234,7 +237,7 @@ public final class Exporter {
                 next += 1
             }
             if pending.isEmpty { break }
-            var end = pending.count
+            var end = min(pending.count, recordLimit)
             var body: [UInt8] = []
             if case .otlp(_, let encoding) = sink {
                 body = encoding.encode(Array(pending[..<end]), observedNanoseconds: Spool.wallClock())
@@ -244,7 +247,9 @@ public final class Exporter {
                 }
             }
             let batch = pending[..<end]
-            let repeated = batch.filter(resumed.wasInFlight).count
+            // Counted once per record: a batch halved after a 413 sends its first records again.
+            let repeated = batch.dropFirst(repeatsCounted).filter(resumed.wasInFlight).count
+            repeatsCounted = max(repeatsCounted, end)
             report.repeated += repeated
             if repeated > 0 { monitor.update { $0.repeated += repeated } }
             cursor.inFlight = ExportCursor.extent(of: batch)
@@ -274,6 +279,15 @@ public final class Exporter {
                     report.gaveUp.append("expired after \(attempts) attempts")
                     report.recordsGivenUp += batch.count
                     monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += batch.count }
+                case .tooLarge(_, let reason):
+                    try stopIfCancelled()
+                    if end > 1 {  // the same records again, in batches half as large: nothing acknowledged
+                        recordLimit = end / 2
+                        continue
+                    }
+                    report.gaveUp.append("a record alone is larger than the collector takes (\(body.count) bytes): \(reason)")
+                    report.recordsGivenUp += 1
+                    monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += 1 }
                 }
             case .syslog(let destination):
                 switch await destination.deliver(batch) {
@@ -297,6 +311,7 @@ public final class Exporter {
             cursor.acknowledge(batch)
             try store.save(cursor, as: configuration.destinationName)
             pending.removeFirst(end)
+            repeatsCounted = max(0, repeatsCounted - end)
             monitor.update { $0.pending = max(0, $0.pending - batch.count) }
         }
         cursor.repeated += UInt64(report.repeated)

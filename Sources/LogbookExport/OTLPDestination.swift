@@ -45,6 +45,9 @@ public struct OTLPDestination: Sendable {
         /// server's message when it sent one.
         case gaveUp(attempts: Int, reason: String)
         case expired(attempts: Int)
+        /// 413: the collector takes no body this large (the exporter halves the batch; a record
+        /// too large alone is given up and reported).
+        case tooLarge(attempts: Int, reason: String)
     }
 
     /// Called before each wait between attempts: the attempt that failed, why, and the seconds
@@ -79,7 +82,9 @@ public struct OTLPDestination: Sendable {
                 return .delivered(attempts: attempt, rejected: partial.rejected, message: partial.message)
             case .gaveUp(let reason):
                 let message = Self.serverMessage(answer)
-                return .gaveUp(attempts: attempt, reason: message.map { "\(reason): \($0)" } ?? reason)
+                let words = message.map { "\(reason): \($0)" } ?? reason
+                if case .status(413, _) = outcome { return .tooLarge(attempts: attempt, reason: words) }
+                return .gaveUp(attempts: attempt, reason: words)
             case .expired:
                 return .expired(attempts: attempt)
             case .retry(let at):

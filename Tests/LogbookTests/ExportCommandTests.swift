@@ -191,6 +191,35 @@ final class ExportCommandTests: XCTestCase {
         XCTAssertEqual(run.output.components(separatedBy: "a batch gave up").count - 1, 3, run.output)
     }
 
+    /// A collector that answers 413 to bodies over its limit: each 413 halves the batch and the
+    /// same records go again, so every record arrives once; a record larger than the limit alone is
+    /// given up and reported, and the others go on.
+    func testA413HalvesTheBatchAndARecordTooLargeAloneIsReported() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let bundle = try LogBundle(path: dir + "/app.logbook")
+        let log = try bundle.logger("app")
+        for i in 0..<300 {
+            if i == 150 { log.info("huge \(String(repeating: "h", count: 20_000))") }
+            log.info("record \(i) of the batch test")
+        }
+        try bundle.close()
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let url = server.url("/max/6000/v1/logs").absoluteString
+        let run = try runProgram(logbook, ["export", "--otlp", url, "--cursors", dir + "/cursors", "--batch", "256", dir + "/app.logbook"])
+        XCTAssertEqual(run.status, 1, run.output)
+        XCTAssertTrue(run.output.contains("exported 300 records, 1 given up in 1 batch"), run.output)
+        XCTAssertTrue(run.output.contains("a record alone is larger than the collector takes"), run.output)
+        let requests = server.requests()
+        let delivered = requests.filter { ($0["answer"] as? String) == "ok" }.flatMap { ($0["records"] as? [[String: Any]]) ?? [] }
+            .compactMap { $0["body"] as? String }
+        XCTAssertEqual(delivered.count, 300, "each once")
+        XCTAssertEqual(Set(delivered), Set((0..<300).map { "record \($0) of the batch test" }))
+        XCTAssertTrue(requests.contains { ($0["answer"] as? String) == "413" }, "a 413 was met")
+        XCTAssertTrue(requests.allSatisfy { ($0["answer"] as? String) != "ok" || ($0["bytes"] as? Int ?? 0) <= 6000 }, "\(requests)")
+    }
+
     /// The cursor's disk is full: the export stops with ENOSPC before it sends a batch it could
     /// not record, and once there is room again every record goes, each once.
     func testAFullCursorDiskStopsTheExportAndLosesNothing() throws {

@@ -11,7 +11,8 @@ The path scripts the answers: `/s/A,B,C/v1/logs` answers the first request on th
 the second with B..., then 200. Answers: `ok` (200 `{}`), `partialN` (200 with N rejected records
 and a message), `503raN` (503 with Retry-After: N), `429`, `502`, `400` (a google.rpc.Status with a
 message), `500`, `reset` (closes the connection after reading part of the body). `/slow/MS/v1/logs`
-answers every request 200 after MS milliseconds; `/hold/v1/logs` answers 200 once the file LOG.release
+answers every request 200 after MS milliseconds; `/max/BYTES/v1/logs` answers 413 to a body
+larger than BYTES (as sent) and 200 to the others; `/hold/v1/logs` answers 200 once the file LOG.release
 exists (a test releases it when it has seen what it waits for: no timing); `/discard` reads and answers 200 without parsing or
 logging (for benchmarks). Each request is
 appended to LOG as a JSON line: path, attempt header, whether it parsed, its records (time, body,
@@ -54,6 +55,8 @@ class Handler(BaseHTTPRequestHandler):
             action = "slow" + path.split("/")[2]
         elif path.startswith("/hold/"):
             action = "hold"
+        elif path.startswith("/max/"):
+            action = "max" + path.split("/")[2]
         elif path.startswith("/s/"):
             script = path.split("/")[2].split(",")
             with lock:
@@ -95,10 +98,12 @@ class Handler(BaseHTTPRequestHandler):
             parsed = False
             action = "invalid"
             message = str(error)
+        if action.startswith("max"):  # a collector's body limit: larger bodies are answered 413
+            action = "413" if length > int(action[len("max"):]) else "ok"
         records = [
             {"time": r.time_unix_nano, "severity": r.severity_number, "body": r.body.string_value}
             for rl in request.resource_logs for sl in rl.scope_logs for r in sl.log_records
-        ] if parsed else []
+        ] if parsed and action != "413" else []
         record(path, self.headers.get("Logbook-Attempt"), parsed, records, action, encoding, length, content_type)
         if action == "ok":
             self.answer(200)
