@@ -141,8 +141,7 @@ public struct OTLPLogsEncoding: Sendable {
     /// names its own fields use (`reservedAttributeNames`): such a key is sent as `metadata.KEY`
     /// (then `metadata.KEY.2` …). Cheap for the usual record: a reserved name contains a dot, and
     /// the names used so far are few (a linear search, no hashing).
-    static func attributeNames(of metadata: LogMetadata) -> [String] {
-        let pairs = metadata.pairs
+    static func attributeNames(of pairs: [LogMetadata.Pair]) -> [String] {
         if pairs.count == 1, let key = pairs.first?.key, !key.isEmpty,
            !(key.utf8.contains(UInt8(ascii: ".")) && reservedAttributeNames.contains(key)) {
             return [key]  // the usual record: one key, usable as it is
@@ -193,9 +192,11 @@ public struct OTLPLogsEncoding: Sendable {
             json.raw(name)
             json.raw("\",\"value\":")
         }
-        let pairs = entry.metadata.pairs
+        var pairs = entry.metadata.pairs
+        let trace = pairs.isEmpty ? nil : TraceContext.find(in: pairs)
+        if let trace { pairs.removeAll { trace.keys.contains($0.key) } }
         if !pairs.isEmpty {
-            for (name, pair) in zip(Self.attributeNames(of: entry.metadata), pairs) {
+            for (name, pair) in zip(Self.attributeNames(of: pairs), pairs) {
                 key(name)
                 json.value(pair.value)
                 json.raw("}")
@@ -238,7 +239,16 @@ public struct OTLPLogsEncoding: Sendable {
         }
         key("thread.id" as StaticString)
         json.intValue(Int64(entry.threadID))
-        json.raw("}]}")
+        json.raw("}]")
+        if let trace {  // OTLP's JSON mapping writes ids in hex, not base64
+            json.raw(",\"traceId\":\"")
+            json.hex(trace.traceID)
+            json.raw("\",\"spanId\":\"")
+            json.hex(trace.spanID)
+            json.raw("\",\"flags\":")
+            json.renderer.appendInteger(Int64(trace.flags))
+        }
+        json.raw("}")
     }
 }
 
@@ -257,6 +267,16 @@ struct JSONWriter {
         raw("{\"intValue\":\"")
         renderer.appendInteger(value)
         raw("\"}")
+    }
+
+    mutating func hex(_ bytes: [UInt8]) {
+        let digits: StaticString = "0123456789abcdef"
+        digits.withUTF8Buffer { table in
+            for byte in bytes {
+                renderer.bytes.append(table[Int(byte >> 4)])
+                renderer.bytes.append(table[Int(byte & 15)])
+            }
+        }
     }
 
     mutating func unsignedString(_ value: UInt64) {

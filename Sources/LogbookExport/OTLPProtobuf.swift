@@ -50,9 +50,11 @@ extension OTLPLogsEncoding {
         out.renderer.appendPlainMessage(entry)
         out.endMessage(message)
         out.endMessage(body)
-        let pairs = entry.metadata.pairs                                        // attributes (6)
+        var pairs = entry.metadata.pairs                                        // attributes (6)
+        let trace = pairs.isEmpty ? nil : TraceContext.find(in: pairs)
+        if let trace { pairs.removeAll { trace.keys.contains($0.key) } }
         if !pairs.isEmpty {
-            for (name, pair) in zip(Self.attributeNames(of: entry.metadata), pairs) {
+            for (name, pair) in zip(Self.attributeNames(of: pairs), pairs) {
                 let attribute = out.beginMessage(6)
                 out.string(1, name)
                 let value = out.beginMessage(2)
@@ -86,6 +88,11 @@ extension OTLPLogsEncoding {
         }
         if let function = entry.function { out.stringAttribute(6, "code.function.name", function) }
         out.intAttribute(6, "thread.id", Int64(entry.threadID))
+        if let trace {
+            out.fixed32(8, trace.flags)                                         // flags
+            out.bytes(9, trace.traceID)                                         // trace_id
+            out.bytes(10, trace.spanID)                                         // span_id
+        }
         out.fixed64(11, UInt64(max(0, observedNanoseconds)))                    // observed_time_unix_nano
         out.endMessage(record)
     }
@@ -115,6 +122,11 @@ struct ProtobufWriter {
 
     /// An int64 field: two's complement in a varint (a negative value takes 10 bytes).
     mutating func int64(_ field: Int, _ value: Int64) { uint64(field, UInt64(bitPattern: value)) }
+
+    mutating func fixed32(_ field: Int, _ value: UInt32) {
+        key(field, 5)
+        withUnsafeBytes(of: value.littleEndian) { renderer.bytes.append(contentsOf: $0) }
+    }
 
     mutating func fixed64(_ field: Int, _ value: UInt64) {
         key(field, 1)

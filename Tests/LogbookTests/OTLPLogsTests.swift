@@ -156,4 +156,44 @@ final class OTLPProtobufTests: XCTestCase {
         XCTAssertEqual(try compare(Array(entries.prefix(1)), OTLPLogsEncoding(serviceName: "s"), observed: 0), 1)
         XCTAssertEqual(try compare([], OTLPLogsEncoding(serviceName: "s")), 0)
     }
+
+    /// Trace context in metadata (swift-otel's `trace_id`, `span_id`, `trace_flags`, or a W3C
+    /// `traceparent`) becomes the record's traceId, spanId and flags, in both encodings, and its
+    /// keys are not attributes too; values that do not parse stay attributes.
+    func testTraceContextBecomesTheRecordsTraceFields() throws {
+        try requireOTLPDefinitions()
+        let capture = try LogCapture()
+        let log = try capture.logger("trace")
+        let trace = "4bf92f3577b34da6a3ce929d0e0e4736", span = "00f067aa0ba902b7"
+        log.info("otel", metadata: ["trace_id": .init(trace), "span_id": .init(span), "trace_flags": "1", "user": "u"])
+        log.info("otel without flags", metadata: ["trace_id": .init(trace.uppercased()), "span_id": .init(span)])
+        log.info("w3c", metadata: ["traceparent": .init("00-\(trace)-\(span)-01")])
+        log.info("not hex", metadata: ["trace_id": "xyz", "span_id": .init(span)])
+        log.info("zero", metadata: ["trace_id": .init(String(repeating: "0", count: 32)), "span_id": .init(span)])
+        log.info("version 01", metadata: ["traceparent": .init("01-\(trace)-\(span)-01")])
+        log.info("none")
+        let entries = try capture.entries()
+        let dir = makeTemporaryDirectory(self)
+        let encoding = OTLPLogsEncoding(serviceName: "s")
+        try Data(encoding.body(for: entries, observedNanoseconds: 1)).write(to: URL(fileURLWithPath: dir + "/body.json"))
+        try Data(encoding.protobufBody(for: entries, observedNanoseconds: 1)).write(to: URL(fileURLWithPath: dir + "/body.pb"))
+        let result = try runProgram("/usr/bin/env", ["python3", repositoryRoot + "/Tests/Servers/otlp_compare.py", dir + "/body.json", dir + "/body.pb", "ids"])
+        XCTAssertEqual(result.status, 0, result.output)
+        let lines = result.output.split(separator: "\n").dropFirst().map { $0.split(separator: " ", omittingEmptySubsequences: false).map(String.init) }
+        XCTAssertEqual(lines.count, 7, result.output)
+        // the attributes from metadata (the call site's and the thread's are every record's)
+        func attributes(_ line: [String]) -> [String] {
+            (line.count > 3 ? line[3].split(separator: ",").map(String.init) : []).filter { !$0.hasPrefix("code.") && $0 != "thread.id" }
+        }
+        XCTAssertEqual(Array(lines[0].prefix(3)), [trace, span, "1"])
+        XCTAssertEqual(attributes(lines[0]), ["user"], "the trace keys are not attributes too")
+        XCTAssertEqual(Array(lines[1].prefix(3)), [trace, span, "0"], "either case; no flags: 0")
+        XCTAssertEqual(Array(lines[2].prefix(3)), [trace, span, "1"])
+        XCTAssertEqual(attributes(lines[2]), [])
+        for (index, kept) in [(3, ["span_id", "trace_id"]), (4, ["span_id", "trace_id"]), (5, ["traceparent"])] {
+            XCTAssertEqual(Array(lines[index].prefix(3)), ["", "", "0"], "\(index)")
+            XCTAssertEqual(attributes(lines[index]), kept, "\(index)")
+        }
+        XCTAssertEqual(Array(lines[6].prefix(3)), ["", "", "0"])
+    }
 }
