@@ -42,6 +42,9 @@ struct Export: ParsableCommand {
     @Option(help: "OTLP bodies as protobuf (application/x-protobuf) or json (application/json).")
     var encoding: OTLPLogsEncoding.Format = .protobuf
 
+    @Option(help: "OTLP requests in flight at once (acknowledged in order: a kill sends at most these again).")
+    var inFlight: Int = 4
+
     @Option(help: "Records per batch.")
     var batch: Int = 512
 
@@ -64,6 +67,7 @@ struct Export: ParsableCommand {
         }
         if let syslog { _ = try Self.syslogAddress(syslog) }
         guard batch > 0 else { throw ValidationError("--batch must be positive") }
+        guard inFlight >= 1, inFlight <= 64 else { throw ValidationError("--in-flight takes 1 to 64, not \(inFlight)") }
         guard interval.isFinite, interval >= 0.01, interval <= 86_400 else {
             throw ValidationError("--interval takes seconds from 0.01 to 86400, not \(interval)")
         }
@@ -102,7 +106,8 @@ struct Export: ParsableCommand {
             destination.onRetry = retrying
             sink = .syslog(destination)
         }
-        let exporter = try Exporter(.init(source: path, destinationName: String(name), cursors: cursorPath, maximumBatchRecords: batch),
+        let exporter = try Exporter(.init(source: path, destinationName: String(name), cursors: cursorPath, maximumBatchRecords: batch,
+                                          requestsInFlight: inFlight),
                                     sink: sink)
         var total = Exporter.Report()
         repeat {

@@ -26,9 +26,15 @@ public final class Exporter {
         /// Chunk marks kept before a pass reads the whole source to drop those of chunks it no
         /// longer holds.
         public var maximumMarks: Int
+        /// OTLP requests in flight at once (at least 1), over kept-alive connections. Batches are
+        /// acknowledged in order only: the cursor moves over a prefix of acknowledged batches, so
+        /// a kill repeats at most the batches in flight. Syslog sends one batch at a time (RELP
+        /// keeps its own window of messages).
+        public var requestsInFlight: Int
 
         public init(source: String, destinationName: String, cursors: String, maximumBatchRecords: Int = 512,
-                    maximumBatchBytes: Int = 1 << 20, maximumMarks: Int = 4096) {
+                    maximumBatchBytes: Int = 1 << 20, maximumMarks: Int = 4096, requestsInFlight: Int = 4) {
+            self.requestsInFlight = max(1, requestsInFlight)
             self.source = source
             self.destinationName = destinationName
             self.cursors = cursors
@@ -226,46 +232,81 @@ public final class Exporter {
             sink = .otlp(destination, encoding)
         }
         var next = 0
-        var pending: [LogEntry] = []  // decoded, not sent: the next batch's
+        // Decoded, not acknowledged, in order: the first `assigned` are in flight (`flights`, one
+        // batch each, in the same order), the rest wait for a batch.
+        var pending: [LogEntry] = []
+        var assigned = 0
+        var flights: [Flight] = []
         // Records per batch for the rest of this pass, halved by each 413 (the collector's limit).
         var recordLimit = configuration.maximumBatchRecords
         var repeatsCounted = 0  // leading pending records whose repeat was counted
-        while true {
-            while pending.count < configuration.maximumBatchRecords && next < held {
+        let depth: Int
+        if case .otlp = sink { depth = configuration.requestsInFlight } else { depth = 1 }
+        /// Decodes what the next batch needs.
+        func fill() {
+            while pending.count - assigned < configuration.maximumBatchRecords && next < held {
                 let (sequence, offset) = reader.heldPosition(next)
                 if !cursor.isExported(chunkSequence: sequence, chunkOffset: offset) { pending.append(reader.heldEntry(next)) }
                 next += 1
             }
-            if pending.isEmpty { break }
-            var end = min(pending.count, recordLimit)
+        }
+        /// A pass that is cancelled stops without acknowledging the batches under way (they stay
+        /// in flight in the cursor: sent again by the next pass, counted as repeated).
+        func stopIfCancelled() throws {
+            if Task.isCancelled {
+                for flight in flights { flight.task?.cancel() }
+                cursor.repeated += UInt64(report.repeated)
+                try store.save(cursor, as: configuration.destinationName)
+                throw ExportError.cancelled(report)
+            }
+        }
+        /// Starts the batch of the `count` records from `start` (records already assigned to a
+        /// batch that went before, when a 413 splits it), recorded in flight before it is sent.
+        func launch(from start: Int, count: Int) throws -> Flight {
+            var end = count
             var body: [UInt8] = []
             if case .otlp(_, let encoding) = sink {
-                body = encoding.encode(Array(pending[..<end]), observedNanoseconds: Spool.wallClock())
+                body = encoding.encode(Array(pending[start..<start + end]), observedNanoseconds: Spool.wallClock())
                 while body.count > configuration.maximumBatchBytes && end > 1 {  // halve until it fits
                     end /= 2
-                    body = encoding.encode(Array(pending[..<end]), observedNanoseconds: Spool.wallClock())
+                    body = encoding.encode(Array(pending[start..<start + end]), observedNanoseconds: Spool.wallClock())
                 }
             }
-            let batch = pending[..<end]
-            // Counted once per record: a batch halved after a 413 sends its first records again.
-            let repeated = batch.dropFirst(repeatsCounted).filter(resumed.wasInFlight).count
-            repeatsCounted = max(repeatsCounted, end)
+            // Counted once per record: a batch split after a 413 sends its records again.
+            let fresh = max(0, start + end - max(start, repeatsCounted))
+            let repeated = pending[(start + end - fresh)..<(start + end)].filter(resumed.wasInFlight).count
+            repeatsCounted = max(repeatsCounted, start + end)
             report.repeated += repeated
             if repeated > 0 { monitor.update { $0.repeated += repeated } }
-            cursor.inFlight = ExportCursor.extent(of: batch)
+            cursor.inFlight = ExportCursor.extent(of: pending[0..<max(assigned, start + end)])
             try store.save(cursor, as: configuration.destinationName)
-            // A pass that is cancelled stops without acknowledging the batch under way (it stays
-            // in flight in the cursor: sent again by the next pass, counted as repeated).
-            func stopIfCancelled() throws {
-                if Task.isCancelled {
-                    cursor.repeated += UInt64(report.repeated)
-                    try store.save(cursor, as: configuration.destinationName)
-                    throw ExportError.cancelled(report)
-                }
+            var task: Task<OTLPDestination.Delivery, Never>?
+            if case .otlp(let destination, _) = sink {
+                let batchBody = body
+                task = Task { await destination.deliver(batchBody) }
             }
+            return Flight(count: end, bodyBytes: body.count, task: task)
+        }
+        while true {
+            fill()
+            while flights.count < depth && assigned < pending.count {
+                let flight = try launch(from: assigned, count: min(pending.count - assigned, recordLimit))
+                flights.append(flight)
+                assigned += flight.count
+                fill()
+            }
+            if flights.isEmpty { break }
+            let head = flights.removeFirst()
+            let batch = pending[0..<head.count]
             switch sink {
-            case .otlp(let destination, _):
-                switch await destination.deliver(body) {
+            case .otlp:
+                let tasks = TaskList(([head] + flights).compactMap(\.task))
+                let delivery = await withTaskCancellationHandler {
+                    await head.task!.value
+                } onCancel: {
+                    tasks.cancelAll()
+                }
+                switch delivery {
                 case .delivered(_, let rejected, _):
                     report.exported += batch.count
                     report.rejected += rejected
@@ -281,11 +322,20 @@ public final class Exporter {
                     monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += batch.count }
                 case .tooLarge(_, let reason):
                     try stopIfCancelled()
-                    if end > 1 {  // the same records again, in batches half as large: nothing acknowledged
-                        recordLimit = end / 2
+                    if head.count > 1 {
+                        // The same records again, in two batches half as large, before those in
+                        // flight after them: nothing is acknowledged out of order.
+                        recordLimit = max(1, head.count / 2)
+                        var again: [Flight] = [], covered = 0
+                        while covered < head.count {
+                            let flight = try launch(from: covered, count: min(recordLimit, head.count - covered))
+                            again.append(flight)
+                            covered += flight.count
+                        }
+                        flights.insert(contentsOf: again, at: 0)
                         continue
                     }
-                    report.gaveUp.append("a record alone is larger than the collector takes (\(body.count) bytes): \(reason)")
+                    report.gaveUp.append("a record alone is larger than the collector takes (\(head.bodyBytes) bytes): \(reason)")
                     report.recordsGivenUp += 1
                     monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += 1 }
                 }
@@ -309,9 +359,11 @@ public final class Exporter {
                 }
             }
             cursor.acknowledge(batch)
+            pending.removeFirst(head.count)
+            assigned -= head.count
+            repeatsCounted = max(0, repeatsCounted - head.count)
+            cursor.inFlight = ExportCursor.extent(of: pending[0..<assigned])  // the batches still in flight
             try store.save(cursor, as: configuration.destinationName)
-            pending.removeFirst(end)
-            repeatsCounted = max(0, repeatsCounted - end)
             monitor.update { $0.pending = max(0, $0.pending - batch.count) }
         }
         cursor.repeated += UInt64(report.repeated)
@@ -323,6 +375,21 @@ public final class Exporter {
 
     /// The cursor as saved (for reports and tests).
     public var savedCursor: ExportCursor { cursor }
+
+    /// A batch in flight: its records (the next `count` of the pending ones), the bytes of its
+    /// body, and its delivery (OTLP; nil for syslog, delivered when it is the head).
+    private struct Flight {
+        let count: Int
+        let bodyBytes: Int
+        let task: Task<OTLPDestination.Delivery, Never>?
+    }
+
+    /// The deliveries a cancelled pass cancels.
+    private struct TaskList: Sendable {
+        let tasks: [Task<OTLPDestination.Delivery, Never>]
+        init(_ tasks: [Task<OTLPDestination.Delivery, Never>]) { self.tasks = tasks }
+        func cancelAll() { for task in tasks { task.cancel() } }
+    }
 }
 
 public enum ExportError: Error, CustomStringConvertible {

@@ -316,7 +316,7 @@ final class MetricsTests: XCTestCase {
         let monitor = exporter.monitor
         let pass = Task { try await exporter.exportAvailable().exported }
         var seen: Set<Int> = []
-        let held = await eventually { server.requests().count == 1 }
+        let held = await eventually { server.requests().count == 3 }  // 3 batches, all in flight, all held
         XCTAssertTrue(held, "the first batch never reached the collector")
         seen.insert(monitor.statistics.pending)
         XCTAssertTrue(FileManager.default.createFile(atPath: server.log + ".release", contents: nil))

@@ -13,7 +13,8 @@ and a message), `503raN` (503 with Retry-After: N), `429`, `502`, `400` (a googl
 message), `500`, `reset` (closes the connection after reading part of the body). `/slow/MS/v1/logs`
 answers every request 200 after MS milliseconds; `/max/BYTES/v1/logs` answers 413 to a body
 larger than BYTES (as sent) and 200 to the others; `/hold/v1/logs` answers 200 once the file LOG.release
-exists (a test releases it when it has seen what it waits for: no timing); `/discard` reads and answers 200 without parsing or
+exists (a test releases it when it has seen what it waits for: no timing); `/holdfirst/v1/logs`
+holds only the first request on that path so, and answers the others at once; `/discard` reads and answers 200 without parsing or
 logging (for benchmarks). Each request is
 appended to LOG as a JSON line: path, attempt header, whether it parsed, its records (time, body,
 severity), the Content-Encoding (gzip bodies are decompressed first), the bytes received, the
@@ -55,6 +56,11 @@ class Handler(BaseHTTPRequestHandler):
             action = "slow" + path.split("/")[2]
         elif path.startswith("/hold/"):
             action = "hold"
+        elif path.startswith("/holdfirst/"):
+            with lock:
+                n = counts.get(path, 0)
+                counts[path] = n + 1
+            action = "hold" if n == 0 else "ok"
         elif path.startswith("/max/"):
             action = "max" + path.split("/")[2]
         elif path.startswith("/s/"):
