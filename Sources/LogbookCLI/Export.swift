@@ -135,7 +135,7 @@ struct Export: ParsableCommand {
             if follow && !Export.stopping.withLock({ $0 }) { _ = Export.wake.wait(timeout: .now() + max(0.01, interval)) }
         } while follow && !Export.stopping.withLock({ $0 })
         say("exported \(total.exported) records"
-            + (total.recordsGivenUp > 0 ? ", \(total.recordsGivenUp) given up in \(total.gaveUp.count) batches (not sent again)" : "")
+            + (total.recordsGivenUp > 0 ? ", \(total.recordsGivenUp) given up in \(total.gaveUp.count) batch\(total.gaveUp.count == 1 ? "" : "es") (not sent again)" : "")
             + (total.rejected > 0 ? ", \(total.rejected) rejected by the collector" : "")
             + (total.repeated > 0 ? ", \(total.repeated) sent again after a restart" : "")
             + (total.truncated > 0 ? ", \(total.truncated) syslog messages truncated" : "")

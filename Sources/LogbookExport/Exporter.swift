@@ -325,7 +325,7 @@ public final class Exporter {
                     if head.count > 1 {
                         // The same records again, in two batches half as large, before those in
                         // flight after them: nothing is acknowledged out of order.
-                        recordLimit = max(1, head.count / 2)
+                        recordLimit = max(1, min(recordLimit, head.count / 2))  // never larger again this pass
                         var again: [Flight] = [], covered = 0
                         while covered < head.count {
                             let flight = try launch(from: covered, count: min(recordLimit, head.count - covered))

@@ -4,7 +4,8 @@ import Logbook
 /// `flags` rather than as attributes:
 ///
 /// - swift-otel's logging metadata provider (`Logger.MetadataProvider.otel`, its default keys):
-///   `trace_id` (32 hex digits), `span_id` (16 hex digits) and `trace_flags` (a decimal byte);
+///   `trace_id` (32 hex digits), `span_id` (16 hex digits) and `trace_flags` (a byte: decimal text,
+///   as swift-otel writes it, or an integer);
 /// - a W3C `traceparent` (`00-TRACEID-SPANID-FLAGS`), when those keys are absent.
 ///
 /// The keys used are not sent as attributes too. A value that does not parse (another length, not
@@ -21,12 +22,20 @@ struct TraceContext: Equatable {
     /// The context in `pairs` (sorted by key), or nil. Cheap when there is none: one pass comparing
     /// keys that start with "t".
     static func find(in pairs: [LogMetadata.Pair]) -> TraceContext? {
-        var traceID: String?, spanID: String?, flags: String?, traceparent: String?
+        var traceID: String?, spanID: String?, flags: UInt8?, traceparent: String?
         for pair in pairs where pair.key.utf8.first == UInt8(ascii: "t") {
+            if pair.key == flagsKey {  // a decimal string, as swift-otel writes it, or an integer
+                switch pair.value {
+                case .value(.string(let text, _)): flags = UInt8(text)
+                case .value(.signed(let number, _)): flags = UInt8(exactly: number)
+                case .value(.unsigned(let number, _)): flags = UInt8(exactly: number)
+                default: break
+                }
+                continue
+            }
             guard case .value(.string(let text, _)) = pair.value else { continue }
             switch pair.key {
             case traceIDKey: traceID = text
-            case flagsKey: flags = text
             case traceparentKey: traceparent = text
             default: break
             }
@@ -39,8 +48,8 @@ struct TraceContext: Equatable {
         if let traceID, let spanID, let trace = hex(traceID, bytes: 16), let span = hex(spanID, bytes: 8) {
             var keys = [traceIDKey, spanIDKey]
             var value: UInt32 = 0
-            if let flags, let parsed = UInt8(flags) {
-                value = UInt32(parsed)
+            if let flags {
+                value = UInt32(flags)
                 keys.append(flagsKey)
             }
             return TraceContext(traceID: trace, spanID: span, flags: value, keys: keys)

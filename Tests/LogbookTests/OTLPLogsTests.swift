@@ -167,6 +167,7 @@ final class OTLPProtobufTests: XCTestCase {
         let trace = "4bf92f3577b34da6a3ce929d0e0e4736", span = "00f067aa0ba902b7"
         log.info("otel", metadata: ["trace_id": .init(trace), "span_id": .init(span), "trace_flags": "1", "user": "u"])
         log.info("otel without flags", metadata: ["trace_id": .init(trace.uppercased()), "span_id": .init(span)])
+        log.info("integer flags", metadata: ["trace_id": .init(trace), "span_id": .init(span), "trace_flags": 1])
         log.info("w3c", metadata: ["traceparent": .init("00-\(trace)-\(span)-01")])
         log.info("not hex", metadata: ["trace_id": "xyz", "span_id": .init(span)])
         log.info("zero", metadata: ["trace_id": .init(String(repeating: "0", count: 32)), "span_id": .init(span)])
@@ -179,8 +180,9 @@ final class OTLPProtobufTests: XCTestCase {
         try Data(encoding.protobufBody(for: entries, observedNanoseconds: 1)).write(to: URL(fileURLWithPath: dir + "/body.pb"))
         let result = try runProgram("/usr/bin/env", ["python3", repositoryRoot + "/Tests/Servers/otlp_compare.py", dir + "/body.json", dir + "/body.pb", "ids"])
         XCTAssertEqual(result.status, 0, result.output)
-        let lines = result.output.split(separator: "\n").dropFirst().map { $0.split(separator: " ", omittingEmptySubsequences: false).map(String.init) }
-        XCTAssertEqual(lines.count, 7, result.output)
+        var lines = result.output.split(separator: "\n").dropFirst().map { $0.split(separator: " ", omittingEmptySubsequences: false).map(String.init) }
+        XCTAssertEqual(lines.count, 8, result.output)
+        XCTAssertEqual(Array(lines.remove(at: 2).prefix(3)), [trace, span, "1"], "integer flags")
         // the attributes from metadata (the call site's and the thread's are every record's)
         func attributes(_ line: [String]) -> [String] {
             (line.count > 3 ? line[3].split(separator: ",").map(String.init) : []).filter { !$0.hasPrefix("code.") && $0 != "thread.id" }
