@@ -175,24 +175,22 @@ struct ProtobufWriter {
 
     /// A KeyValue whose value is a string (`field`: the repeated KeyValue field of its parent).
     mutating func stringAttribute(_ field: Int, _ name: StaticString, _ text: String) {
-        let attribute = beginMessage(field)
-        key(1, 2)
-        varint(UInt64(name.utf8CodeUnitCount))
-        renderer.appendLiteral(name)
-        let value = beginMessage(2)
-        string(1, text)
-        endMessage(value)
-        endMessage(attribute)
+        attribute(field, name) { $0.string(1, text) }
     }
 
     mutating func intAttribute(_ field: Int, _ name: StaticString, _ number: Int64) {
+        attribute(field, name) { $0.int64(3, number) }
+    }
+
+    /// A KeyValue named `name`, its AnyValue's content written by `value`.
+    private mutating func attribute(_ field: Int, _ name: StaticString, _ value: (inout ProtobufWriter) -> Void) {
         let attribute = beginMessage(field)
         key(1, 2)
         varint(UInt64(name.utf8CodeUnitCount))
         renderer.appendLiteral(name)
-        let value = beginMessage(2)
-        int64(3, number)
-        endMessage(value)
+        let content = beginMessage(2)
+        value(&self)
+        endMessage(content)
         endMessage(attribute)
     }
 

@@ -1,4 +1,5 @@
 import Logbook
+import LogbookUpload
 
 /// The trace context a record's metadata carries, exported as OTLP's `traceId`, `spanId` and
 /// `flags` rather than as attributes:
@@ -63,24 +64,9 @@ struct TraceContext: Equatable {
         return nil
     }
 
-    /// `bytes` bytes from exactly twice as many hex digits (either case), not all zero.
+    /// `count` bytes from exactly twice as many hex digits (either case); ids must not be all zero.
     static func hex(_ text: String, bytes count: Int) -> [UInt8]? {
-        let digits = Array(text.utf8)
-        guard digits.count == count * 2 else { return nil }
-        func value(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 48...57: c - 48
-            case 97...102: c - 87
-            case 65...70: c - 55
-            default: nil
-            }
-        }
-        var result: [UInt8] = []
-        result.reserveCapacity(count)
-        for i in stride(from: 0, to: digits.count, by: 2) {
-            guard let high = value(digits[i]), let low = value(digits[i + 1]) else { return nil }
-            result.append(high << 4 | low)
-        }
-        return count == 1 || result.contains(where: { $0 != 0 }) ? result : nil
+        guard let bytes = SHA256.bytes(hex: text, count: count) else { return nil }
+        return count == 1 || bytes.contains(where: { $0 != 0 }) ? bytes : nil
     }
 }

@@ -25,9 +25,12 @@ public struct DeliveryRequest: Sendable {
     }
 
     /// The first value of `name`, compared without case.
-    public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
-    }
+    public func header(_ name: String) -> String? { headerValue(name, in: headers) }
+}
+
+/// The first value of header `name` in `headers`, compared without case (HTTP field names are).
+package func headerValue(_ name: String, in headers: [(name: String, value: String)]) -> String? {
+    headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
 }
 
 /// An answer: its status, header lines and (the start of) its body.
@@ -36,9 +39,7 @@ package struct HTTPAnswer: Sendable {
     package var headers: [(name: String, value: String)]
     package var body: [UInt8]
 
-    package func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
-    }
+    package func header(_ name: String) -> String? { headerValue(name, in: headers) }
 
     /// "Name: value\r\n" lines, as the C layer hands them over.
     package static func parseHeaders(_ text: UnsafeBufferPointer<UInt8>) -> [(name: String, value: String)] {

@@ -44,4 +44,28 @@ public struct SHA256: Sendable {
         }
         return String(decoding: text, as: UTF8.self)
     }
+
+    /// The bytes that hex digits spell (two per byte), or nil: another length than twice
+    /// `count` when given, or a character that is not a hex digit (uppercase refused when
+    /// `lowercaseOnly`, as in Logbook's content keys). The one hex parser of the uploader and the
+    /// exporters (content keys, trace ids).
+    package static func bytes(hex text: String, count: Int? = nil, lowercaseOnly: Bool = false) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0, count.map({ digits.count == $0 * 2 }) ?? true else { return nil }
+        func value(_ c: UInt8) -> UInt8? {
+            switch c {
+            case 48...57: c - 48
+            case 97...102: c - 87
+            case 65...70 where !lowercaseOnly: c - 55
+            default: nil
+            }
+        }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(digits.count / 2)
+        for i in stride(from: 0, to: digits.count, by: 2) {
+            guard let high = value(digits[i]), let low = value(digits[i + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+        }
+        return bytes
+    }
 }

@@ -645,7 +645,7 @@ public final class Uploader: Sendable {
             }
             return .failure(Self.mismatch("\(size) bytes, \(item.byteCount) submitted"))
         }
-        if item.id.count == 64, let digest = Self.digest(hex: item.id) {
+        if item.id.count == 64, let digest = SHA256.bytes(hex: item.id, lowercaseOnly: true) {
             check = .sha256(digest)
         } else if item.id.hasPrefix("lba-") {
             var start = [UInt8](repeating: 0, count: Int(LB_ZST_HEADER_FRAME_SIZE))
@@ -665,26 +665,6 @@ public final class Uploader: Sendable {
     private static func mismatch(_ what: String) -> BodyProblem {
         BodyProblem(quarantines: true, reason: "its content in the spool is not what its key names (\(what)): not sent",
                     keepsContent: true)
-    }
-
-    /// The 32 bytes of 64 lowercase hex digits (a content key), or nil.
-    static func digest(hex: String) -> [UInt8]? {
-        let digits = Array(hex.utf8)
-        guard digits.count == 64 else { return nil }
-        func value(_ c: UInt8) -> UInt8? {
-            switch c {
-            case 48...57: c - 48
-            case 97...102: c - 87
-            default: nil
-            }
-        }
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(32)
-        for i in stride(from: 0, to: 64, by: 2) {
-            guard let high = value(digits[i]), let low = value(digits[i + 1]) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return bytes
     }
 
     /// An item whose content cannot be sent: quarantined, or given up.
@@ -977,7 +957,7 @@ enum ResumableUpload {
     /// The upload URL of a 104 answer, absolute; only on the origin the request went to (the
     /// caller's headers, credentials among them, go to it too), and only when it speaks version 6.
     static func location(in headers: [(name: String, value: String)], sentTo origin: String) -> String? {
-        func value(_ name: String) -> String? { headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value }
+        func value(_ name: String) -> String? { headerValue(name, in: headers) }
         guard value(versionField) == version, let location = value("Location"), !location.isEmpty,
               let base = URLComponents(string: origin) else { return nil }
         let resolved: URLComponents?

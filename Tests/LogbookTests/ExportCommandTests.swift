@@ -203,7 +203,8 @@ final class ExportCommandTests: XCTestCase {
         let dir = makeTemporaryDirectory(self)
         let source = try makeBundle(dir, records: 40)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
-        let arguments = ["export", "--otlp", server.url("/holdfirst/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+        // The batch of the first record is held, whichever request reaches the collector first.
+        let arguments = ["export", "--otlp", server.url("/holdbody/record%200/v1/logs").absoluteString, "--cursors", dir + "/cursors",
                          "--batch", "10", "--in-flight", "4", source]
         let child = try ChildProcess(logbook, arguments)
         defer { child.killIfRunning() }

@@ -270,8 +270,9 @@ final class MetricsTests: XCTestCase {
         for i in 0..<250 { log.info("record \(i)") }
         try bundle.flush()
         let policy = RetryPolicy(retryableStatuses: [503], baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
+        // One request at a time: the collector's script answers them in the order they arrive.
         let exporter = try Exporter(.init(source: dir + "/app.logbook", destinationName: "collector", cursors: dir + "/cursors",
-                                          maximumBatchRecords: 100),
+                                          maximumBatchRecords: 100, requestsInFlight: 1),
                                     otlp: OTLPDestination(url: server.url("/s/partial3,400/v1/logs"), policy: policy),
                                     encoding: OTLPLogsEncoding(serviceName: "test"))
         let metrics = TestMetrics()

@@ -16,7 +16,7 @@ final class ResumableUploadServer {
 
     static let executable = repositoryRoot + "/Tests/ResumableUploadServer/.build/debug/ResumableUploadServer"
 
-    init(directory: String, rate: Int? = nil, cutAfter: Int? = nil) throws {
+    init(directory: String, rate: Int? = nil, cutAfter: Int? = nil, holdAfter: Int? = nil) throws {
         if !FileManager.default.isExecutableFile(atPath: Self.executable) {
             let (status, output) = try runProgram("/usr/bin/env", ["swift", "build", "--package-path", repositoryRoot + "/Tests/ResumableUploadServer"])
             guard status == 0 else { throw XCTSkip("the resumable-upload server did not build: \(output.suffix(2000))") }
@@ -24,6 +24,7 @@ final class ResumableUploadServer {
         self.directory = directory
         process.executableURL = URL(fileURLWithPath: Self.executable)
         process.arguments = [directory] + (rate.map { ["--rate", String($0)] } ?? []) + (cutAfter.map { ["--cut-after", String($0)] } ?? [])
+            + (holdAfter.map { ["--hold-after", String($0)] } ?? [])
         let output = Pipe()
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
@@ -56,6 +57,9 @@ final class ResumableUploadServer {
         }
     }
 
+    /// Lets a server started with `holdAfter` read on.
+    func release() { FileManager.default.createFile(atPath: directory + "/release", contents: nil) }
+
     /// What the server stored for an upload to `path`.
     func stored(_ path: String) -> String { directory + "/uploads/" + path.replacingOccurrences(of: "/", with: "_") }
 }
@@ -79,6 +83,18 @@ final class ResumableUploadTests: XCTestCase {
         try Spool.contentIdentifier(ofFile: path)
     }
 
+    /// Starts `uploader`, waits for its first outcome, and stops it.
+    func firstOutcome(of uploader: Uploader) async -> Uploader.Outcome? {
+        uploader.start()
+        var outcome: Uploader.Outcome?
+        for await next in uploader.outcomes {
+            outcome = next
+            break
+        }
+        await uploader.stop()
+        return outcome
+    }
+
     /// Every connection is cut after 3 MB: each attempt after the first asks the server's offset
     /// (HEAD) and sends only the rest (PATCH). 24 MiB arrive whole, once, with at most 20% more
     /// bytes on the wire than the file holds, and the 9 attempts that each moved it forward do not
@@ -94,13 +110,7 @@ final class ResumableUploadTests: XCTestCase {
             DeliveryRequest(method: "PUT", url: url)
         })
         let item = try uploader.submit(file: dir + "/big.bin")
-        uploader.start()
-        var outcome: Uploader.Outcome?
-        for await next in uploader.outcomes {
-            outcome = next
-            break
-        }
-        await uploader.stop()
+        let outcome = await firstOutcome(of: uploader)
         guard case .delivered(let id, let attempts) = outcome else { return XCTFail("\(String(describing: outcome))") }
         XCTAssertEqual(id, item.id)
         XCTAssertGreaterThanOrEqual(attempts, size / 3_000_000, "every cut costs an attempt")
@@ -123,13 +133,7 @@ final class ResumableUploadTests: XCTestCase {
             DeliveryRequest(method: "PUT", url: url)
         })
         let item = try uploader.submit(data: Array(repeating: 3, count: 1 << 20))
-        uploader.start()
-        var outcome: Uploader.Outcome?
-        for await next in uploader.outcomes {
-            outcome = next
-            break
-        }
-        await uploader.stop()
+        let outcome = await firstOutcome(of: uploader)
         guard case .gaveUp(item.id, let reason) = outcome else { return XCTFail("\(String(describing: outcome))") }
         XCTAssertTrue(reason.hasPrefix("4 attempts"), reason)
         let answers = server.requests().map { "\($0["answer"] ?? "")" }
@@ -146,14 +150,15 @@ final class ResumableUploadTests: XCTestCase {
         guard let logbook = logbookExecutable() else { throw XCTSkip("the logbook executable is not built") }
         let dir = makeTemporaryDirectory(self)
         let size = 300_000_000
-        // Read at 150 MB/s at most: the kills below land in bodies, not between them.
-        let server = try ResumableUploadServer(directory: dir + "/server", rate: 150_000_000)
+        // The server stops reading 40 MB before the end until the test releases it, so the
+        // upload cannot end before the last kill, however fast the machine; the kills come at
+        // byte counts it read, so each lands in a body.
+        let held = size - 40_000_000
+        let server = try ResumableUploadServer(directory: dir + "/server", rate: 150_000_000, holdAfter: held)
         let digest = try randomFile(dir + "/big.bin", bytes: size, seed: 11)
         var generator = SplitMix64(state: 99)
         let kills = 20
-        // Up to two thirds in: the last kill comes while 100 MB are still to be read (at least 0.6 s
-        // at the server's rate), so it always lands before the upload ends.
-        let marks = (0..<kills).map { _ in Int.random(in: 2_000_000..<(size * 2 / 3), using: &generator) }.sorted()
+        let marks = (0..<kills).map { _ in Int.random(in: 2_000_000..<(held - 2_000_000), using: &generator) }.sorted()
         let base = ["upload", "--spool", dir + "/spool", "--max-delay", "0", "--max-attempts", "1000",
                     "--to", "http://127.0.0.1:\(server.port)/files/{name}"]
         var process = try launch(logbook, base + [dir + "/big.bin"])
@@ -166,6 +171,7 @@ final class ResumableUploadTests: XCTestCase {
             killed += 1
             process = try launch(logbook, base)  // what the spool holds
         }
+        server.release()
         XCTAssertTrue(waitUntil(seconds: 300) { !process.isRunning }, "the last run ends")
         XCTAssertEqual(process.terminationStatus, 0)
         print("resumable upload: \(killed) kills, \(server.received) bytes read for \(size), \(server.completed.count) uploads completed")

@@ -13,8 +13,9 @@ and a message), `503raN` (503 with Retry-After: N), `429`, `502`, `400` (a googl
 message), `500`, `reset` (closes the connection after reading part of the body). `/slow/MS/v1/logs`
 answers every request 200 after MS milliseconds; `/max/BYTES/v1/logs` answers 413 to a body
 larger than BYTES (as sent) and 200 to the others; `/hold/v1/logs` answers 200 once the file LOG.release
-exists (a test releases it when it has seen what it waits for: no timing); `/holdfirst/v1/logs`
-holds only the first request on that path so, and answers the others at once; `/discard` reads and answers 200 without parsing or
+exists (a test releases it when it has seen what it waits for: no timing); `/holdbody/TEXT/v1/logs`
+holds so only the request carrying a record whose body is TEXT (percent-encoded), and answers the
+others at once; `/discard` reads and answers 200 without parsing or
 logging (for benchmarks). Each request is
 appended to LOG as a JSON line: path, attempt header, whether it parsed, its records (time, body,
 severity), the Content-Encoding (gzip bodies are decompressed first), the bytes received, the
@@ -22,6 +23,7 @@ answer and the Content-Type. The port is printed once listening (0 picks a free 
 exits when its stdin closes.
 """
 import json
+import urllib.parse
 import socket
 import sys
 import threading
@@ -56,11 +58,8 @@ class Handler(BaseHTTPRequestHandler):
             action = "slow" + path.split("/")[2]
         elif path.startswith("/hold/"):
             action = "hold"
-        elif path.startswith("/holdfirst/"):
-            with lock:
-                n = counts.get(path, 0)
-                counts[path] = n + 1
-            action = "hold" if n == 0 else "ok"
+        elif path.startswith("/holdbody/"):
+            action = "holdbody"
         elif path.startswith("/max/"):
             action = "max" + path.split("/")[2]
         elif path.startswith("/s/"):
@@ -104,6 +103,10 @@ class Handler(BaseHTTPRequestHandler):
             parsed = False
             action = "invalid"
             message = str(error)
+        if action == "holdbody":  # hold the request that carries the record of that body
+            wanted = urllib.parse.unquote(path.split("/")[2])
+            action = "hold" if parsed and any(
+                r.body.string_value == wanted for rl in request.resource_logs for sl in rl.scope_logs for r in sl.log_records) else "ok"
         if action.startswith("max"):  # a collector's body limit: larger bodies are answered 413
             action = "413" if length > int(action[len("max"):]) else "ok"
         records = [

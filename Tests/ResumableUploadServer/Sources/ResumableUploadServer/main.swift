@@ -1,6 +1,6 @@
 // A resumable-upload server for the uploader's tests, on 127.0.0.1:
 //
-//     ResumableUploadServer DIRECTORY [--rate BYTES_PER_SECOND] [--cut-after BYTES]
+//     ResumableUploadServer DIRECTORY [--rate BYTES_PER_SECOND] [--cut-after BYTES] [--hold-after BYTES]
 //
 // prints its port, then serves until its stdin closes (the test holds it). Each upload (PUT or
 // POST) is written to DIRECTORY/uploads/PATH; resumable ones go through NIOResumableUpload, which
@@ -8,7 +8,10 @@
 //   DIRECTORY/received   the bytes read from all connections (headers and bodies), as a number
 //   DIRECTORY/completed  a line "PATH BYTES" for each upload that completed
 // --rate reads at most that many bytes per second (so that a test's kills, made at byte counts,
-// land mid-body); --cut-after closes each connection once it has read that many bytes.
+// land mid-body); --cut-after closes each connection once it has read that many bytes;
+// --hold-after stops reading once all connections read that many bytes, until DIRECTORY/release
+// exists (so that an upload cannot end before a test has done what it does mid-body, however fast
+// the machine).
 import Foundation
 import HTTPTypes
 import NIOCore
@@ -29,18 +32,25 @@ func option(_ name: String) -> Int? {
 }
 let rate = option("--rate")
 let cutAfter = option("--cut-after")
+let holdAfter = option("--hold-after")
 try FileManager.default.createDirectory(atPath: directory + "/uploads", withIntermediateDirectories: true)
 
 /// Every byte read, from every connection; written to DIRECTORY/received as it grows.
 final class Received: @unchecked Sendable {
     private let lock = NSLock()
-    private var total = 0
+    private var total_ = 0
     private let fd = open(directory + "/received", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+
+    var total: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return total_
+    }
 
     func add(_ count: Int) {
         lock.lock()
-        total += count
-        let text = Array("\(total)\n".utf8)
+        total_ += count
+        let text = Array("\(total_)\n".utf8)
         _ = text.withUnsafeBytes { pwrite(fd, $0.baseAddress, $0.count, 0) }
         lock.unlock()
     }
@@ -60,6 +70,26 @@ final class WireCounter: ChannelInboundHandler, @unchecked Sendable {
         if let rate { usleep(UInt32(min(1_000_000, buffer.readableBytes * 1_000_000 / rate))) }
         context.fireChannelRead(data)
         if let cutAfter, read >= cutAfter { context.close(promise: nil) }
+        if let holdAfter, received.total >= holdAfter, !released() { hold(context) }
+    }
+
+    private func released() -> Bool { FileManager.default.fileExists(atPath: directory + "/release") }
+
+    /// Reads no more until the release file exists (checked every 5 ms).
+    private func hold(_ context: ChannelHandlerContext) {
+        let channel = context.channel
+        channel.setOption(ChannelOptions.autoRead, value: false).whenSuccess {
+            @Sendable func check() {
+                channel.eventLoop.scheduleTask(in: .milliseconds(5)) {
+                    if self.released() {
+                        channel.setOption(ChannelOptions.autoRead, value: true).whenSuccess { channel.read() }
+                    } else {
+                        check()
+                    }
+                }
+            }
+            check()
+        }
     }
 }
 
