@@ -323,6 +323,213 @@ final class VerifyTests: XCTestCase {
         XCTAssertEqual(summary.recordsLost, UInt64(500 - entries))
     }
 
+    // MARK: damaged records are unreadable, never overwritten (F5)
+
+    /// F5: records whose bytes were damaged are unreadable (issues account for them, verify counts
+    /// them) and never among the records "overwritten before they could be read" (found by an
+    /// outside test: `logbook export` warned that damaged records were overwritten in the ring,
+    /// while `logbook verify` said 0 overwritten and 2 unreadable). Three kinds of damage: arguments
+    /// that do not decode, a record that fails its page check, and a large record whose first
+    /// fragment fails its page check (its middle and last fragments then find no beginning).
+    func testDamagedRecordsAreUnreadableNotOverwritten() throws {
+        let path = makeTemporaryDirectory(self) + "/damaged.logbook"
+        // 16 KiB chunks: records cross the chunk's 4 KiB pages, and those carry a page check. No
+        // idle sealing: the same layout on every machine. The ring never wraps.
+        let bundle = try LogBundle(path: path, capacity: 16 * 16384, chunkSize: 16384, idleSealMilliseconds: 0)
+        let log = try bundle.logger("damage")
+        log.info("large \(String(repeating: "L", count: 40_000))")  // first, middle and last fragments
+        for i in 0..<2000 { log.info("record \(i) \(String(repeating: "d", count: i % 50))") }
+        try bundle.close()
+        let info = try LogReader(path: path).info()
+        XCTAssertEqual(info.recordsOverwritten, 0, "the ring did not wrap")
+        let clean = try readBundle(path)
+        XCTAssertEqual(clean.issues.map(\.description), [])
+        XCTAssertEqual(clean.entries.count, 2001)
+
+        let large = try XCTUnwrap(clean.entries.first { $0.message.hasPrefix("large") })
+        let small = clean.entries.filter { $0.chunkSequence != large.chunkSequence }
+            .sorted { ($0.chunkSequence, $0.chunkOffset) < ($1.chunkSequence, $1.chunkOffset) }
+        // 1. A record whose arguments do not decode.
+        let undecodable = small[300]
+        try breakArguments(of: undecodable, in: path, info)
+        // 2. A record that crosses a page of its chunk: a byte of it past the page boundary.
+        let pairs = zip(small, small.dropFirst()).filter { a, b in
+            let boundary = (Int(a.chunkOffset) / 4096 + 1) * 4096
+            return a.chunkSequence == b.chunkSequence && a.chunkSequence != undecodable.chunkSequence &&
+                Int(b.chunkOffset) > boundary + 16
+        }
+        let crossing = try XCTUnwrap(pairs.first?.0, "a record crosses a page")
+        try flipByte(in: path, at: ringOffset(of: crossing, info) - Int(crossing.chunkOffset) +
+            (Int(crossing.chunkOffset) / 4096 + 1) * 4096)
+        // 3. The large record's first fragment (it fills the rest of its chunk) past its first page.
+        let page = (Int(large.chunkOffset) / 4096 + 1) * 4096 + 100
+        XCTAssertLessThan(page, Int(info.chunkSize) - 16, "inside the first fragment")
+        try flipByte(in: path, at: ringOffset(of: large, info) - Int(large.chunkOffset) + page)
+
+        // The whole read (lb_reader_scan) and the streaming one (lb_reader_stream), with and
+        // without a filter that hands nothing out. A record the filter skips is not decoded, so
+        // its arguments are not checked: filtered, the undecodable record is read, not reported.
+        let reads: [(String, Int, (LogReader) throws -> Int)] = [
+            ("readAll", 3, { try $0.readAll().count }),
+            ("scan", 3, { reader in var count = 0; try reader.scan { _ in count += 1 }; return count }),
+            ("stream filtered", 2, { reader in
+                var count = 0
+                try reader.stream(where: LogReader.Filter(minimumLevel: .critical)) { _ in count += 1 }
+                return count
+            }),
+        ]
+        for (name, damaged, read) in reads {
+            let reader = try LogReader(path: path)
+            let count = try read(reader)
+            XCTAssertEqual(count, name == "stream filtered" ? 0 : 2001 - damaged, name)
+            let issues = reader.issues
+            XCTAssertEqual(issues.reduce(0) { $0 + $1.records }, UInt64(damaged), "\(name): \(issues)")
+            XCTAssertEqual(reader.overwrittenRecords, 0, "\(name): damaged records are not overwritten: \(issues)")
+            let summary = try reader.verify()
+            XCTAssertTrue(summary.accounted, name)
+            XCTAssertEqual(summary.recordsUnreadable, UInt64(damaged), name)
+            XCTAssertEqual(summary.recordsOverwritten, 0, name)
+            XCTAssertEqual(summary.recordsLost, 0, name)
+            XCTAssertEqual(reader.overwrittenRecords, 0, "\(name), after verify")
+        }
+    }
+
+    /// F5 in a ring the overwrite policy wraps: a follower that began reading before the first
+    /// record counts as overwritten exactly the records the policy destroyed (the ring header's
+    /// count, as verify reports it), the damaged records of the chunks still there as unreadable
+    /// only; a reader that came after the overwrites counts none. Read once the writer has
+    /// stopped, so the counts are exact on any machine.
+    func testWrappedRingCountsOverwrittenAndDamagedRecordsApart() throws {
+        let path = makeTemporaryDirectory(self) + "/wrapped.logbook"
+        let bundle = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, idleSealMilliseconds: 0)
+        let log = try bundle.logger("wrap")
+        // Their first scan finds the ring empty: every record overwritten is one they never saw.
+        let holder = try LogReader(path: path), streamer = try LogReader(path: path)
+        XCTAssertEqual(try holder.readNew().count, 0)
+        var streamed = 0
+        try streamer.scan { _ in streamed += 1 }
+        let written = 5000
+        for i in 0..<written { log.info("record \(i) \(String(repeating: "w", count: i % 30))") }
+        try bundle.close()
+        let info = try LogReader(path: path).info()
+        XCTAssertGreaterThan(info.recordsOverwritten, UInt64(written / 2), "the ring wrapped many times")
+        let survivors = try readBundle(path).entries
+        XCTAssertEqual(UInt64(survivors.count) + info.recordsOverwritten, UInt64(written))
+        // Two damaged records, in two chunks still in the ring.
+        let first = survivors[survivors.count / 4]
+        let second = try XCTUnwrap(survivors.last { $0.chunkSequence != first.chunkSequence })
+        try breakArguments(of: first, in: path, info)
+        try breakArguments(of: second, in: path, info)
+        let damaged: UInt64 = 2
+
+        let held = try holder.readNew().count
+        try streamer.scan { _ in streamed += 1 }
+        for (name, reader, read) in [("readNew", holder, held), ("scan", streamer, streamed)] {
+            XCTAssertEqual(UInt64(read), UInt64(survivors.count) - damaged, name)
+            XCTAssertEqual(reader.overwrittenRecords, info.recordsOverwritten, "\(name): \(reader.issues)")
+            let summary = try reader.verify()
+            XCTAssertTrue(summary.accounted, name)
+            XCTAssertEqual(summary.recordsOverwritten, info.recordsOverwritten, name)
+            XCTAssertEqual(reader.overwrittenRecords, summary.recordsOverwritten, name)
+            XCTAssertEqual(summary.recordsUnreadable, damaged, name)
+            XCTAssertEqual(summary.recordsLost, 0, name)
+            XCTAssertEqual(UInt64(read) + reader.overwrittenRecords + summary.recordsUnreadable, UInt64(written), name)
+        }
+        // A reader that came after: the overwritten records are the bundle's (info, verify), not
+        // ones it was too slow for.
+        let late = try LogReader(path: path)
+        XCTAssertEqual(try late.readAll().count, survivors.count - Int(damaged))
+        XCTAssertEqual(late.overwrittenRecords, 0, "\(late.issues)")
+        let summary = try late.verify()
+        XCTAssertEqual(summary.recordsUnreadable, damaged)
+        XCTAssertEqual(summary.recordsOverwritten, info.recordsOverwritten)
+        XCTAssertEqual(summary.recordsLost, 0)
+    }
+
+    /// F5 for a chunk that leaves the ring after a follower read it: its damaged record stays
+    /// unreadable (the follower's issue accounts for it) when the policy overwrites the chunk
+    /// later, and is not counted again as overwritten; verify agrees (no "counters are damaged").
+    func testDamagedRecordReadBeforeItsChunkWasOverwrittenIsNotOverwritten() throws {
+        let path = makeTemporaryDirectory(self) + "/read-then-lapped.logbook"
+        let bundle = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, idleSealMilliseconds: 0)
+        let log = try bundle.logger("lap")
+        let follower = try LogReader(path: path)
+        var read = 0
+        try follower.scan { _ in read += 1 }
+        for i in 0..<300 { log.info("early \(i) \(String(repeating: "e", count: i % 30))") }
+        // A record of the first chunk (sealed: full), damaged while the writer runs on.
+        let early = try readBundle(path).entries
+        XCTAssertEqual(early.count, 300)
+        let info = try LogReader(path: path).info()
+        try breakArguments(of: early[10], in: path, info)
+        try follower.scan { _ in read += 1 }
+        XCTAssertEqual(read, 299)
+        XCTAssertEqual(follower.issues.reduce(0) { $0 + $1.records }, 1, "\(follower.issues)")
+        XCTAssertEqual(follower.overwrittenRecords, 0)
+        // Laps of the ring: the damaged chunk is overwritten.
+        for i in 0..<5000 { log.info("late \(i) \(String(repeating: "l", count: i % 30))") }
+        try bundle.close()
+        try follower.scan { _ in read += 1 }
+        let header = try LogReader(path: path).info().recordsOverwritten
+        XCTAssertGreaterThan(header, 300, "the early chunks were overwritten")
+        XCTAssertEqual(UInt64(read) + follower.overwrittenRecords + 1, 5300, "\(follower.issues)")
+        let summary = try follower.verify()
+        XCTAssertTrue(summary.accounted)
+        XCTAssertEqual(summary.recordsUnreadable, 1)
+        XCTAssertEqual(summary.recordsLost, 0)
+        XCTAssertEqual(summary.recordsOverwritten, header)
+        XCTAssertFalse(follower.issues.contains { $0.isFailure && $0.file == "ring" && $0.offset == 128 },
+                       "the counters are right: \(follower.issues)")
+    }
+
+    /// What F5's fix keeps: a large record whose beginning the overwrite policy destroyed (its
+    /// first fragments' chunks were reused by its own later ones) is counted as overwritten (and
+    /// reported as torn), while a damaged record beside it is not.
+    func testLargeRecordWhoseBeginningWasOverwrittenCountsButDamageDoesNot() throws {
+        let path = makeTemporaryDirectory(self) + "/lapped-large.logbook"
+        let bundle = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, idleSealMilliseconds: 0)
+        let log = try bundle.logger("large")
+        log.info("large \(String(repeating: "L", count: 60_000))")  // 15 chunks through a ring of 8
+        for i in 0..<20 { log.info("record \(i)") }
+        // Chunks of first and middle fragments count no record: the ring header's count of
+        // records overwritten stays 0, while chunks were reused.
+        XCTAssertGreaterThan(bundle.counters.chunksReused, 0, "the record overwrote its own beginning")
+        try bundle.close()
+        let info = try LogReader(path: path).info()
+        let clean = try LogReader(path: path)
+        let entries = try clean.readAll()
+        XCTAssertEqual(entries.count, 20)
+        XCTAssertEqual(clean.overwrittenRecords, 1, "its beginning was overwritten: \(clean.issues)")
+        XCTAssertEqual(clean.issues.reduce(0) { $0 + $1.records }, 1, "its last fragment: \(clean.issues)")
+
+        try breakArguments(of: entries[10], in: path, info)
+        let reader = try LogReader(path: path)
+        var read = 0
+        try reader.scan { _ in read += 1 }
+        XCTAssertEqual(read, 19)
+        XCTAssertEqual(reader.overwrittenRecords, 1, "\(reader.issues)")
+        let summary = try reader.verify()
+        XCTAssertEqual(summary.recordsUnreadable, 2, "the damaged record and the torn one")
+        XCTAssertEqual(summary.recordsOverwritten, info.recordsOverwritten)
+        XCTAssertEqual(summary.recordsLost, 0)
+    }
+
+    /// Where a record of the ring starts in the ring file.
+    func ringOffset(of entry: LogEntry, _ info: BundleInfo) -> Int {
+        4096 + Int(entry.chunkSequence % UInt64(info.chunkCount)) * Int(info.chunkSize) + Int(entry.chunkOffset)
+    }
+
+    /// Makes a record's arguments undecodable: its first argument's type byte (after the 24 bytes
+    /// of header, timestamp, site, logger and level) becomes one no format has.
+    func breakArguments(of entry: LogEntry, in path: String, _ info: BundleInfo) throws {
+        try patch(path + "/ring", at: ringOffset(of: entry, info) + 24, with: [0xFF])
+    }
+
+    func flipByte(in path: String, at offset: Int) throws {
+        let byte = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path + "/ring"))[offset..<(offset + 1)])
+        try patch(path + "/ring", at: offset, with: [byte[0] ^ 0x5A])
+    }
+
     // MARK: helpers
 
     func makeCopy(of path: String) throws -> String {

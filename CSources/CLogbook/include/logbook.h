@@ -850,7 +850,8 @@ typedef struct lb_verify_summary {
                                     written, less those overwritten and those in archive files
                                     retention deleted (0 when not accounted); for a reader that
                                     followed a live overwrite ring, plus the records it read
-                                    before the ring overwrote them */
+                                    (found, or accounted for by issues) before the ring overwrote
+                                    them */
     uint64_t records_unreadable; /* records the issues account for (damaged, cut short) */
     uint64_t records_lost;       /* expected, neither found nor accounted for by an issue */
     uint64_t records_overwritten;/* by the overwrite policy, before they were archived */
@@ -870,10 +871,13 @@ typedef struct lb_verify_summary {
  * account for, must match what the ring header counts. Returns 0, or -EALREADY on a second call. */
 int lb_reader_verify(lb_reader *reader, lb_verify_summary *out);
 
-/* Records of an overwrite ring that were destroyed before this reader could read them, since its
- * first scan (a follower that a fast writer lapped), a record whose beginning was overwritten
- * included: records shown + this = records written. Exact once the writer stops; while it runs it
- * may lag by the chunks reused during the last scan, never run ahead. */
+/* Records of an overwrite ring that the overwrite policy destroyed before this reader could read
+ * them, since its first scan (a follower that a fast writer lapped), a record whose beginning was
+ * overwritten included (a torn issue names it too). Records that cannot be read because their
+ * bytes are damaged are never counted here: issues account for them (lb_issue.records, verify's
+ * records_unreadable). Records shown + this + the damaged ones = records written. Exact once the
+ * writer stops; while it runs it may lag by the chunks reused during the last scan, never run
+ * ahead. */
 uint64_t lb_reader_overwritten(const lb_reader *reader);
 
 /* Whether the bundle at the reader's path is still the one it reads (a follower's question): 0

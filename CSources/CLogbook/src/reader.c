@@ -58,7 +58,21 @@ typedef struct seen_chunk {
                             first (see fragment_beginning_may_come) */
     uint32_t shown;      /* entries made from its records (a walked record may not make one: a
                             fragment whose beginning was lost, arguments that do not decode) */
+    uint32_t unreadable; /* records of it that issues account for as damaged: walked and not
+                            shown, or not walked past where its walk broke off */
+    uint32_t beginnings_overwritten; /* LAST fragments walked whose beginning the overwrite policy
+                                        destroyed (an issue names each too) */
+    uint8_t trailing;    /* what became of the large record its last fragment (a FIRST or MIDDLE)
+                            begins or continues, once walked: TRAILING_* */
 } seen_chunk;
+
+/* seen_chunk.trailing: a chunk that ends with a FIRST or MIDDLE fragment. The chunk after it that
+ * finds no beginning pending learns from this whether the overwrite policy destroyed it. */
+enum {
+    TRAILING_PENDING = 1,     /* pending (or given up whole) */
+    TRAILING_OVERWRITTEN = 2, /* a MIDDLE whose beginning the overwrite policy destroyed */
+    TRAILING_LOST = 3,        /* damaged, or a MIDDLE whose beginning was lost so */
+};
 
 /* An archive file being read (see logbook_format.h). */
 typedef struct archive_file {
@@ -175,8 +189,12 @@ struct lb_reader {
     int archive_dir_reported;                   /* an unreadable archive directory was reported */
     /* records overwritten before this reader could read them (lb_reader_overwritten) */
     int overwritten_baseline_set;
-    uint64_t overwritten_baseline, overwritten_now, gone_read;
-    uint64_t unshown;       /* records walked but not shown, in chunks that did not leave the ring */
+    uint64_t overwritten_baseline, overwritten_now;
+    uint64_t gone_read;     /* records of chunks that left the ring unarchived that this reader
+                               had shown, or that issues account for as damaged */
+    uint64_t gone_beginnings; /* LAST fragments of those chunks whose beginning was overwritten */
+    uint64_t beginnings_overwritten; /* LAST fragments walked in chunks that did not leave the ring
+                                        whose beginning the overwrite policy destroyed */
     uint64_t emitted;       /* entries made by every scan so far (discarded ones included) */
     int verified;           /* lb_reader_verify ran (its issues are added once) */
     char **owned;           /* strings that issues point to */
@@ -720,7 +738,8 @@ static uint8_t *spill_copy(window_run *run, const uint8_t *bytes, size_t length)
 
 /* Builds an entry of the run being filled from a logical record (bytes from the timestamp on), or
  * skips it when the pass's filter does. `in_image` says whether the bytes are in the run's image
- * (a record in one piece) or in a reassembled large record (its arguments are copied). */
+ * (a record in one piece) or in a reassembled large record (its arguments are copied). Returns 1
+ * when the record does not decode (not shown: an issue accounts for it), else 0. */
 static uint32_t durable_through(const lb_reader *r, uint64_t sequence);
 static int writer_alive(lb_reader *r);
 
@@ -735,16 +754,16 @@ static uint32_t ring_damage_kind(lb_reader *r, const char *file, uint64_t sequen
     return offset >= durable_through(r, sequence) ? LB_ISSUE_TORN : otherwise;
 }
 
-static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t file_offset,
-                 uint32_t offset,
-                 const uint8_t *logical, size_t length, uint32_t thread_id, uint64_t sequence,
-                 int fragmented) {
+static int emit(lb_reader *r, const time_map *map, const char *file, uint64_t file_offset,
+                uint32_t offset,
+                const uint8_t *logical, size_t length, uint32_t thread_id, uint64_t sequence,
+                int fragmented) {
     window_run *run = r->run;
     if (length < LB_RECORD_FIXED_SIZE - 8) {
         lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
                                     "record arguments do not decode");
         if (issue) issue->records = 1;
-        return;
+        return 1;
     }
     uint64_t ticks;
     uint32_t site_id;
@@ -771,7 +790,7 @@ static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t f
     }
     if (LB_UNLIKELY(r->stopped)) {
         run->found++;  /* read, not handed out: the visitor stopped the stream */
-        return;
+        return 0;
     }
     if (LB_UNLIKELY(r->filtering)) {
         const lb_read_filter *f = &r->filter;
@@ -779,25 +798,25 @@ static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t f
             (f->since_ns && wall < f->since_ns) || (f->until_ns && wall >= f->until_ns) ||
             (f->accept && !accepted(r, map->session, site_id, logger_id))) {
             run->found++;  /* read, not handed out */
-            return;
+            return 0;
         }
     }
     if (!args_valid(args, args_length)) {
         lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
                                     "record arguments do not decode");
         if (issue) issue->records = 1;
-        return;
+        return 1;
     }
     if (LB_UNLIKELY(run->count == run->capacity)) {
         size_t cap = run->capacity ? run->capacity * 2 : 256;
         lb_entry *grown = realloc(run->entries, cap * sizeof *grown);
-        if (!grown) return;
+        if (!grown) return 0;
         run->entries = grown;
         run->capacity = cap;
     }
     if (fragmented) {
         args = spill_copy(run, args, args_length);
-        if (!args) return;
+        if (!args) return 0;
     }
     lb_entry *e = &run->entries[run->count];
     e->ticks = ticks;
@@ -815,7 +834,17 @@ static void emit(lb_reader *r, const time_map *map, const char *file, uint64_t f
     e->args_length = args_length;
     run->count++;
     run->found++;
+    return 0;
 }
+
+/* What a walk found that it could not show, for lb_reader_overwritten and verify: records that
+ * issues account for as damaged, and records whose beginning the overwrite policy destroyed (which
+ * an issue names too); the two never overlap. */
+typedef struct walk_tally {
+    uint32_t unreadable;
+    uint32_t beginnings_overwritten;
+    uint8_t trailing;            /* TRAILING_*: the chunk ends with a FIRST or MIDDLE fragment */
+} walk_tally;
 
 typedef struct walk_context {
     lb_reader *r;
@@ -828,6 +857,7 @@ typedef struct walk_context {
     lb_issue *corrupt_issue;     /* the issue reporting where the walk broke off, if any */
     uint32_t records;            /* FULL and LAST records walked (the header's record_count) */
     int deferred;                /* stopped before a fragment whose beginning comes next scan */
+    walk_tally tally;            /* of those records, what could not be shown, and why */
 } walk_context;
 
 static int fragment_beginning_may_come(lb_reader *r, uint64_t chunk, uint64_t previous);
@@ -863,6 +893,30 @@ static int fragment_beginning_may_come(lb_reader *r, uint64_t chunk, uint64_t pr
     if (h.sequence == previous && lb_chunk_header_check(&h, (uint32_t)(previous % count), count) >= 0)
         return !seen || atomic_load(&h.committed) > seen->offset;
     return r->header.wrap_policy == LB_WRAP_LOSSLESS && !(seen && seen->archived);
+}
+
+/* Whether the overwrite policy destroyed the beginning of a large record whose next fragment found
+ * none pending, `previous` being the chunk before that fragment's: `previous` is a MIDDLE whose own
+ * beginning was destroyed so, or it left the ring (its slot reused) before this reader walked to
+ * its end. Otherwise the beginning was lost to damage (an issue accounts for the record, and
+ * lb_reader_overwritten does not), or with an archive file: neither is the overwrite policy. */
+static int beginning_overwritten(lb_reader *r, uint64_t previous) {
+    if (!r->ring_mode || r->ring_fd < 0 || !r->geometry_known || r->ring_broken ||
+        r->header.wrap_policy == LB_WRAP_LOSSLESS)
+        return 0;
+    const seen_chunk *seen = seen_find(r, previous);
+    if (seen && seen->trailing) return seen->trailing == TRAILING_OVERWRITTEN;
+    if (seen && seen->broken) return 0;
+    if (seen && seen->gone) return 1;
+    const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
+    const uint32_t slot = (uint32_t)(previous % count);
+    lb_chunk_header h;
+    if (lb_pread_full(r->ring_fd, &h, sizeof h, LB_RING_HEADER_SIZE + (uint64_t)slot * size) !=
+        (ssize_t)sizeof h)
+        return 0;
+    /* Reused: a later chunk is there, or a claim is under way. A damaged header tells nothing. */
+    int check = lb_chunk_header_check(&h, slot, count);
+    return check == 2 ? h.sequence != previous : check == 0 && h.sequence > previous;
 }
 
 static void drop_pending(lb_reader *r, pending_record *p) {
@@ -923,10 +977,13 @@ static int altered_record(walk_context *w, const lb_walk_record *rec, uint64_t f
         pending_record *p = prev ? find_pending(r, prev) : NULL;
         if (p) p->consumed = 1;
     }
+    if (rec->kind == LB_RECORD_FIRST || rec->kind == LB_RECORD_MIDDLE)
+        w->tally.trailing = TRAILING_LOST;
     lb_issue *issue = add_issue(r, altered_issue_kind(w, rec), w->file, file_offset, rec->length,
                                 "record fails its page check: its bytes after the first page are "
                                 "from another moment (a power loss) or damaged; not shown");
     if (issue && counted) issue->records = 1;
+    if (counted) w->tally.unreadable++;
     return 0;
 }
 
@@ -942,8 +999,8 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
     if (LB_UNLIKELY(rec->altered)) return altered_record(w, rec, file_offset);
     switch (rec->kind) {
     case LB_RECORD_FULL:
-        emit(r, &w->map, w->file, file_offset, rec->offset, body, body_length, h->thread_id,
-             h->sequence, 0);
+        w->tally.unreadable += (uint32_t)emit(r, &w->map, w->file, file_offset, rec->offset, body,
+                                              body_length, h->thread_id, h->sequence, 0);
         return 0;
     case LB_RECORD_FIRST: {
         if (end + LB_RECORD_CHECK_SIZE + 8 <= w->chunk_size) {
@@ -952,6 +1009,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
             w->corrupt = 1;
             return 1;
         }
+        w->tally.trailing = TRAILING_LOST;  /* unless it is kept below */
         if (r->pending_count >= PENDING_MAX) return 0;
         pending_record p = {h->sequence, h->sequence, rec->offset, file_offset, w->file,
                             h->thread_id, h->session, malloc(body_length + COPY_SLACK),
@@ -961,6 +1019,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         r->pending = realloc(r->pending, (r->pending_count + 1) * sizeof *r->pending);
         if (!r->pending) { free(p.bytes); r->pending_count = 0; return 0; }
         r->pending[r->pending_count++] = p;
+        w->tally.trailing = TRAILING_PENDING;
         return 0;
     }
     default: {
@@ -981,17 +1040,27 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
             w->deferred = 1;
             return 1;
         }
+        int last = rec->kind == LB_RECORD_LAST;
         if (!p) {
-            /* Its chunk counts the record, which cannot be shown: accounted for here. */
+            /* Its chunk counts the record, which cannot be shown: accounted for here. Whether the
+             * overwrite policy destroyed its beginning (lb_reader_overwritten counts it) or it was
+             * lost otherwise (damage: only the issue counts it) is passed on to the chunk after. */
+            int overwritten = prev && beginning_overwritten(r, prev);
             lb_issue *issue = add_issue(r, LB_ISSUE_TORN, w->file, file_offset, rec->length,
-                                        "fragment whose beginning was overwritten or lost");
-            if (issue && rec->kind == LB_RECORD_LAST) issue->records = 1;
+                                        overwritten ? "fragment whose beginning was overwritten"
+                                                    : "fragment whose beginning was lost");
+            if (issue && last) issue->records = 1;
+            if (!last) w->tally.trailing = overwritten ? TRAILING_OVERWRITTEN : TRAILING_LOST;
+            else if (overwritten) w->tally.beginnings_overwritten++;
+            else w->tally.unreadable++;
             return 0;
         }
+        if (!last) w->tally.trailing = TRAILING_LOST;  /* unless it is kept below */
         if (p->length + body_length > LB_RECORD_MAX_SIZE) {
             lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
                                         "fragmented record exceeds the record size limit");
-            if (issue && rec->kind == LB_RECORD_LAST) issue->records = 1;
+            if (issue && last) issue->records = 1;
+            if (last) w->tally.unreadable++;
             p->consumed = 1;
             return 0;
         }
@@ -1001,11 +1070,14 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         memcpy(p->bytes + p->length, body, body_length);
         p->length += body_length;
         p->last_sequence = h->sequence;
-        if (rec->kind == LB_RECORD_LAST) {
+        if (last) {
             time_map map = make_time_map(r, h, p->session);
-            emit(r, &map, p->first_file, p->first_file_offset, p->first_offset, p->bytes,
-                 p->length, p->thread_id, p->first_sequence, 1);
+            w->tally.unreadable += (uint32_t)emit(r, &map, p->first_file, p->first_file_offset,
+                                                  p->first_offset, p->bytes, p->length,
+                                                  p->thread_id, p->first_sequence, 1);
             p->consumed = 1;
+        } else {
+            w->tally.trailing = TRAILING_PENDING;
         }
         return 0;
     }
@@ -1764,8 +1836,9 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
                         /* It left the ring before this scan listed its archived copy: it was not
                          * overwritten unread after all (see chunk_left_ring). */
                         seen->gone = 0;
-                        r->gone_read -= seen->shown;
-                        r->unshown += seen->records - seen->shown;
+                        r->gone_read -= seen->shown + seen->unreadable;
+                        r->beginnings_overwritten += seen->beginnings_overwritten;
+                        r->gone_beginnings -= seen->beginnings_overwritten;
                     }
                     if (!seen->claim_noted) note_claim(r, h.claim);
                     seen->claim_noted = 1;
@@ -1794,10 +1867,11 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
 /* Walks a chunk copied into the image of r->run (image_length bytes) from where earlier scans stopped. Once
  * the chunk is complete (sealed in the ring, or an archived image) its walk must reach its
  * `committed` end and find its `record_count` records: what it does not find is reported with
- * the number of records lost. */
+ * the number of records lost (and tallied as unreadable). */
 static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size, const char *file,
                        uint64_t file_offset, int complete, size_t *entry_mark, size_t *issue_mark,
-                       size_t *pending_mark, uint32_t *stop, int *corrupt, uint32_t *records) {
+                       size_t *pending_mark, uint32_t *stop, int *corrupt, uint32_t *records,
+                       walk_tally *tally) {
     const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->run->image;
     seen_chunk *seen = seen_find(r, h->sequence);
     uint32_t start = seen ? seen->offset : LB_CHUNK_HEADER_SIZE;
@@ -1806,7 +1880,7 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
     *issue_mark = r->issue_count;
     *pending_mark = r->pending_count;
     walk_context w = {r, h, make_time_map(r, h, h->session), file, file_offset, chunk_size, 0,
-                      NULL, 0, 0};
+                      NULL, 0, 0, {0}};
     lb_walk_end end;
     *stop = lb_chunk_walk_inline(r->run->image, image_length, start, walk_visit, &w, &end);
     if (end == LB_WALK_END_INVALID && !w.corrupt) {
@@ -1817,6 +1891,7 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
     }
     *corrupt = w.corrupt;
     *records = before + w.records;
+    *tally = w.tally;
     if (w.deferred) {
         seen_chunk *again = seen_add(r, h->sequence);
         if (again && again->deferrals < UINT8_MAX) again->deferrals++;
@@ -1828,6 +1903,7 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
      * after it: a walk never finds fewer records than it, unless bytes are damaged. */
     if (*records < count && (complete || !w.corrupt)) {
         uint32_t lost = count - *records;
+        tally->unreadable += lost;
         if (w.corrupt_issue) {
             w.corrupt_issue->records += lost;
         } else {
@@ -1849,14 +1925,27 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
 
 /* What a walk of chunk `sequence` found, kept for the next scans, verify and the follower's
  * account: where it stopped, the records it walked (all of them so far), the entries it made
- * (since entry_mark), whether it broke off, whether the copy came from an archive file, and
- * whether the chunk was still active. */
+ * (since entry_mark), what it could not show and why (tally), whether it broke off, whether the
+ * copy came from an archive file, and whether the chunk was still active. */
 static void note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop,
-                      uint32_t records, int corrupt, int archived, int active) {
+                      uint32_t records, int corrupt, const walk_tally *tally, int archived,
+                      int active) {
     seen_chunk *seen = seen_add(r, sequence);
     if (!seen) return;
     uint32_t shown = r->run->found - (uint32_t)entry_mark;
-    r->unshown += (records - seen->records) - shown;
+    /* Records it could not show because the overwrite policy destroyed their beginning count as
+     * overwritten; damaged ones (tally->unreadable) do not: issues account for them. A chunk whose
+     * slot was reused already (its mirror copy read after) is all in the reuse's count: what was
+     * read of it is taken off, as chunk_left_ring does. */
+    if (seen->gone) {
+        r->gone_read += shown + tally->unreadable;
+        r->gone_beginnings += tally->beginnings_overwritten;
+    } else {
+        r->beginnings_overwritten += tally->beginnings_overwritten;
+    }
+    seen->beginnings_overwritten += tally->beginnings_overwritten;
+    seen->unreadable += tally->unreadable;
+    if (tally->trailing) seen->trailing = tally->trailing;
     seen->offset = stop;
     seen->records = records;
     seen->shown += shown;
@@ -1914,25 +2003,28 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
     size_t entries, issues, pending;
     uint32_t stop, records;
     int corrupt;
+    walk_tally tally;
     walk_chunk(r, ref->length, f->chunk_size, archive_label(r, f), ref->offset, 1, &entries,
-               &issues, &pending, &stop, &corrupt, &records);
+               &issues, &pending, &stop, &corrupt, &records, &tally);
     drop_consumed_pending(r);
     orphan_pending(r, h);
-    note_walk(r, ref->sequence, entries, stop, records, corrupt, 1, 0);
+    note_walk(r, ref->sequence, entries, stop, records, corrupt, &tally, 1, 0);
     r->run_counts = 1;
     *walked = 1;
 }
 
 /* A chunk this reader read (some of) left the ring: unless an archive file holds it, the records
- * it had read of it are not among those the overwrite policy destroyed unread. */
+ * it had read of it (shown, or accounted for by issues as damaged) are not among those the
+ * overwrite policy destroyed unread. */
 static void chunk_left_ring(lb_reader *r, uint64_t sequence) {
     seen_chunk *seen = seen_find(r, sequence);
     if (seen) seen->active = 0;  /* sealed before its slot was reused: counted in the header */
     if (!seen || seen->archived || seen->gone) return;
     seen->gone = 1;
-    r->gone_read += seen->shown;
-    /* Its records that could not be shown are now among those its reuse counted. */
-    r->unshown -= seen->records - seen->shown;
+    r->gone_read += seen->shown + seen->unreadable;
+    /* Its records whose beginning was overwritten are now among those its reuse counted. */
+    r->beginnings_overwritten -= seen->beginnings_overwritten;
+    r->gone_beginnings += seen->beginnings_overwritten;
 }
 
 /* ---- the ring ---- */
@@ -2058,11 +2150,12 @@ static void read_mirror_chunk(lb_reader *r, const chunk_ref *ref) {
     size_t entries, issues, pending;
     uint32_t stop, records;
     int corrupt;
+    walk_tally tally;
     walk_chunk(r, ref->length, r->header.chunk_size, "mirror", ref->offset, 0, &entries, &issues,
-               &pending, &stop, &corrupt, &records);
+               &pending, &stop, &corrupt, &records, &tally);
     drop_consumed_pending(r);
     orphan_pending(r, h);
-    note_walk(r, ref->sequence, entries, stop, records, corrupt, 0,
+    note_walk(r, ref->sequence, entries, stop, records, corrupt, &tally, 0,
               atomic_load(&h->state) == LB_CHUNK_ACTIVE);
     r->run_counts = 1;
 }
@@ -2092,8 +2185,9 @@ static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     size_t entry_mark, issue_mark, pending_mark;
     uint32_t stop, records;
     int corrupt;
+    walk_tally tally;
     walk_chunk(r, size, size, "ring", at, complete, &entry_mark, &issue_mark, &pending_mark, &stop,
-               &corrupt, &records);
+               &corrupt, &records, &tally);
     /* The chunk may have been reclaimed while we copied it: then nothing of it counts. */
     lb_chunk_header again;
     if (lb_pread_full(r->ring_fd, &again, sizeof again, at) != (ssize_t)sizeof again ||
@@ -2113,7 +2207,7 @@ static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     free(saved);
     drop_consumed_pending(r);
     orphan_pending(r, h);
-    note_walk(r, ref->sequence, entry_mark, stop, records, corrupt, 0, !complete);
+    note_walk(r, ref->sequence, entry_mark, stop, records, corrupt, &tally, 0, !complete);
     r->run_counts = 1;
     return 0;
 }
@@ -2642,12 +2736,14 @@ long lb_reader_scan(lb_reader *r) {
 }
 
 /* Records destroyed unread = the growth of records_overwritten (what reuse destroyed) less what
- * this reader had shown of the chunks that left the ring, plus the records it walked but could
- * not show in chunks still there (a LAST fragment whose beginning was overwritten: its record is
- * counted in its own chunk, which survived). */
+ * this reader had read of the chunks that left the ring (shown, or accounted for by issues as
+ * damaged), plus the LAST fragments it walked in chunks still there whose beginning the overwrite
+ * policy destroyed (the record is counted in its own chunk, which survived). Records it could not
+ * show because their bytes are damaged are not here: issues account for them, and counting them
+ * too made `logbook export` call damaged records overwritten (found by an outside test). */
 uint64_t lb_reader_overwritten(const lb_reader *r) {
     if (!r || !r->overwritten_baseline_set) return 0;
-    uint64_t destroyed = r->overwritten_now - r->overwritten_baseline + r->unshown;
+    uint64_t destroyed = r->overwritten_now - r->overwritten_baseline + r->beginnings_overwritten;
     return destroyed > r->gone_read ? destroyed - r->gone_read : 0;
 }
 
@@ -2930,8 +3026,9 @@ int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
     uint64_t gone = out->records_overwritten + out->records_retired;
     out->records_expected = written > gone ? written - gone : 0;
     /* A reader that followed a live overwrite ring read some records before the ring overwrote
-     * them: they are among the overwritten and among the found. */
-    if (h.wrap_policy != LB_WRAP_LOSSLESS) out->records_expected += r->gone_read;
+     * them: they are among the overwritten, and among the found or those issues account for. */
+    if (h.wrap_policy != LB_WRAP_LOSSLESS)
+        out->records_expected += r->gone_read + r->gone_beginnings;
     out->records_unreadable = explained;
     out->accounted = 1;
     if (gone > written && read_after_power_loss(r)) {
