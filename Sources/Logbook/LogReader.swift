@@ -356,6 +356,9 @@ public final class LogReader {
         return lb_reader_entry_count(raw)
     }
 
+    /// How many writing sessions the scans so far know (``knownSessions`` is made only when it grows).
+    package var knownSessionCount: Int { lb_reader_session_count(raw) }
+
     /// The writing sessions known from the scans so far (pid, executable, host), in any mode: a
     /// bundle, an archive directory or an archive file.
     package var knownSessions: [BundleInfo.Session] {

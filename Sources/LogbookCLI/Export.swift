@@ -123,6 +123,7 @@ struct Export: ParsableCommand {
             }
             for issue in report.issues { warn("the reader reports: \(escapingControlCharacters(issue))") }
             total.overwritten += report.overwritten
+            total.unreadable += report.unreadable
             total.exported += report.exported
             total.rejected += report.rejected
             total.repeated += report.repeated
@@ -140,7 +141,8 @@ struct Export: ParsableCommand {
             + (total.repeated > 0 ? ", \(total.repeated) sent again after a restart" : "")
             + (total.truncated > 0 ? ", \(total.truncated) syslog messages truncated" : "")
             + (total.resent > 0 ? ", \(total.resent) RELP messages resent after a broken connection" : "")
-            + (total.overwritten > 0 ? ", \(total.overwritten) overwritten before they could be read" : ""))
+            + (total.overwritten > 0 ? ", \(total.overwritten) overwritten before they could be read" : "")
+            + (total.unreadable > 0 ? ", \(total.unreadable) unreadable (damaged; see the reader's reports)" : ""))
         if !total.gaveUp.isEmpty { throw ExitCode(1) }
     }
 

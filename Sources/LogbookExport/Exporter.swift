@@ -3,16 +3,17 @@ import Logbook
 import LogbookUpload
 
 /// Exports a bundle's (or archive directory's) records to a destination from a persisted cursor:
-/// reads through `LogReader`, skips what the cursor says was acknowledged, sends batches bounded
-/// in records and bytes, and saves the cursor after each acknowledged batch (the batch in flight
-/// is saved before it is sent, so a killed exporter repeats at most that batch, counted).
+/// reads through `LogReader`'s stream, skips what the cursor says was acknowledged, sends batches
+/// bounded in records and bytes, and saves the cursor as batches are acknowledged (the batches in
+/// flight are saved before they are sent, so a killed exporter repeats at most those, counted).
 ///
 /// The cursor holds a mark per chunk (`ExportCursor`). Marks of chunks the source no longer holds
-/// are dropped after a read of everything the source holds: the first pass, and a pass after the
-/// marks passed `maximumMarks` (it reads the whole source again, once). A bundle made again at the
+/// are dropped after a read of everything the source holds: the first pass, and a pass after
+/// `maximumMarks` marks were added since the last such read (it reads the whole source again, once). A bundle made again at the
 /// same path (another ring: its creation time differs) starts the cursor over, reported in
-/// `Report.startedOver`. Memory: the reader holds what is new since the last pass (undecoded, about
-/// 110 bytes a record), and one batch is decoded at a time.
+/// `Report.startedOver`. Memory does not grow with the backlog: the records are decoded on a thread
+/// of their own as the pass sends them (the reader's window, a few batches read ahead and the
+/// batches in flight).
 public final class Exporter {
     public struct Configuration: Sendable {
         /// A bundle, an archive directory or an archive file.
@@ -23,8 +24,8 @@ public final class Exporter {
         public var maximumBatchRecords: Int
         public var maximumBatchBytes: Int
 
-        /// Chunk marks kept before a pass reads the whole source to drop those of chunks it no
-        /// longer holds.
+        /// Chunk marks added since the last read of the whole source before a pass reads it whole
+        /// again, to drop the marks of chunks it no longer holds.
         public var maximumMarks: Int
         /// OTLP requests in flight at once (at least 1), over kept-alive connections. Batches are
         /// acknowledged in order only: the cursor moves over a prefix of acknowledged batches, so
@@ -67,9 +68,12 @@ public final class Exporter {
         /// Records of an overwrite ring destroyed before the exporter could read them (the reader's
         /// `overwrittenRecords`, its growth during this pass): lost to the destination too.
         public var overwritten: UInt64 = 0
-        /// Damage the reader found during this pass (`LogIssue` descriptions): what it could not
-        /// read is not exported.
+        /// Damage the reader found during this pass (`LogIssue` descriptions, without the records
+        /// the overwrite policy destroyed: those are ``overwritten``): what it could not read is not
+        /// exported.
         public var issues: [String] = []
+        /// The records those issues account for (unreadable: damaged, cut short or missing).
+        public var unreadable: UInt64 = 0
 
         public init() {}
     }
@@ -94,12 +98,16 @@ public final class Exporter {
         public var resent = 0
         /// Records of an overwrite ring destroyed before the exporter could read them.
         public var overwritten: UInt64 = 0
-        /// Damage the reader reported.
+        /// Damage the reader reported, and the records it accounts for (not exported).
         public var issues = 0
-        /// The queue: records the pass under way found to send and has not settled (acknowledged
-        /// or given up) yet; 0 between passes. Records written since that pass began are not in
-        /// it: the next pass finds them.
+        public var unreadable: UInt64 = 0
+        /// The queue: records the pass under way read (decoded, in memory) and has not settled
+        /// (acknowledged or given up) yet; 0 between passes. The pass reads as it sends, so with
+        /// a backlog this is the batches in flight and those read ahead, not the whole backlog.
         public var pending = 0
+        /// The most records ``pending`` held at once: the exporter's memory in records, at most
+        /// (2 × `requestsInFlight` + 3) × `maximumBatchRecords` whatever the backlog.
+        public var peakPending = 0
 
         public init() {}
     }
@@ -189,66 +197,72 @@ public final class Exporter {
         var report = Report()
         report.startedOver = startedOver
         startedOver = false
-        // The new entries stay held by the C reader; only those not exported yet are decoded, a
-        // batch at a time (memory: the reader's entries and one batch).
-        let held: Int
-        if readsEverything {
+        let wholeRead = readsEverything
+        let freshCursor = cursor.exported == 0 && cursor.marks.isEmpty
+        if wholeRead {
             reader = try LogReader(path: configuration.source)
             issuesReported = 0
             overwrittenReported = 0
-            held = try reader.scanHeld()
-            // What needs the whole source (missing archive files, records overwritten or lost by
-            // the bundle's own counts) becomes issues, reported below: checked on each whole read.
-            _ = try? reader.verify()
-            // everything the source holds: marks of chunks below the oldest are of nothing
-            var oldest = UInt64.max
-            for index in 0..<held { oldest = min(oldest, reader.heldPosition(index).chunkSequence) }
-            if held > 0 { cursor.forget(below: oldest) }
-            readsEverything = false
-        } else {
-            held = try reader.scanHeld()
         }
-        let issues = reader.issues
-        report.issues = issues.dropFirst(issuesReported).map(\.description)
-        issuesReported = issues.count
-        let overwritten = reader.overwrittenRecords
-        report.overwritten = overwritten > overwrittenReported ? overwritten - overwrittenReported : 0
-        overwrittenReported = max(overwrittenReported, overwritten)
-        // The queue, for ``statistics``: positions only (nothing decoded), O(held).
-        var queued = 0
-        for index in 0..<held {
-            let (sequence, offset) = reader.heldPosition(index)
-            if !cursor.isExported(chunkSequence: sequence, chunkOffset: offset) { queued += 1 }
-        }
-        monitor.update { [report] in
-            $0.issues += report.issues.count
-            $0.overwritten += report.overwritten
-            $0.pending = queued
-        }
-        if case .otlp(let destination, var encoding) = sink, encoding.executableName == nil {
-            for session in reader.knownSessions where !session.executable.isEmpty {
-                encoding.executableNames[session.pid] = (session.executable as NSString).lastPathComponent
+        // Until this pass ends as it should, the next one reads the whole source with a new
+        // reader: this one counts as read what a stopped pass never settled.
+        readsEverything = true
+        let depth: Int
+        if case .otlp = sink { depth = configuration.requestsInFlight } else { depth = 1 }
+        // Records not exported yet are decoded on the stream's thread, a batch at a time; memory
+        // is the reader's window, the batches waiting and those in flight, whatever the backlog.
+        let monitor = monitor
+        let stream = EntryStream(reader: reader, skipping: cursor, batchRecords: configuration.maximumBatchRecords,
+                                 capacity: depth + 1) { records in
+            monitor.update {
+                $0.pending += records
+                $0.peakPending = max($0.peakPending, $0.pending)
             }
-            sink = .otlp(destination, encoding)
         }
-        var next = 0
+        defer { stream.stop() }
+        var streamEnded = false
         // Decoded, not acknowledged, in order: the first `assigned` are in flight (`flights`, one
         // batch each, in the same order), the rest wait for a batch.
-        var pending: [LogEntry] = []
+        var pending = EntryQueue()
         var assigned = 0
         var flights: [Flight] = []
         // Records per batch for the rest of this pass, halved by each 413 (the collector's limit).
         var recordLimit = configuration.maximumBatchRecords
         var repeatsCounted = 0  // leading pending records whose repeat was counted
-        let depth: Int
-        if case .otlp = sink { depth = configuration.requestsInFlight } else { depth = 1 }
-        /// Decodes what the next batch needs.
-        func fill() {
-            while pending.count - assigned < configuration.maximumBatchRecords && next < held {
-                let (sequence, offset) = reader.heldPosition(next)
-                if !cursor.isExported(chunkSequence: sequence, chunkOffset: offset) { pending.append(reader.heldEntry(next)) }
-                next += 1
+        var unsaved = false     // an acknowledgement the cursor file does not have yet
+        /// Takes what the next batch needs from the stream.
+        func fill() async throws {
+            while !streamEnded && pending.count - assigned < configuration.maximumBatchRecords {
+                guard let batch = try await stream.next() else {
+                    streamEnded = true
+                    break
+                }
+                if let names = batch.executables, case .otlp(let destination, var encoding) = sink, encoding.executableName == nil {
+                    encoding.executableNames.merge(names) { $1 }
+                    sink = .otlp(destination, encoding)
+                }
+                pending.append(batch.entries)
             }
+        }
+        /// Saves the cursor, with the batches in flight (`flights` and `starting`) as its in-flight
+        /// extent: a journal entry of the marks changed since the last save (whole after a kill,
+        /// which is what the in-flight extent is for), or now and then (``journalEntriesPerSnapshot``)
+        /// a durable snapshot of the whole cursor.
+        func save(with starting: [Flight] = [], durable: Bool = false) throws {
+            var extent: [UInt64: UInt32] = [:]
+            for flight in flights + starting {
+                extent.merge(flight.extent) { max($0, $1) }
+            }
+            cursor.inFlight = extent
+            if durable || journalEntries >= Self.journalEntriesPerSnapshot {
+                try store.save(cursor, as: configuration.destinationName)
+                journalEntries = 0
+            } else {
+                try store.append(cursor, changedChunks: changedChunks, as: configuration.destinationName)
+                journalEntries += 1
+            }
+            changedChunks.removeAll(keepingCapacity: true)
+            unsaved = false
         }
         /// A pass that is cancelled stops without acknowledging the batches under way (they stay
         /// in flight in the cursor: sent again by the next pass, counted as repeated).
@@ -256,51 +270,63 @@ public final class Exporter {
             if Task.isCancelled {
                 for flight in flights { flight.task?.cancel() }
                 cursor.repeated += UInt64(report.repeated)
-                try store.save(cursor, as: configuration.destinationName)
+                try save(durable: true)
                 throw ExportError.cancelled(report)
             }
         }
-        /// Starts the batch of the `count` records from `start` (records already assigned to a
-        /// batch that went before, when a 413 splits it), recorded in flight before it is sent.
-        func launch(from start: Int, count: Int) throws -> Flight {
+        /// The batch of the `count` records from `start` (records already assigned to a batch that
+        /// went before, when a 413 splits it), encoded, not sent: it is saved in flight first.
+        func prepare(from start: Int, count: Int) -> Flight {
             var end = count
             var body: [UInt8] = []
             if case .otlp(_, let encoding) = sink {
-                body = encoding.encode(Array(pending[start..<start + end]), observedNanoseconds: Spool.wallClock())
+                body = encoding.encode(pending.slice(start, end), observedNanoseconds: Spool.wallClock())
                 while body.count > configuration.maximumBatchBytes && end > 1 {  // halve until it fits
                     end /= 2
-                    body = encoding.encode(Array(pending[start..<start + end]), observedNanoseconds: Spool.wallClock())
+                    body = encoding.encode(pending.slice(start, end), observedNanoseconds: Spool.wallClock())
                 }
             }
             // Counted once per record: a batch split after a 413 sends its records again.
             let fresh = max(0, start + end - max(start, repeatsCounted))
-            let repeated = pending[(start + end - fresh)..<(start + end)].filter(resumed.wasInFlight).count
+            let repeated = resumed.inFlight.isEmpty ? 0 : pending.slice(start + end - fresh, fresh).filter(resumed.wasInFlight).count
             repeatsCounted = max(repeatsCounted, start + end)
             report.repeated += repeated
             if repeated > 0 { monitor.update { $0.repeated += repeated } }
-            cursor.inFlight = ExportCursor.extent(of: pending[0..<max(assigned, start + end)])
-            try store.save(cursor, as: configuration.destinationName)
-            var task: Task<OTLPDestination.Delivery, Never>?
-            if case .otlp(let destination, _) = sink {
-                let batchBody = body
-                task = Task { await destination.deliver(batchBody) }
+            return Flight(count: end, body: body, extent: ExportCursor.extent(of: pending.slice(start, end)), task: nil)
+        }
+        /// Saves `starting` in flight, then sends them (OTLP; a syslog batch is sent when it is
+        /// the head).
+        func start(_ starting: [Flight]) throws -> [Flight] {
+            try save(with: starting)
+            guard case .otlp(let destination, _) = sink else { return starting }
+            return starting.map { flight in
+                var flight = flight
+                let body = flight.body
+                flight.task = Task { await destination.deliver(body) }
+                flight.body = []
+                return flight
             }
-            return Flight(count: end, bodyBytes: body.count, task: task)
         }
         while true {
-            fill()
-            while flights.count < depth && assigned < pending.count {
-                let flight = try launch(from: assigned, count: min(pending.count - assigned, recordLimit))
-                flights.append(flight)
+            try await fill()
+            var starting: [Flight] = []
+            while flights.count + starting.count < depth && assigned < pending.count {
+                let flight = prepare(from: assigned, count: min(pending.count - assigned, recordLimit))
+                starting.append(flight)
                 assigned += flight.count
-                fill()
+                try await fill()
+            }
+            if !starting.isEmpty {
+                flights += try start(starting)
+            } else if unsaved {
+                try save()
             }
             if flights.isEmpty { break }
-            let head = flights.removeFirst()
-            let batch = pending[0..<head.count]
+            let head = flights[0]  // in flight until it is settled (a cancelled pass saves it so)
+            let batch = pending.slice(0, head.count)
             switch sink {
             case .otlp:
-                let tasks = TaskList(([head] + flights).compactMap(\.task))
+                let tasks = TaskList(flights.compactMap(\.task))
                 let delivery = await withTaskCancellationHandler {
                     await head.task!.value
                 } onCancel: {
@@ -328,11 +354,12 @@ public final class Exporter {
                         recordLimit = max(1, min(recordLimit, head.count / 2))  // never larger again this pass
                         var again: [Flight] = [], covered = 0
                         while covered < head.count {
-                            let flight = try launch(from: covered, count: min(recordLimit, head.count - covered))
+                            let flight = prepare(from: covered, count: min(recordLimit, head.count - covered))
                             again.append(flight)
                             covered += flight.count
                         }
-                        flights.insert(contentsOf: again, at: 0)
+                        flights.removeFirst()
+                        flights.insert(contentsOf: try start(again), at: 0)
                         continue
                     }
                     report.gaveUp.append("a record alone is larger than the collector takes (\(head.bodyBytes) bytes): \(reason)")
@@ -353,35 +380,87 @@ public final class Exporter {
                     monitor.update { $0.batchesGivenUp += 1; $0.recordsGivenUp += batch.count }
                 case .unusable(let reason):
                     // nothing acknowledged and nothing skipped: the batch waits for a usable destination
-                    cursor.inFlight = [:]
-                    try store.save(cursor, as: configuration.destinationName)
+                    flights = []
+                    try save(durable: true)
                     throw ExportError.unusableDestination(reason)
                 }
             }
+            flights.removeFirst()
             cursor.acknowledge(batch)
+            changedChunks.formUnion(head.extent.keys)
             pending.removeFirst(head.count)
             assigned -= head.count
             repeatsCounted = max(0, repeatsCounted - head.count)
-            cursor.inFlight = ExportCursor.extent(of: pending[0..<assigned])  // the batches still in flight
-            try store.save(cursor, as: configuration.destinationName)
+            unsaved = true  // saved with the next batches started, or before the next wait
             monitor.update { $0.pending = max(0, $0.pending - batch.count) }
+        }
+        // The read ended and everything it handed over is settled: the reader is the pass's again.
+        if wholeRead {
+            // What needs the whole source (missing archive files, records overwritten or lost by
+            // the bundle's own counts) becomes issues: checked on each whole read.
+            _ = try? reader.verify()
+            // Everything the source holds was read: marks of chunks below the oldest are of nothing.
+            if stream.oldestChunk != .max { cursor.forget(below: stream.oldestChunk) }
+        }
+        let issues = reader.issues
+        // Records the overwrite policy destroyed are counted in `overwritten`, not as damage.
+        let newIssues = issues.dropFirst(issuesReported).filter { $0.kind != .overwritten }
+        report.issues = newIssues.map(\.description)
+        report.unreadable = newIssues.reduce(0) { $0 + $1.records }
+        issuesReported = issues.count
+        let overwritten = reader.overwrittenRecords
+        report.overwritten = overwritten > overwrittenReported ? overwritten - overwrittenReported : 0
+        overwrittenReported = max(overwrittenReported, overwritten)
+        if wholeRead && freshCursor {
+            // Before this cursor's first read, by the bundle's own counts (verify): lost to this
+            // destination too. Later passes count only what the reader saw destroyed.
+            report.overwritten += issues.filter { $0.kind == .overwritten }.reduce(0) { $0 + $1.records }
+        }
+        monitor.update { [report] in
+            $0.issues += report.issues.count
+            $0.unreadable += report.unreadable
+            $0.overwritten += report.overwritten
         }
         cursor.repeated += UInt64(report.repeated)
         resumed.inFlight = [:]
-        try store.save(cursor, as: configuration.destinationName)
-        if cursor.marks.count > configuration.maximumMarks { readsEverything = true }
+        try save(durable: true)
+        if wholeRead { marksAfterWholeRead = cursor.marks.count }
+        // Read whole again once `maximumMarks` marks were added since (a source of many chunks
+        // is not read whole on every pass).
+        readsEverything = cursor.marks.count > marksAfterWholeRead + configuration.maximumMarks
         return report
     }
+
+    /// Journal entries (one per acknowledged batch, about) between two durable snapshots of the
+    /// cursor: a power loss sends again at most the batches of this many, not counted as repeats.
+    static let journalEntriesPerSnapshot = 64
+    /// The marks the cursor held after the last whole read dropped those of chunks gone.
+    private var marksAfterWholeRead = 0
+    /// Journal entries since the last snapshot; the first save of an exporter is a snapshot.
+    private var journalEntries = Int.max
+    /// Chunks whose marks changed since the last save (what its journal entry holds).
+    private var changedChunks: Set<UInt64> = []
 
     /// The cursor as saved (for reports and tests).
     public var savedCursor: ExportCursor { cursor }
 
-    /// A batch in flight: its records (the next `count` of the pending ones), the bytes of its
-    /// body, and its delivery (OTLP; nil for syslog, delivered when it is the head).
+    /// A batch in flight: its records (the next `count` of the pending ones), its body (until it is
+    /// sent) and how many bytes that was, the highest offset per chunk of its records, and its
+    /// delivery (OTLP; nil for syslog, delivered when it is the head).
     private struct Flight {
         let count: Int
+        var body: [UInt8]
         let bodyBytes: Int
-        let task: Task<OTLPDestination.Delivery, Never>?
+        let extent: [UInt64: UInt32]
+        var task: Task<OTLPDestination.Delivery, Never>?
+
+        init(count: Int, body: [UInt8], extent: [UInt64: UInt32], task: Task<OTLPDestination.Delivery, Never>?) {
+            self.count = count
+            self.body = body
+            bodyBytes = body.count
+            self.extent = extent
+            self.task = task
+        }
     }
 
     /// The deliveries a cancelled pass cancels.

@@ -72,6 +72,11 @@ public struct OTLPLogsEncoding: Sendable {
 
     /// The request body for `entries` in this encoding's ``format``.
     public func encode(_ entries: [LogEntry], observedNanoseconds: Int64) -> [UInt8] {
+        encode(entries[...], observedNanoseconds: observedNanoseconds)
+    }
+
+    /// The request body for a slice of entries (the exporter's batches: no copy of the records).
+    public func encode(_ entries: ArraySlice<LogEntry>, observedNanoseconds: Int64) -> [UInt8] {
         switch format {
         case .protobuf: protobufBody(for: entries, observedNanoseconds: observedNanoseconds)
         case .json: body(for: entries, observedNanoseconds: observedNanoseconds)
@@ -81,6 +86,10 @@ public struct OTLPLogsEncoding: Sendable {
     /// The request body for `entries` as OTLP/HTTP JSON, observed at `observedNanoseconds` (when
     /// the exporter read them).
     public func body(for entries: [LogEntry], observedNanoseconds: Int64) -> [UInt8] {
+        body(for: entries[...], observedNanoseconds: observedNanoseconds)
+    }
+
+    func body(for entries: ArraySlice<LogEntry>, observedNanoseconds: Int64) -> [UInt8] {
         var json = JSONWriter()
         json.raw("{\"resourceLogs\":[")
         for (p, process) in Self.groups(of: entries).enumerated() {
@@ -114,11 +123,22 @@ public struct OTLPLogsEncoding: Sendable {
 
     /// Entries grouped by process, then by logger, each group in the order of its first entry:
     /// one `ResourceLogs` per process, one `ScopeLogs` per logger.
-    static func groups(of entries: [LogEntry]) -> [(pid: UInt32, loggers: [(logger: String, records: [Int])])] {
+    static func groups(of entries: ArraySlice<LogEntry>) -> [(pid: UInt32, loggers: [(logger: String, records: [Int])])] {
+        // The usual batch: one process, one logger (no hashing).
+        if let first = entries.first {
+            let logger = first.logger
+            var same = true
+            for index in entries.indices where entries[index].processID != first.processID || entries[index].logger != logger {
+                same = false
+                break
+            }
+            if same { return [(first.processID, [(logger ?? "", Array(entries.indices))])] }
+        }
         var processes: [UInt32: Int] = [:]
         var result: [(pid: UInt32, loggers: [(logger: String, records: [Int])])] = []
         var scopes: [[String: Int]] = []
-        for (index, entry) in entries.enumerated() {
+        for index in entries.indices {
+            let entry = entries[index]
             let logger = entry.logger ?? ""
             let p: Int
             if let known = processes[entry.processID] { p = known } else {

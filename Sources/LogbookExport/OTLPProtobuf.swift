@@ -7,6 +7,10 @@ extension OTLPLogsEncoding {
     /// field (opentelemetry-proto's `logs.proto`, `common.proto`, `resource.proto`), written straight
     /// into one byte buffer: no message object per record.
     public func protobufBody(for entries: [LogEntry], observedNanoseconds: Int64) -> [UInt8] {
+        protobufBody(for: entries[...], observedNanoseconds: observedNanoseconds)
+    }
+
+    func protobufBody(for entries: ArraySlice<LogEntry>, observedNanoseconds: Int64) -> [UInt8] {
         var out = ProtobufWriter()
         for process in Self.groups(of: entries) {
             let resourceLogs = out.beginMessage(1)  // ExportLogsServiceRequest.resource_logs
@@ -28,8 +32,10 @@ extension OTLPLogsEncoding {
                 let instrumentationScope = out.beginMessage(1)
                 out.string(1, scope.logger, always: false)
                 out.endMessage(instrumentationScope)
-                for index in scope.records {
-                    record(entries[index], observedNanoseconds: observedNanoseconds, into: &out)
+                entries.withUnsafeBufferPointer { buffer in  // records read in place, never copied
+                    for index in scope.records {
+                        record(buffer[index - entries.startIndex], observedNanoseconds: observedNanoseconds, into: &out)
+                    }
                 }
                 out.endMessage(scopeLogs)
             }
@@ -39,7 +45,7 @@ extension OTLPLogsEncoding {
     }
 
     /// One `LogRecord` (ScopeLogs.log_records, field 2).
-    private func record(_ entry: LogEntry, observedNanoseconds: Int64, into out: inout ProtobufWriter) {
+    private func record(_ entry: borrowing LogEntry, observedNanoseconds: Int64, into out: inout ProtobufWriter) {
         let record = out.beginMessage(2)
         out.fixed64(1, UInt64(max(0, entry.wallNanoseconds)))                    // time_unix_nano
         let (number, text) = Self.severity(of: entry.level)

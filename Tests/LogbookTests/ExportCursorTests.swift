@@ -44,6 +44,74 @@ final class ExportCursorTests: XCTestCase {
         XCTAssertEqual(cursor.lowWatermark, newest)
     }
 
+    /// Between snapshots, each save appends a journal entry (the changed marks, the batches in
+    /// flight, the totals): a new store (a restarted exporter) loads the snapshot with the entries
+    /// after it. A torn or damaged tail (a power loss before it reached the disk) ends the journal
+    /// there: the cursor is the last whole entry's. Entries of an older snapshot are never applied,
+    /// and a damaged snapshot is refused whatever the journal holds.
+    func testJournalEntriesAfterTheSnapshotAreAppliedUpToTheFirstBadOne() throws {
+        let dir = makeTemporaryDirectory(self) + "/cursors"
+        var cursor = ExportCursor()
+        cursor.marks = [1: 100, 2: 200]
+        cursor.exported = 10
+        do {
+            let store = try ExportCursorStore(path: dir)
+            try store.save(cursor, as: "d")  // the snapshot
+            var states = [cursor]
+            for step in 1...5 {
+                let chunk = UInt64(step % 3 + 1)
+                cursor.marks[chunk] = (cursor.marks[chunk] ?? 0) + 64
+                cursor.inFlight = [UInt64(step + 10): UInt32(step)]
+                cursor.exported += 7
+                cursor.repeated = UInt64(step)
+                try store.append(cursor, changedChunks: [chunk], as: "d")
+                states.append(cursor)
+            }
+            XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), states[5], "snapshot + 5 entries")
+            let journal = dir + "/d.journal"
+            let whole = try Data(contentsOf: URL(fileURLWithPath: journal))
+            let entryLength = whole.count / 5  // each entry: one changed mark, one in flight
+            XCTAssertEqual(whole.count, 5 * entryLength)
+            // cut inside the last entry: the fourth is the cursor
+            try whole.prefix(whole.count - 3).write(to: URL(fileURLWithPath: journal))
+            XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), states[4], "a torn tail is not applied")
+            // a flipped bit in the third entry: the second is the cursor, whatever follows
+            var damaged = whole
+            damaged[2 * entryLength + 45] ^= 0x01
+            try damaged.write(to: URL(fileURLWithPath: journal))
+            XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), states[2], "nothing after a damaged entry")
+            // garbage instead of a journal: the snapshot alone
+            try Data(repeating: 0xA5, count: 300).write(to: URL(fileURLWithPath: journal))
+            XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), states[0])
+            // a new snapshot: the old journal's entries (older generations) are never applied
+            try whole.write(to: URL(fileURLWithPath: journal))
+            let later = try ExportCursorStore(path: dir)
+            var reloaded = try later.load("d")
+            XCTAssertEqual(reloaded, states[5])
+            reloaded.exported = 99
+            try later.save(reloaded, as: "d")
+            try whole.write(to: URL(fileURLWithPath: journal))  // entries of the snapshot before
+            XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), reloaded, "stale entries are skipped")
+        }
+        // the snapshot damaged: refused, though the journal is whole
+        let snapshot = dir + "/d.cursor"
+        var bytes = try Data(contentsOf: URL(fileURLWithPath: snapshot))
+        bytes[bytes.count - 1] ^= 0x80
+        try bytes.write(to: URL(fileURLWithPath: snapshot))
+        XCTAssertThrowsError(try ExportCursorStore(path: dir).load("d")) { error in
+            XCTAssertEqual((error as? LogbookError)?.errno, EPROTO, "\(error)")
+        }
+        // the snapshot deleted: the cursor starts over, and the journal left is not applied to it
+        XCTAssertEqual(unlink(snapshot), 0)
+        XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), ExportCursor())
+        let fresh = try ExportCursorStore(path: dir)
+        XCTAssertEqual(try fresh.load("d"), ExportCursor())
+        var next = ExportCursor()
+        next.marks = [7: 7]
+        try fresh.save(next, as: "d")
+        XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), next)
+    }
+
     /// A symlink, a FIFO or a directory planted where a cursor belongs is refused: never followed,
     /// never waited on. (The cursor directory follows logbook_files.h's rule: a symlink on its
     /// path only when this user or root owns it.)
