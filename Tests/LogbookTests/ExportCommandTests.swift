@@ -196,6 +196,39 @@ final class ExportCommandTests: XCTestCase {
         XCTAssertEqual(run.output.components(separatedBy: "a batch gave up").count - 1, 3, run.output)
     }
 
+    /// Records whose bytes are damaged are counted as unreadable, by the reader's issues, never
+    /// as overwritten (F5: 2 damaged records of a ring that never wrapped were reported as "2
+    /// records were overwritten in the ring"); the others are exported, each once.
+    func testDamagedRecordsAreUnreadableNotOverwritten() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/damaged.logbook"
+        let bundle = try LogBundle(path: path, capacity: 16 * 16384, chunkSize: 16384, idleSealMilliseconds: 0)
+        let log = try bundle.logger("damage")
+        for i in 0..<500 { log.info("record \(i)") }
+        try bundle.close()
+        let reader = try LogReader(path: path)
+        let info = try reader.info()
+        let entries = try reader.readAll()
+        // Two records' first argument type bytes (after 24 bytes of header, timestamp, site,
+        // logger and level) become one no format has.
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path + "/ring"))
+        for entry in [entries[100], entries[300]] {
+            try handle.seek(toOffset: UInt64(4096 + Int(entry.chunkSequence % UInt64(info.chunkCount)) * Int(info.chunkSize)
+                                             + Int(entry.chunkOffset) + 24))
+            handle.write(Data([0xFF]))
+        }
+        try handle.close()
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let run = try runProgram(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors", path])
+        XCTAssertEqual(run.status, 0, run.output)
+        XCTAssertTrue(run.output.contains("exported 498 records, 2 unreadable"), run.output)
+        XCTAssertFalse(run.output.contains("overwritten"), run.output)
+        let bodies = server.requests().flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
+        XCTAssertEqual(Set(bodies), Set((0..<500).filter { $0 != 100 && $0 != 300 }.map { "record \($0)" }))
+    }
+
     /// 4 requests in flight, the first held by the collector while the 3 after it are answered:
     /// the cursor moves over acknowledged batches in order only, so a SIGKILL then leaves it where
     /// it was, and the next run sends all 4 batches again (counted as repeated), losing nothing.
