@@ -213,9 +213,27 @@ public struct LineRenderer {
         case .signed(let v, _): appendInteger(v)
         case .unsigned(let v, _): appendUnsigned(v)
         case .bool(let v): appendLiteral(v ? "true" : "false")
-        default: appendString(value.description)  // floats, bytes, <private>
+        case .double(let v): appendDouble(v)
+        default: appendString(value.description)  // Float, bytes, <private>
         }
     }
+
+    /// `value` as `Double.description` writes it, without making that String for the common
+    /// decimals (`LineCursor.putShortDecimal`); others (1e-05, nan, 1.0e+20) through description.
+    package mutating func appendDouble(_ value: Double) {
+        var scratch: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)  // putShortDecimal writes at most 24
+        let written: Bool = withUnsafeMutableBytes(of: &scratch) { raw in
+            let start = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
+            var cursor = LineCursor(start)
+            guard cursor.putShortDecimal(value) else { return false }
+            bytes.append(contentsOf: UnsafeBufferPointer(start: start, count: cursor.pointer - start))
+            return true
+        }
+        if !written { appendString(value.description) }
+    }
+
+    /// A metadata value as ``LogMetadataValue/description`` writes it (unescaped), into the buffer.
+    package mutating func appendMetadataText(_ value: LogMetadataValue) { appendMetadataText(value, .none) }
 
     /// A metadata value in a text line: `42`, `GET`, `"two words"`, `[1, 2]`, `{a=1, b=x}`.
     /// Strings are quoted when they are empty or hold a space or one of `"=,[]{}`.

@@ -24,7 +24,14 @@ public final class SyslogConnection {
         self.port = port
     }
 
-    deinit { disconnect() }
+    deinit {
+        disconnect()
+        readBuffer.deallocate()
+    }
+
+    /// Where `receive` reads (made once: RELP reads acknowledgements thousands of times a second).
+    private let readBuffer = UnsafeMutableRawPointer.allocate(byteCount: readBufferSize, alignment: 16)
+    private static let readBufferSize = 65536
 
     public var isConnected: Bool { fd >= 0 }
 
@@ -64,27 +71,37 @@ public final class SyslogConnection {
         throw SyslogError.connect(host, port, String(cString: strerror(lastErrno)))
     }
 
-    /// Reads what has arrived (at most `capacity` bytes), waiting up to `timeout` seconds for
-    /// something. Returns nil when the connection ended or failed (and disconnects), [] on timeout.
-    func receive(capacity: Int = 4096, timeout: Double) -> [UInt8]? {
-        guard fd >= 0 else { return nil }
+    /// Appends to `buffer` what has arrived (at most 64 KiB), waiting up to `timeout`
+    /// seconds for something. Returns false when the connection ended or failed (and
+    /// disconnects); true, with nothing appended, on timeout.
+    func receive(into buffer: inout [UInt8], timeout: Double) -> Bool {
+        guard fd >= 0 else { return false }
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         var ready: Int32
         repeat { ready = poll(&entry, 1, Int32(max(0, min(timeout, 86_400)) * 1000)) } while ready < 0 && errno == EINTR
         if ready < 0 {
             disconnect()
-            return nil
+            return false
         }
-        if ready == 0 { return [] }
-        var buffer = [UInt8](repeating: 0, count: capacity)
-        var n: Int
-        repeat { n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, capacity, Int32(MSG_DONTWAIT)) } } while n < 0 && errno == EINTR
+        if ready == 0 { return true }
+        var n = 0
+        repeat { n = recv(fd, readBuffer, Self.readBufferSize, Int32(MSG_DONTWAIT)) } while n < 0 && errno == EINTR
+        let failed = n < 0 ? errno : 0
+        if n > 0 {
+            buffer.append(contentsOf: UnsafeRawBufferPointer(start: readBuffer, count: n))
+            // Acknowledge what came at once, not after the delayed-ACK timer (40 ms): a RELP
+            // server's Nagle algorithm holds the rest of its answers until it has our ACK, and at
+            // the end of a batch we have nothing to send that would carry it. Linux clears the
+            // flag as it pleases: set again after every read.
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_QUICKACK, &one, socklen_t(MemoryLayout<Int32>.size))
+        }
         if n <= 0 {
-            if n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) { return [] }
+            if n < 0 && (failed == EAGAIN || failed == EWOULDBLOCK) { return true }
             disconnect()
-            return nil
+            return false
         }
-        return Array(buffer[0..<n])
+        return true
     }
 
     /// Whether the server has ended the stream (or the connection failed), without waiting.

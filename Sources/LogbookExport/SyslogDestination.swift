@@ -67,14 +67,17 @@ public final class SyslogDestination: @unchecked Sendable {
     /// Sends the batch; on a broken or closed connection connects again (backoff from the policy)
     /// and sends what was not delivered.
     public func deliver(_ entries: some Collection<LogEntry>) async -> Delivery {
-        var messages: [[UInt8]] = []
-        messages.reserveCapacity(entries.count)
+        // Every message of the batch into one buffer: no array per message.
+        var messages = SyslogBatch()
+        messages.ends.reserveCapacity(entries.count)
+        var out = LineRenderer(capacity: max(4096, entries.count * 320))
         var truncated = 0
         for entry in entries {
-            let (bytes, cut) = transport == .relp ? format.message(for: entry) : format.frame(for: entry)
-            messages.append(bytes)
+            let cut = transport == .relp ? format.appendMessage(for: entry, to: &out) : format.appendFrame(for: entry, to: &out)
             if cut { truncated += 1 }
+            messages.ends.append(out.bytes.count)
         }
+        swap(&messages.bytes, &out.bytes)
         let firstSubmitted = Spool.wallClock()
         var attempt = 0
         var lastFailure = ""
@@ -93,7 +96,7 @@ public final class SyslogDestination: @unchecked Sendable {
                         }
                     }
                     resent += sentUnacknowledged
-                    if connection.send(messages.flatMap { $0 }) { return .success(true) }
+                    if connection.send(messages.bytes) { return .success(true) }
                     // Written, then found closed: the server may have read some of it first.
                     sentUnacknowledged = connection.failedAfterWriting ? messages.count : 0
                     lastFailure = "the connection to \(connection.host):\(connection.port) closed"
@@ -108,11 +111,10 @@ public final class SyslogDestination: @unchecked Sendable {
                         }
                     }
                     resent += sentUnacknowledged
-                    let rest = Array(messages[delivered...])
                     do {
-                        let acknowledged = try relp.send(rest)
+                        let (acknowledged, sent) = try relp.send(messages, from: delivered)
+                        sentUnacknowledged = sent - acknowledged  // those never written cannot repeat
                         delivered += acknowledged
-                        sentUnacknowledged = rest.count - acknowledged
                         if delivered == messages.count { return .success(true) }
                         lastFailure = "the RELP session with \(connection.host):\(connection.port) broke after \(delivered) of \(messages.count) messages"
                         return .success(false)
@@ -145,4 +147,16 @@ public final class SyslogDestination: @unchecked Sendable {
             }
         }
     }
+}
+
+/// The messages (or frames) of a batch in one buffer, each ending where `ends` says.
+struct SyslogBatch {
+    var bytes: [UInt8] = []
+    /// Where each message ends in `bytes` (where the next begins).
+    var ends: [Int] = []
+
+    var count: Int { ends.count }
+
+    /// The bytes of message `index`.
+    func range(_ index: Int) -> Range<Int> { (index == 0 ? 0 : ends[index - 1])..<ends[index] }
 }

@@ -45,98 +45,227 @@ public struct SyslogFormat: Sendable {
     /// One entry as a syslog message (no framing), and whether it had to be cut to `maximumBytes`
     /// (then its MSG ends with the truncation marker).
     public func message(for entry: LogEntry) -> (bytes: [UInt8], truncated: Bool) {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
-        let prival = Int(facility) * 8 + Int(Self.severity(of: entry.level))
-        out += Array("<\(prival)>1 ".utf8)
-        out += Array(Self.timestamp(entry.wallNanoseconds).utf8)
-        out.append(0x20)
-        Self.appendHeaderField(hostname, limit: 255, to: &out)
-        out.append(0x20)
-        Self.appendHeaderField(appName, limit: 48, to: &out)
-        out.append(0x20)
-        Self.appendHeaderField(String(entry.processID), limit: 128, to: &out)
-        out.append(0x20)
-        Self.appendHeaderField(entry.logger ?? "", limit: 32, to: &out)
-        out.append(0x20)
-        let message = Array(entry.message.utf8)
-        let structured = structuredData(of: entry, budget: .max).bytes
-        let whole = message.isEmpty ? [] : [0x20] + (message.contains(where: { $0 >= 0x80 }) ? Self.bom : []) + message
-        if out.count + structured.count + whole.count <= maximumBytes { return (out + structured + whole, false) }
-        // Too long. The MSG is cut first; the structured data only when it alone leaves no room
-        // for a cut MSG, and then by whole parameters (the last one cut inside its value), so that
-        // every element stays closed (an outside test saw rsyslog store SD cut inside a value).
-        // A cut MSG ends with the marker, which is UTF-8: it starts with the BOM.
-        let room = 1 + Self.bom.count + Self.truncationMarker.count
-        let budget = maximumBytes - out.count - room
-        out += structured.count <= budget ? structured : structuredData(of: entry, budget: budget).bytes
-        var end = min(message.count, max(0, maximumBytes - out.count - room))
-        while end > 0 && end < message.count && message[end] & 0xC0 == 0x80 { end -= 1 }  // not inside a character
-        out += [0x20] + Self.bom + message[..<end] + Self.truncationMarker
-        return out.count <= maximumBytes ? (out, true) : fit(out, truncated: true)  // a header longer than the limit
+        var out = LineRenderer(capacity: 512)
+        let truncated = appendMessage(for: entry, to: &out)
+        return (out.bytes, truncated)
     }
 
     /// The message framed by octet counting: its length in decimal, a space, the message.
     public func frame(for entry: LogEntry) -> (bytes: [UInt8], truncated: Bool) {
-        let (bytes, truncated) = message(for: entry)
-        return (Array("\(bytes.count) ".utf8) + bytes, truncated)
+        var out = LineRenderer(capacity: 512)
+        let truncated = appendFrame(for: entry, to: &out)
+        return (out.bytes, truncated)
+    }
+
+    /// Appends one entry's message (no framing) to `bytes`, the buffer of a whole batch; returns
+    /// whether it had to be cut to `maximumBytes`. The same bytes as ``message(for:)``.
+    public func appendMessage(for entry: LogEntry, to bytes: inout [UInt8]) -> Bool {
+        var out = LineRenderer(capacity: 0)
+        swap(&out.bytes, &bytes)
+        defer { swap(&out.bytes, &bytes) }
+        return appendMessage(for: entry, to: &out)
+    }
+
+    /// Appends one entry's octet-counted frame to `bytes`; returns whether it had to be cut. The
+    /// same bytes as ``frame(for:)``.
+    public func appendFrame(for entry: LogEntry, to bytes: inout [UInt8]) -> Bool {
+        var out = LineRenderer(capacity: 0)
+        swap(&out.bytes, &bytes)
+        defer { swap(&out.bytes, &bytes) }
+        return appendFrame(for: entry, to: &out)
     }
 
     static let truncationMarker = Array("…[truncated]".utf8)
     static let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
 
-    /// Cuts a message longer than `maximumBytes` at a UTF-8 boundary and ends it with the marker
-    /// (the last resort, for a header that alone is longer than the limit).
-    private func fit(_ bytes: [UInt8], truncated: Bool) -> (bytes: [UInt8], truncated: Bool) {
-        guard bytes.count > maximumBytes else { return (bytes, truncated) }
-        var end = max(0, maximumBytes - Self.truncationMarker.count)
-        while end > 0 && bytes[end] & 0xC0 == 0x80 { end -= 1 }  // not inside a character
-        return (Array(bytes[..<end]) + Self.truncationMarker, true)
+    /// The frame: the message, then its length and a space put in front of it (a move of the
+    /// message's bytes, cheaper than a second buffer).
+    func appendFrame(for entry: LogEntry, to out: inout LineRenderer) -> Bool {
+        let start = out.bytes.count
+        let truncated = appendMessage(for: entry, to: &out)
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // the length and a space, written backwards
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            var length = out.bytes.count - start
+            var position = 23
+            scratch[position] = 0x20
+            repeat {
+                position -= 1
+                scratch[position] = UInt8(truncatingIfNeeded: 48 + length % 10)
+                length /= 10
+            } while length != 0
+            out.bytes.insert(contentsOf: scratch[position...], at: start)
+        }
+        return truncated
+    }
+
+    /// The message, written straight into `out.bytes` (no String per record): header, structured
+    /// data and MSG; then, only when that is longer than `maximumBytes`, cut again.
+    func appendMessage(for entry: LogEntry, to out: inout LineRenderer) -> Bool {
+        let start = out.bytes.count
+        out.bytes.append(UInt8(ascii: "<"))
+        out.appendUnsigned(UInt64(facility) * 8 + UInt64(Self.severity(of: entry.level)))
+        out.appendLiteral(">1 ")
+        Self.appendTimestamp(entry.wallNanoseconds, to: &out.bytes)
+        out.bytes.append(0x20)
+        Self.appendHeaderField(hostname, limit: 255, to: &out.bytes)
+        out.bytes.append(0x20)
+        Self.appendHeaderField(appName, limit: 48, to: &out.bytes)
+        out.bytes.append(0x20)
+        out.appendUnsigned(UInt64(entry.processID))  // PROCID: at most 10 digits, PRINTUSASCII
+        out.bytes.append(0x20)
+        Self.appendHeaderField(entry.logger ?? "", limit: 32, to: &out.bytes)
+        out.bytes.append(0x20)
+        let headerEnd = out.bytes.count
+        appendStructuredData(of: entry, budget: .max, to: &out)
+        let dataEnd = out.bytes.count
+        out.bytes.append(0x20)
+        out.appendPlainMessage(entry)
+        let messageStart = dataEnd + 1
+        if out.bytes.count == messageStart {
+            out.bytes.removeLast()  // an empty MSG: no SP either
+            if dataEnd - start <= maximumBytes { return false }
+        } else {
+            let utf8 = out.bytes[messageStart...].contains { $0 >= 0x80 }
+            if out.bytes.count - start + (utf8 ? Self.bom.count : 0) <= maximumBytes {
+                if utf8 { out.bytes.insert(contentsOf: Self.bom, at: messageStart) }
+                return false
+            }
+        }
+        // Too long. The MSG is cut first; the structured data only when it alone leaves no room
+        // for a cut MSG, and then by whole parameters (the last one cut inside its value), so that
+        // every element stays closed (an outside test saw rsyslog store SD cut inside a value).
+        // A cut MSG ends with the marker, which is UTF-8: it starts with the BOM.
+        let message = messageStart <= out.bytes.count ? Array(out.bytes[messageStart...]) : []
+        let room = 1 + Self.bom.count + Self.truncationMarker.count
+        let budget = maximumBytes - (headerEnd - start) - room
+        if dataEnd - headerEnd <= budget {
+            out.bytes.removeSubrange(dataEnd...)
+        } else {
+            out.bytes.removeSubrange(headerEnd...)
+            appendStructuredData(of: entry, budget: budget, to: &out)
+        }
+        var end = min(message.count, max(0, maximumBytes - (out.bytes.count - start) - room))
+        while end > 0 && end < message.count && message[end] & 0xC0 == 0x80 { end -= 1 }  // not inside a character
+        out.bytes.append(0x20)
+        out.bytes += Self.bom
+        out.bytes += message[..<end]
+        out.bytes += Self.truncationMarker
+        if out.bytes.count - start > maximumBytes {
+            // The last resort, for a header that alone is longer than the limit: cut at a UTF-8
+            // boundary, then the marker.
+            var end = start + max(0, maximumBytes - Self.truncationMarker.count)
+            while end > start && out.bytes[end] & 0xC0 == 0x80 { end -= 1 }  // not inside a character
+            out.bytes.removeSubrange(end...)
+            out.bytes += Self.truncationMarker
+        }
+        return true
     }
 
     /// FULL-DATE "T" FULL-TIME in UTC with microseconds (TIME-SECFRAC takes at most six digits).
     static func timestamp(_ nanoseconds: Int64) -> String {
+        var bytes: [UInt8] = []
+        appendTimestamp(nanoseconds, to: &bytes)
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `YYYY-MM-DDThh:mm:ss.uuuuuuZ`: 27 bytes (Int64 nanoseconds reach from 1677 to 2262).
+    static func appendTimestamp(_ nanoseconds: Int64, to bytes: inout [UInt8]) {
         func floorDivide(_ a: Int64, _ b: Int64) -> Int64 { a >= 0 ? a / b : (a - (b - 1)) / b }
         let seconds = floorDivide(nanoseconds, 1_000_000_000)
         let micros = (nanoseconds - seconds * 1_000_000_000) / 1000
         let days = floorDivide(seconds, 86400), secondOfDay = seconds - days * 86400
         let (year, month, day) = CivilDate.date(days: days)
-        func pad(_ value: Int64, _ width: Int) -> String {
-            let text = String(value)
-            return String(repeating: "0", count: max(0, width - text.count)) + text
+        var text: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &text) { text in
+            func put(_ value: Int64, _ width: Int, at offset: Int) {
+                var value = value
+                for position in stride(from: offset + width - 1, through: offset, by: -1) {
+                    text[position] = UInt8(truncatingIfNeeded: 48 + value % 10)
+                    value /= 10
+                }
+            }
+            put(year, 4, at: 0)
+            text[4] = UInt8(ascii: "-")
+            put(month, 2, at: 5)
+            text[7] = UInt8(ascii: "-")
+            put(day, 2, at: 8)
+            text[10] = UInt8(ascii: "T")
+            put(secondOfDay / 3600, 2, at: 11)
+            text[13] = UInt8(ascii: ":")
+            put(secondOfDay / 60 % 60, 2, at: 14)
+            text[16] = UInt8(ascii: ":")
+            put(secondOfDay % 60, 2, at: 17)
+            text[19] = UInt8(ascii: ".")
+            put(micros, 6, at: 20)
+            text[26] = UInt8(ascii: "Z")
+            bytes.append(contentsOf: text[0..<27])
         }
-        return "\(pad(year, 4))-\(pad(month, 2))-\(pad(day, 2))T\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):"
-            + "\(pad(secondOfDay % 60, 2)).\(pad(micros, 6))Z"
     }
 
     /// A header field: PRINTUSASCII only (others become '?'), at most `limit` octets, NILVALUE when empty.
     static func appendHeaderField(_ text: String, limit: Int, to out: inout [UInt8]) {
-        var count = 0
-        for byte in text.utf8 where count < limit {
-            out.append((33...126).contains(byte) ? byte : UInt8(ascii: "?"))
-            count += 1
+        var text = text
+        text.withUTF8 { utf8 in
+            let count = min(utf8.count, limit)
+            if count == 0 { return out.append(UInt8(ascii: "-")) }
+            if utf8.prefix(count).allSatisfy({ $0 &- 33 < 94 }) { return out.append(contentsOf: utf8.prefix(count)) }
+            for byte in utf8.prefix(count) { out.append(byte &- 33 < 94 ? byte : UInt8(ascii: "?")) }
         }
-        if count == 0 { out.append(UInt8(ascii: "-")) }
     }
 
-    /// An SD-NAME (an SD-ID or PARAM-NAME): 1 to 32 PRINTUSASCII except '=', SP, ']' and '"'.
-    static func appendName(_ text: String, to out: inout [UInt8]) {
+    /// Whether a byte may stand in an SD-NAME (an SD-ID or PARAM-NAME): PRINTUSASCII except '=',
+    /// SP, ']' and '"'.
+    @inline(__always)
+    static func isNameByte(_ byte: UInt8) -> Bool {
+        byte &- 33 < 94 && byte != UInt8(ascii: "=") && byte != UInt8(ascii: "]") && byte != UInt8(ascii: "\"")
+    }
+
+    /// An SD-NAME: 1 to 32 name bytes (others become '_'): `prefix.key`, or `key` when there is
+    /// no prefix (nested metadata keys are joined with '.').
+    static func appendName(_ key: String, prefix: String = "", to out: inout [UInt8]) {
         var count = 0
-        for byte in text.utf8 where count < 32 {
-            let allowed = (33...126).contains(byte) && byte != UInt8(ascii: "=") && byte != UInt8(ascii: "]")
-                && byte != UInt8(ascii: "\"")
-            out.append(allowed ? byte : UInt8(ascii: "_"))
-            count += 1
+        func put(_ text: String) {
+            var text = text
+            text.withUTF8 { utf8 in
+                for byte in utf8 where count < 32 {
+                    out.append(isNameByte(byte) ? byte : UInt8(ascii: "_"))
+                    count += 1
+                }
+            }
         }
+        if !prefix.isEmpty {
+            put(prefix)
+            put(".")
+        }
+        put(key)
         if count == 0 { out.append(UInt8(ascii: "_")) }
+    }
+
+    /// Whether a PARAM-VALUE byte needs a backslash before it: '"', '\' and ']'.
+    @inline(__always)
+    static func needsEscape(_ byte: UInt8) -> Bool {
+        byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "]")
     }
 
     /// A PARAM-VALUE: UTF-8 with '"', '\' and ']' escaped by a backslash.
     static func appendValue(_ text: String, to out: inout [UInt8]) {
-        for byte in text.utf8 {
-            if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "]") {
-                out.append(UInt8(ascii: "\\"))
+        var text = text
+        text.withUTF8 { utf8 in
+            guard utf8.contains(where: needsEscape) else { return out.append(contentsOf: utf8) }
+            for byte in utf8 {
+                if needsEscape(byte) { out.append(UInt8(ascii: "\\")) }
+                out.append(byte)
             }
+        }
+    }
+
+    /// Escapes, in place, a value written unescaped from `start` to the end of `out`.
+    static func escapeValue(from start: Int, in out: inout [UInt8]) {
+        guard let first = out[start...].firstIndex(where: needsEscape) else { return }
+        let rest = Array(out[first...])
+        out.removeSubrange(first...)
+        for byte in rest {
+            if needsEscape(byte) { out.append(UInt8(ascii: "\\")) }
             out.append(byte)
         }
     }
@@ -145,69 +274,116 @@ public struct SyslogFormat: Sendable {
     /// then `[meta@PEN key="value" ...]` for the metadata (nested keys joined with '.'), in at most
     /// `budget` bytes: parameters that do not fit are left out, the first of them cut inside its
     /// value (at a character, never inside an escape, ending with "…"); an element always closes.
-    /// NILVALUE when not even the first element's name fits.
-    private func structuredData(of entry: LogEntry, budget: Int) -> (bytes: [UInt8], cut: Bool) {
-        var logbook: [(String, String)] = [("thread", String(entry.threadID))]
-        if let file = entry.file {
-            logbook.append(("file", file))
-            logbook.append(("line", String(entry.line)))
+    /// NILVALUE when not even the first element's name fits. Written into `out.bytes`, each
+    /// parameter checked against the budget after it is written and taken back if it does not fit.
+    private func appendStructuredData(of entry: LogEntry, budget: Int, to out: inout LineRenderer) {
+        var data = StructuredDataWriter(start: out.bytes.count, budget: budget)
+        if data.open("logbook@", enterpriseNumber, &out) {
+            data.parameter("thread", &out) { $0.appendUnsigned(UInt64(entry.threadID)) }
+            if let file = entry.file {
+                data.parameter("file", &out) { Self.appendValue(file, to: &$0.bytes) }
+                data.parameter("line", &out) { $0.appendUnsigned(UInt64(entry.line)) }
+            }
+            if let function = entry.function { data.parameter("function", &out) { Self.appendValue(function, to: &$0.bytes) } }
+            if let error = entry.error {
+                data.parameter("error.type", &out) { Self.appendValue(error.type, to: &$0.bytes) }
+                data.parameter("error.message", &out) { Self.appendValue(error.description, to: &$0.bytes) }
+            }
+            data.close(&out)
         }
-        if let function = entry.function { logbook.append(("function", function)) }
-        if let error = entry.error {
-            logbook.append(("error.type", error.type))
-            logbook.append(("error.message", error.description))
-        }
-        var elements = [("logbook@\(enterpriseNumber)", logbook)]
-        if !entry.metadata.isEmpty {
-            var meta: [(String, String)] = []
+        if !entry.metadata.isEmpty && data.open("meta@", enterpriseNumber, &out) {
             func flatten(_ metadata: LogMetadata, prefix: String) {
                 for pair in metadata.pairs {
-                    let key = prefix.isEmpty ? pair.key : prefix + "." + pair.key
-                    if case .map(let nested) = pair.value { flatten(nested, prefix: key) } else { meta.append((key, pair.value.string ?? pair.value.description)) }
+                    if case .map(let nested) = pair.value {
+                        flatten(nested, prefix: prefix.isEmpty ? pair.key : prefix + "." + pair.key)
+                        continue
+                    }
+                    data.parameter(pair.key, prefix: prefix, &out) { out in
+                        switch pair.value {
+                        case .value(.string(let text, _)): Self.appendValue(text, to: &out.bytes)
+                        case .value(.signed(let value, _)): out.appendInteger(value)
+                        case .value(.unsigned(let value, _)): out.appendUnsigned(value)
+                        default:
+                            let valueStart = out.bytes.count
+                            out.appendMetadataText(pair.value)
+                            Self.escapeValue(from: valueStart, in: &out.bytes)
+                        }
+                    }
                 }
             }
             flatten(entry.metadata, prefix: "")
-            elements.append(("meta@\(enterpriseNumber)", meta))
+            data.close(&out)
         }
-        var out: [UInt8] = []
-        var cut = false
-        elements: for (id, params) in elements {
-            var element: [UInt8] = [UInt8(ascii: "[")]
-            Self.appendName(id, to: &element)
-            if out.count + element.count + 1 > budget {
-                cut = true
-                break
-            }
-            for (name, value) in params {
-                var param: [UInt8] = [0x20]
-                Self.appendName(name, to: &param)
-                param += [UInt8(ascii: "="), UInt8(ascii: "\"")]
-                let closing = 2  // '"' and the element's ']'
-                var escaped: [UInt8] = []
-                Self.appendValue(value, to: &escaped)
-                if out.count + element.count + param.count + escaped.count + closing <= budget {
-                    element += param + escaped + [UInt8(ascii: "\"")]
-                    continue
-                }
-                // The first parameter that does not fit: as much of its value as does, then stop.
-                cut = true
-                let ellipsis = Array("…".utf8)
-                var room = budget - out.count - element.count - param.count - closing - ellipsis.count
-                if room > 0 {
-                    for scalar in value.unicodeScalars {
-                        var piece: [UInt8] = []
-                        Self.appendValue(String(scalar), to: &piece)
-                        if piece.count > room { break }
-                        param += piece
-                        room -= piece.count
-                    }
-                    element += param + ellipsis + [UInt8(ascii: "\"")]
-                }
-                out += element + [UInt8(ascii: "]")]
-                break elements
-            }
-            out += element + [UInt8(ascii: "]")]
+        if out.bytes.count == data.start { out.bytes.append(UInt8(ascii: "-")) }
+    }
+}
+
+/// Structured data written into a buffer within a budget of bytes: an element opens only if its
+/// name and ']' fit; a parameter that does not fit is taken back and cut inside its value, and
+/// after it nothing more is written.
+private struct StructuredDataWriter {
+    let start: Int
+    let budget: Int
+    /// A parameter or element did not fit: the rest is left out.
+    private(set) var full = false
+
+    init(start: Int, budget: Int) {
+        self.start = start
+        self.budget = budget
+    }
+
+    /// `[NAMEn`, if it and the element's ']' fit.
+    mutating func open(_ name: StaticString, _ number: UInt32, _ out: inout LineRenderer) -> Bool {
+        guard !full else { return false }
+        let elementStart = out.bytes.count
+        out.bytes.append(UInt8(ascii: "["))
+        out.appendLiteral(name)
+        out.appendUnsigned(UInt64(number))
+        if out.bytes.count - start + 1 > budget {
+            out.bytes.removeSubrange(elementStart...)
+            full = true
+            return false
         }
-        return (out.isEmpty ? [UInt8(ascii: "-")] : out, cut)
+        return true
+    }
+
+    /// ` NAME="VALUE"`: `value` writes the value escaped.
+    mutating func parameter(_ name: String, prefix: String = "", _ out: inout LineRenderer, value: (inout LineRenderer) -> Void) {
+        guard !full else { return }
+        let parameterStart = out.bytes.count
+        out.bytes.append(0x20)
+        SyslogFormat.appendName(name, prefix: prefix, to: &out.bytes)
+        out.appendLiteral("=\"")
+        let valueStart = out.bytes.count
+        value(&out)
+        let closing = 2  // '"' and the element's ']'
+        if out.bytes.count - start + closing <= budget {
+            out.bytes.append(UInt8(ascii: "\""))
+            return
+        }
+        // The first parameter that does not fit: as much of its value as does, whole characters
+        // and whole escapes, then "…".
+        full = true
+        let escaped = Array(out.bytes[valueStart...])
+        out.bytes.removeSubrange(valueStart...)
+        let ellipsis: StaticString = "…"
+        var room = budget - (valueStart - start) - closing - ellipsis.utf8CodeUnitCount
+        guard room > 0 else { return out.bytes.removeSubrange(parameterStart...) }
+        var index = 0
+        while index < escaped.count {
+            let lead = escaped[index]
+            let piece = lead == UInt8(ascii: "\\") ? 2 : lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4
+            if piece > room || index + piece > escaped.count { break }
+            out.bytes += escaped[index..<(index + piece)]
+            room -= piece
+            index += piece
+        }
+        out.appendLiteral(ellipsis)
+        out.bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// The element's ']' (its room was kept when it opened and by every parameter).
+    func close(_ out: inout LineRenderer) {
+        out.bytes.append(UInt8(ascii: "]"))
     }
 }
