@@ -69,6 +69,12 @@ let package = Package(
                 .product(name: "LogbookExport", package: logbookPackage),
             ]
         ),
+        // Syslog against rsyslog forwarding the same lines (issue 31, syslog.sh): writes the
+        // bundle and times until the receiving rsyslog has written every line.
+        .executableTarget(
+            name: "SyslogBench",
+            dependencies: [.product(name: "Logbook", package: logbookPackage)]
+        ),
         // The read side (issue 15, read.sh): streaming, rendering and statistics, records/s.
         .executableTarget(
             name: "ReadBench",

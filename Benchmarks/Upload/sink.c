@@ -1,8 +1,10 @@
 /* A receiver that is not the bottleneck: HTTP/1.1 on 127.0.0.1, a thread per connection, every
  * request's body read (Content-Length or chunked) and discarded, answered 201 with keep-alive;
  * `Expect: 100-continue` is answered at once. Prints its port, then serves until stdin closes.
- * Counts the body bytes it took and prints the total to stderr at the end.
- *   cc -O2 -pthread Benchmarks/Upload/sink.c -o sink && ./sink 0 */
+ * Counts the body bytes it took and prints the total to stderr at the end. With a second argument,
+ * appends each Content-Length body to that file as it arrives: its arrival (u64, CLOCK_REALTIME
+ * ns), its length (u32), its bytes, little-endian (Benchmarks/follow_latency.py reads them).
+ *   cc -O2 -pthread Benchmarks/Upload/sink.c -o sink && ./sink 0 [SAVE] */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -16,10 +18,13 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { BUFFER = 1 << 20, HEAD_MAX = 64 << 10 };
 static atomic_ullong body_bytes;
+static FILE *saved;
+static pthread_mutex_t saved_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct connection { int fd; char *buffer; size_t have, at; };
 
@@ -49,8 +54,8 @@ static int send_all(int fd, const char *text) {
     return 0;
 }
 
-/* Discards `length` body bytes. */
-static int discard(struct connection *c, unsigned long long length) {
+/* Discards `length` body bytes (copied to `copy` when it is not NULL). */
+static int discard(struct connection *c, unsigned long long length, char *copy) {
     while (length > 0) {
         size_t available = c->have - c->at;
         if (available == 0) {
@@ -59,6 +64,10 @@ static int discard(struct connection *c, unsigned long long length) {
             continue;
         }
         size_t take = available < length ? available : (size_t)length;
+        if (copy) {
+            memcpy(copy, c->buffer + c->at, take);
+            copy += take;
+        }
         c->at += take;
         length -= take;
         atomic_fetch_add_explicit(&body_bytes, take, memory_order_relaxed);
@@ -104,10 +113,24 @@ static void *serve(void *argument) {
                     for (char *trailer; (trailer = line(&c)) && *trailer;) {}
                     break;
                 }
-                if (discard(&c, n) || !line(&c)) { failed = 1; break; }
+                if (discard(&c, n, NULL) || !line(&c)) { failed = 1; break; }
             }
         } else if (!head) {
-            failed = discard(&c, length);
+            char *copy = saved && length < (1ull << 31) ? malloc(length + 1) : NULL;
+            failed = discard(&c, length, copy);
+            if (copy && !failed) {
+                struct timespec now;
+                clock_gettime(CLOCK_REALTIME, &now);
+                uint64_t arrival = (uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec;
+                uint32_t size = (uint32_t)length;
+                pthread_mutex_lock(&saved_lock);
+                fwrite(&arrival, sizeof arrival, 1, saved);
+                fwrite(&size, sizeof size, 1, saved);
+                fwrite(copy, 1, length, saved);
+                fflush(saved);
+                pthread_mutex_unlock(&saved_lock);
+            }
+            free(copy);
         }
         if (failed || send_all(c.fd, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n")) break;
     }
@@ -139,6 +162,10 @@ int main(int argc, char **argv) {
     struct sockaddr_in address = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
                                    .sin_port = htons(argc > 1 ? (uint16_t)atoi(argv[1]) : 0) };
     if (bind(listener, (struct sockaddr *)&address, sizeof address) || listen(listener, 128)) {
+        perror("sink");
+        return 1;
+    }
+    if (argc > 2 && !(saved = fopen(argv[2], "wb"))) {
         perror("sink");
         return 1;
     }

@@ -7,6 +7,53 @@ import Logbook
 import LogbookExport
 
 let arguments = CommandLine.arguments
+// `ExportBench write PATH RECORDS`: only writes a bundle of RECORDS records from 4 threads (the
+// backlog that export.sh exports with the CLI).
+// `ExportBench live PATH RATE SECONDS`: makes the bundle at PATH, prints "ready", waits for a line
+// on stdin, then writes RATE records a second (a burst each millisecond, paced by the clock) for
+// SECONDS; prints the records written and the rate it held.
+if arguments.count == 5 && arguments[1] == "live" {
+    let rate = Int(arguments[3])!, seconds = Int(arguments[4])!
+    let bundle = try LogBundle(path: arguments[2], capacity: max(64 << 20, rate * seconds * 160))
+    let log = try bundle.logger("net")
+    FileHandle.standardOutput.write("ready\n".data(using: .utf8)!)  // the bundle exists: the follower starts, then says go
+    _ = readLine()
+    let perTick = max(1, rate / 1000)
+    let start = DispatchTime.now().uptimeNanoseconds
+    var written = 0
+    for tick in 0..<(seconds * 1000) {
+        let due = start + UInt64(tick) * 1_000_000
+        let now = DispatchTime.now().uptimeNanoseconds
+        if due > now { usleep(UInt32((due - now) / 1000)) }
+        for _ in 0..<perTick {
+            log.info("request \(written) took \(Double(written % 1000) * 0.25) ms ok=\(written & 1 == 1)",
+                     metadata: ["status": 200, "path": "/v1/items"])
+            written += 1
+        }
+    }
+    let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    try bundle.close()
+    print("\(written) \(Int(Double(written) / elapsed))")
+    exit(0)
+}
+if arguments.count == 4 && arguments[1] == "write" {
+    let records = Int(arguments[3])!
+    let bundle = try LogBundle(path: arguments[2], capacity: max(64 << 20, records * 160))
+    let group = DispatchGroup()
+    for thread in 0..<4 {
+        group.enter()
+        Thread {
+            let log = try! bundle.logger("net")
+            for i in stride(from: thread, to: records, by: 4) {
+                log.info("request \(i) took \(Double(i % 1000) * 0.25) ms ok=\(i & 1 == 1)", metadata: ["status": 200, "path": "/v1/items"])
+            }
+            group.leave()
+        }.start()
+    }
+    group.wait()
+    try bundle.close()
+    exit(0)
+}
 let total = Int(arguments.dropFirst().first ?? "") ?? 200_000
 let rounds = Int(arguments.dropFirst(2).first ?? "") ?? 3
 let port = arguments.dropFirst(3).first ?? ""
@@ -31,7 +78,10 @@ var rows: [String: [Double]] = [:]
 let encoding = OTLPLogsEncoding(serviceName: "bench")
 for round in 1...rounds {
     FileHandle.standardError.write("round \(round) of \(rounds)\n".data(using: .utf8)!)
+    // EXPORT_BENCH_ONLY=end-to-end: only the last row (for a profiler).
+    let onlyEndToEnd = ProcessInfo.processInfo.environment["EXPORT_BENCH_ONLY"] == "end-to-end"
     var entries: [LogEntry] = []
+    if !onlyEndToEnd {
     let read = try seconds { entries = try LogReader(path: directory + "/bench.logbook").readAll() }
     rows["read (LogReader.readAll)", default: []].append(Double(entries.count) / read)
     var bytes = 0
@@ -61,6 +111,7 @@ for round in 1...rounds {
     var syslogBytes = 0
     let syslog = seconds { for entry in entries { syslogBytes &+= syslogFormat.frame(for: entry).bytes.count } }
     rows["RFC 5424 syslog frames", default: []].append(Double(entries.count) / syslog)
+    }
     if !port.isEmpty {
         let destination = OTLPDestination(url: URL(string: "http://127.0.0.1:\(port)/discard")!)
         let cursors = directory + "/cursors-\(round)"
