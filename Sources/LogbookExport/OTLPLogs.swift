@@ -76,7 +76,7 @@ public struct OTLPLogsEncoding: Sendable {
     }
 
     /// The request body for a slice of entries (the exporter's batches: no copy of the records).
-    public func encode(_ entries: ArraySlice<LogEntry>, observedNanoseconds: Int64) -> [UInt8] {
+    func encode(_ entries: ArraySlice<LogEntry>, observedNanoseconds: Int64) -> [UInt8] {
         switch format {
         case .protobuf: protobufBody(for: entries, observedNanoseconds: observedNanoseconds)
         case .json: body(for: entries, observedNanoseconds: observedNanoseconds)
