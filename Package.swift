@@ -57,7 +57,7 @@ let package = Package(
         .target(name: "LogbookCache", dependencies: ["Logbook", "CLogbookCache"]),
         .target(name: "LogbookUpload", dependencies: ["Logbook", "CLogbook", "CLogbookUpload"]),
         // Export to log pipelines (OTLP/HTTP, syslog), delivered through LogbookUpload's RetryPolicy.
-        .target(name: "CLogbookGzip", path: "CSources/CLogbookGzip", linkerSettings: [.linkedLibrary("z")]),
+        .target(name: "CLogbookGzip", path: "CSources/CLogbookGzip", linkerSettings: [.linkedLibrary("z"), .linkedLibrary("zstd")]),
         .target(name: "LogbookExport", dependencies: ["Logbook", "CLogbook", "LogbookUpload", "CLogbookGzip"]),
         // Statistics over typed arguments (percentiles per call site) and the HTML report.
         .target(name: "LogbookStatistics", dependencies: ["Logbook"]),

@@ -4,7 +4,7 @@
 #   1. in process: records/s read, rendered as `show --json` lines, encoded as OTLP JSON and
 #      protobuf and as syslog frames, and exported end to end (ExportBench);
 #   2. a backlog of RECORDS records (4 threads) through the CLI, rounds interleaved: `logbook show
-#      --json > /dev/null` beside `logbook export --otlp` in protobuf, protobuf + gzip and JSON,
+#      --json > /dev/null` beside `logbook export --otlp` in protobuf, with gzip, with zstd, and JSON,
 #      each with its peak RSS;
 #   3. `logbook export --follow` behind a live writer of 100,000 records/s for 5 s: the time from
 #      each record's timestamp to its arrival at the receiver, p50 and p99 (follow_latency.py);
@@ -43,14 +43,15 @@ echo "## 2. A backlog of $records records, through the CLI"
 echo
 "$bench" write "$work/backlog.logbook" "$records"
 rows=("logbook show --json > /dev/null" "logbook export --otlp (protobuf)" "logbook export --otlp --gzip"
-      "logbook export --otlp --encoding json")
+      "logbook export --otlp --zstd" "logbook export --otlp --encoding json")
 run_row() {
   rm -rf "$work/cursors"
   case "$1" in
     0) "$logbook" show --json "$work/backlog.logbook" > /dev/null ;;
     1) "$logbook" export --otlp "$url" --cursors "$work/cursors" "$work/backlog.logbook" > "$work/out" ;;
     2) "$logbook" export --otlp "$url" --gzip --cursors "$work/cursors" "$work/backlog.logbook" > "$work/out" ;;
-    3) "$logbook" export --otlp "$url" --encoding json --cursors "$work/cursors" "$work/backlog.logbook" > "$work/out" ;;
+    3) "$logbook" export --otlp "$url" --zstd --cursors "$work/cursors" "$work/backlog.logbook" > "$work/out" ;;
+    4) "$logbook" export --otlp "$url" --encoding json --cursors "$work/cursors" "$work/backlog.logbook" > "$work/out" ;;
   esac
   if [ "$1" != 0 ] && ! grep -q "exported $records records" "$work/out"; then
     echo "row $1 did not export every record: $(cat "$work/out")" >&2
@@ -58,14 +59,14 @@ run_row() {
   fi
 }
 for round in $(seq "$rounds"); do
-  for row in 0 1 2 3; do
+  for row in 0 1 2 3 4; do
     /usr/bin/time -f "%e %M" -o "$work/time" bash -c "$(declare -f run_row); work='$work' logbook='$logbook' url='$url' records='$records' run_row $row"
     echo "$row $(cat "$work/time")" >> "$work/times"
   done
 done
 echo "| command | records/s (median) | spread | peak RSS (MB, largest) |"
 echo "|---|---:|---:|---:|"
-for row in 0 1 2 3; do
+for row in 0 1 2 3 4; do
   python3 - "$work/times" "$row" "$records" "${rows[$row]}" <<'PY'
 import sys
 times, row, records, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]

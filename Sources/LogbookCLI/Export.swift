@@ -36,8 +36,11 @@ struct Export: ParsableCommand {
     @Option(help: "The cursor directory (default: $XDG_STATE_HOME/logbook/export-cursors).")
     var cursors: String?
 
-    @Flag(help: "Send bodies gzipped (Content-Encoding: gzip).")
+    @Flag(help: "Send bodies gzipped (Content-Encoding: gzip, level 6).")
     var gzip = false
+
+    @Flag(help: "Send bodies compressed with zstd (Content-Encoding: zstd, level 1): far cheaper than gzip.")
+    var zstd = false
 
     @Option(help: "OTLP bodies as protobuf (application/x-protobuf) or json (application/json).")
     var encoding: OTLPLogsEncoding.Format = .protobuf
@@ -67,6 +70,7 @@ struct Export: ParsableCommand {
         }
         if let syslog { _ = try Self.syslogAddress(syslog) }
         guard batch > 0 else { throw ValidationError("--batch must be positive") }
+        guard !(gzip && zstd) else { throw ValidationError("give one of --gzip and --zstd") }
         guard inFlight >= 1, inFlight <= 64 else { throw ValidationError("--in-flight takes 1 to 64, not \(inFlight)") }
         guard interval.isFinite, interval >= 0.01, interval <= 86_400 else {
             throw ValidationError("--interval takes seconds from 0.01 to 86400, not \(interval)")
@@ -97,7 +101,7 @@ struct Export: ParsableCommand {
             warn("attempt \(attempt) failed (\(escapingControlCharacters(reason))); trying again in \(String(format: "%.1f", wait)) s")
         }
         if let url {
-            var destination = OTLPDestination(url: URL(string: url)!, gzipLevel: gzip ? 6 : nil)
+            var destination = OTLPDestination(url: URL(string: url)!, compression: gzip ? .gzip(level: 6) : zstd ? .zstd(level: 1) : nil)
             destination.onRetry = retrying
             sink = .otlp(destination, OTLPLogsEncoding(serviceName: service, format: encoding))
         } else {

@@ -10,8 +10,31 @@ public struct OTLPDestination: Sendable {
     public var headers: [String: String]
     public var policy: RetryPolicy
     public var timeout: Duration
-    /// gzip level (1–9) for `Content-Encoding: gzip`, or nil for none.
-    public var gzipLevel: Int?
+    /// How bodies are compressed (`Content-Encoding`), or nil for not at all.
+    public var compression: Compression?
+    /// gzip level (1–9) for `Content-Encoding: gzip`, or nil for none (``compression``'s gzip).
+    public var gzipLevel: Int? {
+        get { if case .gzip(let level) = compression { level } else { nil } }
+        set { compression = newValue.map { .gzip(level: min(9, max(1, $0))) } }
+    }
+
+    /// A body's `Content-Encoding`. Collectors take both (the OpenTelemetry Collector's OTLP
+    /// receiver, Vector, Fluent Bit). zstd at level 1 costs the exporter far less than gzip at
+    /// level 6 (`Benchmarks/export.sh`).
+    public enum Compression: Sendable, Equatable {
+        /// RFC 1952, level 1 (fastest) to 9 (smallest).
+        case gzip(level: Int)
+        /// RFC 8878, one frame with its size and checksum, level 1 (fastest) to 19 (smallest).
+        case zstd(level: Int)
+
+        /// The `Content-Encoding` header's value.
+        public var contentEncoding: String {
+            switch self {
+            case .gzip: "gzip"
+            case .zstd: "zstd"
+            }
+        }
+    }
     /// The `Content-Type` of the bodies it is given (the encoding's, ``OTLPLogsEncoding/Format``).
     public var contentType: String = OTLPLogsEncoding.Format.protobuf.contentType
     /// The uploader's HTTP layer: keep-alive connections, reused from batch to batch.
@@ -23,14 +46,29 @@ public struct OTLPDestination: Sendable {
         self.headers = headers
         self.policy = policy
         self.timeout = timeout
-        self.gzipLevel = gzipLevel.map { min(9, max(1, $0)) }
+        self.gzipLevel = gzipLevel
     }
 
-    /// `body` gzipped at `level`.
-    static func gzip(_ body: [UInt8], level: Int) -> [UInt8]? {
+    public init(url: URL, headers: [String: String] = [:], policy: RetryPolicy = .openTelemetry, timeout: Duration = .seconds(30),
+                compression: Compression?) {
+        self.init(url: url, headers: headers, policy: policy, timeout: timeout)
+        switch compression {
+        case .gzip(let level): self.compression = .gzip(level: min(9, max(1, level)))
+        case .zstd(let level): self.compression = .zstd(level: min(19, max(1, level)))
+        case nil: self.compression = nil
+        }
+    }
+
+    /// `body` compressed as `compression` says, nil when it could not be.
+    static func compress(_ body: [UInt8], _ compression: Compression) -> [UInt8]? {
         var out: UnsafeMutablePointer<UInt8>?
         var length = 0
-        let rc = body.withUnsafeBytes { lb_gzip($0.baseAddress, $0.count, Int32(level), &out, &length) }
+        let rc = body.withUnsafeBytes { buffer in
+            switch compression {
+            case .gzip(let level): lb_gzip(buffer.baseAddress, buffer.count, Int32(level), &out, &length)
+            case .zstd(let level): lb_zstd(buffer.baseAddress, buffer.count, Int32(level), &out, &length)
+            }
+        }
         guard rc == 0, let out else { return nil }
         defer { free(out) }
         return Array(UnsafeBufferPointer(start: out, count: length))
@@ -67,9 +105,9 @@ public struct OTLPDestination: Sendable {
     public func deliver(_ body: [UInt8], firstSubmittedNanoseconds: Int64? = nil) async -> Delivery {
         let first = firstSubmittedNanoseconds ?? Spool.wallClock()
         var body = body, encoding: String?
-        if let gzipLevel, let compressed = Self.gzip(body, level: gzipLevel) {
+        if let compression, let compressed = Self.compress(body, compression) {
             body = compressed
-            encoding = "gzip"
+            encoding = compression.contentEncoding
         }
         var attempt = 0
         while true {

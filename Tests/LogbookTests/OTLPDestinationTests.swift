@@ -68,6 +68,37 @@ final class OTLPDestinationTests: XCTestCase {
         XCTAssertLessThan(try XCTUnwrap(request["bytes"] as? Int), plain.count / 3, "gzip makes the JSON much smaller")
     }
 
+    /// zstd bodies (`Content-Encoding: zstd`), decompressed by the collector through libzstd, and
+    /// the `logbook export --zstd` that sends them: every record arrives, with its values.
+    func testZstdBodies() async throws {
+        let server = try server()
+        let plain = try body()
+        let delivery = await OTLPDestination(url: server.url("/v1/logs"), policy: quick, compression: .zstd(level: 1)).deliver(plain)
+        XCTAssertEqual(delivery, .delivered(attempts: 1, rejected: 0, message: nil))
+        let request = try XCTUnwrap(server.requests().first)
+        XCTAssertEqual(request["encoding"] as? String, "zstd")
+        XCTAssertEqual(request["parsed"] as? Bool, true)
+        XCTAssertEqual((request["records"] as? [Any])?.count, 5)
+        XCTAssertLessThan(try XCTUnwrap(request["bytes"] as? Int), plain.count / 3, "zstd makes the JSON much smaller")
+
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let source = try makeBundle(dir, records: 700)
+        let run = try runProgram(logbook, ["export", "--otlp", server.url("/cli/v1/logs").absoluteString, "--zstd", "--batch", "200",
+                                           "--cursors", dir + "/cursors", source])
+        XCTAssertEqual(run.status, 0, run.output)
+        XCTAssertTrue(run.output.contains("exported 700 records"), run.output)
+        let sent = server.requests().dropFirst()
+        XCTAssertEqual(sent.count, 4)
+        XCTAssertTrue(sent.allSatisfy { $0["encoding"] as? String == "zstd" && $0["parsed"] as? Bool == true }, "\(sent)")
+        let bodies = sent.flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
+        XCTAssertEqual(bodies.count, 700)
+        XCTAssertEqual(Set(bodies).count, 700)
+        let both = try runProgram(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--zstd", "--gzip", source])
+        XCTAssertNotEqual(both.status, 0)
+        XCTAssertTrue(both.output.contains("give one of --gzip and --zstd"), both.output)
+    }
+
     func testABodyTheCollectorCannotParseIsNotRetried() async throws {
         let server = try server()
         let delivery = await OTLPDestination(url: server.url("/v1/logs"), policy: quick).deliver(Array("{\"resourceLogs\":[{\"nope\":1}]}".utf8))

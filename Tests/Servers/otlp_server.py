@@ -18,7 +18,7 @@ holds so only the request carrying a record whose body is TEXT (percent-encoded)
 others at once; `/discard` reads and answers 200 without parsing or
 logging (for benchmarks). Each request is
 appended to LOG as a JSON line: path, attempt header, whether it parsed, its records (time, body,
-severity), the Content-Encoding (gzip bodies are decompressed first), the bytes received, the
+severity), the Content-Encoding (gzip and zstd bodies are decompressed first), the bytes received, the
 answer and the Content-Type. The port is printed once listening (0 picks a free one); the server
 exits when its stdin closes.
 """
@@ -34,6 +34,24 @@ from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
 
 counts = {}
 lock = threading.Lock()
+
+
+
+def zstd_decompress(frame):
+    """One zstd frame with its content size, through the system's libzstd (no PyPI package)."""
+    import ctypes
+    library = ctypes.CDLL("libzstd.so.1")
+    library.ZSTD_getFrameContentSize.restype = ctypes.c_ulonglong
+    library.ZSTD_decompress.restype = ctypes.c_size_t
+    library.ZSTD_isError.restype = ctypes.c_uint
+    size = library.ZSTD_getFrameContentSize(frame, ctypes.c_size_t(len(frame)))
+    if size >= 2**63:
+        raise ValueError("a zstd frame without its content size")
+    out = ctypes.create_string_buffer(max(1, size))
+    written = library.ZSTD_decompress(out, ctypes.c_size_t(size), frame, ctypes.c_size_t(len(frame)))
+    if library.ZSTD_isError(written) or written != size:
+        raise ValueError("a damaged zstd frame")
+    return out.raw[:size]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -88,6 +106,8 @@ class Handler(BaseHTTPRequestHandler):
         if encoding == "gzip":
             import gzip
             body = gzip.decompress(body)
+        elif encoding == "zstd":
+            body = zstd_decompress(body)
         request = logs_service_pb2.ExportLogsServiceRequest()
         content_type = self.headers.get("Content-Type", "")
         try:
