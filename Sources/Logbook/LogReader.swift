@@ -162,6 +162,10 @@ public struct LogIssue: Sendable, CustomStringConvertible {
     /// and its pages came back from different moments after a power loss (or were damaged).
     public var isAlteredRecord: Bool { reason.contains("fails its page check") }
 
+    /// The rest of a large record whose beginning the overwrite policy destroyed: the record is
+    /// counted in ``LogReader/overwrittenRecords`` too (it was overwritten, not damaged).
+    public var isBeginningOverwritten: Bool { kind == .torn && reason.contains("beginning was overwritten") }
+
     public var kindName: String {
         switch kind {
         case .corrupt: "corrupt"

@@ -133,10 +133,11 @@ public struct ExportCursor: Sendable, Equatable {
     static let journalMagic: UInt32 = 0x4A43_424C  // "LBCJ", little-endian
 
     /// One journal entry (docs/FORMAT.md, "Export cursor"): magic, length, generation, the
-    /// counts of changed marks and of entries in flight (u32 each), exported, repeated (u64 each),
+    /// counts of changed marks and of entries in flight, the snapshot's key (u32 each: see
+    /// ``ExportCursorStore``), exported, repeated (u64 each),
     /// then (sequence u64, offset u32, reserved u32) per changed mark and per entry in flight, then
     /// the CRC-32C of everything before it.
-    func journalEntry(changedChunks chunks: some Collection<UInt64>, generation: UInt32) -> [UInt8] {
+    func journalEntry(changedChunks chunks: some Collection<UInt64>, generation: UInt32, snapshot: UInt32) -> [UInt8] {
         let changed = chunks.compactMap { sequence in marks[sequence].map { (sequence, $0) } }
         var out: [UInt8] = []
         out.reserveCapacity(40 + 16 * (changed.count + inFlight.count) + 4)
@@ -146,7 +147,7 @@ public struct ExportCursor: Sendable, Equatable {
         put(generation)
         put(UInt32(changed.count))
         put(UInt32(inFlight.count))
-        put(UInt32(0))
+        put(snapshot)
         put(exported)
         put(repeated)
         for (sequence, offset) in changed + inFlight.map({ ($0.key, $0.value) }) {
@@ -158,16 +159,17 @@ public struct ExportCursor: Sendable, Equatable {
         return out
     }
 
-    /// Applies the journal entry at `at` if it is whole, sound and of `generation`: returns its
-    /// length and generation, or nil (the end of what can be trusted).
-    mutating func apply(journalEntry bytes: [UInt8], at: Int, generation: UInt32) -> (Int, UInt32)? {
+    /// Applies the journal entry at `at` if it is whole, sound, of `generation` and follows the
+    /// snapshot whose key is `snapshot`: returns its length and generation, or nil (the end of what
+    /// can be trusted).
+    mutating func apply(journalEntry bytes: [UInt8], at: Int, generation: UInt32, snapshot: UInt32) -> (Int, UInt32)? {
         guard bytes.count - at >= 44 else { return nil }
         func get<T: FixedWidthInteger>(_ offset: Int, _: T.Type) -> T {
             bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: at + offset, as: T.self)) }
         }
         let length = Int(get(4, UInt32.self))
         guard get(0, UInt32.self) == Self.journalMagic, length >= 44, length <= bytes.count - at,
-              get(8, UInt32.self) == generation else { return nil }
+              get(8, UInt32.self) == generation, get(20, UInt32.self) == snapshot else { return nil }
         let changed = Int(get(12, UInt32.self)), flights = Int(get(16, UInt32.self))
         guard length == 40 + 16 * (changed + flights) + 4 else { return nil }
         let crc = bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress! + at, length - 4) }
@@ -224,6 +226,17 @@ public final class ExportCursorStore: @unchecked Sendable {
         var end: Int64
         /// The generation of the last snapshot or entry written (the next entry's is one more).
         var generation: UInt32
+        /// The snapshot's key, in each entry: the CRC-32C of the snapshot's bytes, continued over
+        /// the destination's name. A journal copied from another cursor, or left by an older
+        /// snapshot, does not follow this one.
+        var key: UInt32 = 0
+    }
+
+    /// The key of `snapshot` (the bytes of `NAME.cursor`) for `destination`.
+    static func key(of snapshot: [UInt8], destination: String) -> UInt32 {
+        var name = destination
+        let seed = name.withUTF8 { lb_crc32c(0, $0.baseAddress, $0.count) }
+        return snapshot.withUnsafeBytes { lb_crc32c(seed, $0.baseAddress, $0.count) }
     }
     private let journals = Locked<[String: Journal]>([:])
 
@@ -257,14 +270,15 @@ public final class ExportCursorStore: @unchecked Sendable {
                                detail: "the cursor file is damaged (its checksum or size is wrong)")
         }
         var generation = ExportCursor.generation(of: snapshot)
+        let key = Self.key(of: snapshot, destination: destination)
         let entries = try read(destination + ".journal") ?? []
         var at = 0
-        while let (length, next) = cursor.apply(journalEntry: entries, at: at, generation: generation &+ 1) {
+        while let (length, next) = cursor.apply(journalEntry: entries, at: at, generation: generation &+ 1, snapshot: key) {
             at += length
             generation = next
         }
         // What follows the last good entry (a torn tail) is written over.
-        journals.withLock { $0[destination] = Journal(fd: journal.fd, end: Int64(at), generation: generation) }
+        journals.withLock { $0[destination] = Journal(fd: journal.fd, end: Int64(at), generation: generation, key: key) }
         return cursor
     }
 
@@ -328,6 +342,7 @@ public final class ExportCursorStore: @unchecked Sendable {
             throw LogbookError(operation: "ftruncate", path: path + "/" + destination + ".journal", errno: errno)
         }
         journal.end = 0
+        journal.key = Self.key(of: bytes, destination: destination)
         journals.withLock { $0[destination] = journal }
     }
 
@@ -336,7 +351,7 @@ public final class ExportCursorStore: @unchecked Sendable {
     public func append(_ cursor: ExportCursor, changedChunks chunks: some Collection<UInt64>, as destination: String) throws(LogbookError) {
         var journal = try openJournal(destination)
         journal.generation &+= 1
-        let bytes = cursor.journalEntry(changedChunks: chunks, generation: journal.generation)
+        let bytes = cursor.journalEntry(changedChunks: chunks, generation: journal.generation, snapshot: journal.key)
         var done = 0
         while done < bytes.count {
             let n = bytes.withUnsafeBytes { pwrite(journal.fd, $0.baseAddress! + done, $0.count - done, off_t(journal.end) + off_t(done)) }

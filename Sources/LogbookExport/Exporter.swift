@@ -269,7 +269,6 @@ public final class Exporter {
         func stopIfCancelled() throws {
             if Task.isCancelled {
                 for flight in flights { flight.task?.cancel() }
-                cursor.repeated += UInt64(report.repeated)
                 try save(durable: true)
                 throw ExportError.cancelled(report)
             }
@@ -291,7 +290,12 @@ public final class Exporter {
             let repeated = resumed.inFlight.isEmpty ? 0 : pending.slice(start + end - fresh, fresh).filter(resumed.wasInFlight).count
             repeatsCounted = max(repeatsCounted, start + end)
             report.repeated += repeated
-            if repeated > 0 { monitor.update { $0.repeated += repeated } }
+            if repeated > 0 {
+                // In the cursor at once (saved with this batch): a pass that is killed in its turn
+                // keeps the count of what it sent again.
+                cursor.repeated += UInt64(repeated)
+                monitor.update { $0.repeated += repeated }
+            }
             return Flight(count: end, body: body, extent: ExportCursor.extent(of: pending.slice(start, end)), task: nil)
         }
         /// Saves `starting` in flight, then sends them (OTLP; a syslog batch is sent when it is
@@ -406,7 +410,8 @@ public final class Exporter {
         // Records the overwrite policy destroyed are counted in `overwritten`, not as damage.
         let newIssues = issues.dropFirst(issuesReported).filter { $0.kind != .overwritten }
         report.issues = newIssues.map(\.description)
-        report.unreadable = newIssues.reduce(0) { $0 + $1.records }
+        // A large record whose beginning the policy destroyed is in the reader's overwritten count.
+        report.unreadable = newIssues.filter { !$0.isBeginningOverwritten }.reduce(0) { $0 + $1.records }
         issuesReported = issues.count
         let overwritten = reader.overwrittenRecords
         report.overwritten = overwritten > overwrittenReported ? overwritten - overwrittenReported : 0
@@ -421,7 +426,6 @@ public final class Exporter {
             $0.unreadable += report.unreadable
             $0.overwritten += report.overwritten
         }
-        cursor.repeated += UInt64(report.repeated)
         resumed.inFlight = [:]
         try save(durable: true)
         if wholeRead { marksAfterWholeRead = cursor.marks.count }

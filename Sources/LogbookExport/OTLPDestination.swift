@@ -126,9 +126,10 @@ public struct OTLPDestination: Sendable {
             case .expired:
                 return .expired(attempts: attempt)
             case .retry(let at):
+                // A cancelled delivery ends here, with no "trying again" said.
+                if Task.isCancelled { return .gaveUp(attempts: attempt, reason: "cancelled") }
                 let wait = max(0, at - Spool.wallClock())
                 onRetry?(attempt, Self.describe(outcome), Double(wait) / 1e9)
-                if Task.isCancelled { return .gaveUp(attempts: attempt, reason: "cancelled") }
                 do { try await Task.sleep(nanoseconds: UInt64(wait)) } catch { return .gaveUp(attempts: attempt, reason: "cancelled") }
             }
         }

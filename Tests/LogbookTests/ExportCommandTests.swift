@@ -256,6 +256,71 @@ final class ExportCommandTests: XCTestCase {
         XCTAssertEqual(Set(bodies).count, 40)
     }
 
+    /// A large record whose beginning the overwrite policy destroyed is counted once, as
+    /// overwritten: exported + overwritten + unreadable = written (an outside run counted it as
+    /// both, 20,001 of 20,000).
+    func testALargeRecordWhoseBeginningWasOverwrittenIsCountedOnce() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/wrapped.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .overwrite, idleSealMilliseconds: 0)
+        let log = try bundle.logger("wrap")
+        let written = 600
+        for i in 0..<written { log.info("record \(i) \(String(repeating: "w", count: [10, 200, 9000][i % 3]))") }
+        try bundle.close()
+        let reader = try LogReader(path: path)
+        _ = try reader.readAll()
+        XCTAssertTrue(reader.issues.contains { $0.isBeginningOverwritten }, "the oldest chunk begins inside a large record: \(reader.issues)")
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let run = try runProgram(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors", path])
+        XCTAssertEqual(run.status, 0, run.output)
+        let summary = try XCTUnwrap(run.output.split(separator: "\n").first { $0.hasPrefix("exported ") }, run.output)
+        func count(_ pattern: String) -> Int {
+            guard let range = summary.range(of: #"(\d+) "# + pattern, options: .regularExpression) else { return 0 }
+            return Int(summary[range].split(separator: " ")[0])!
+        }
+        let exported = count("records"), overwritten = count("overwritten before"), unreadable = count("unreadable")
+        XCTAssertGreaterThan(overwritten, 0, run.output)
+        XCTAssertEqual(exported + overwritten + unreadable, written, run.output)
+    }
+
+    /// The cursor's total of records sent again counts every restart's repeats, also those of a run
+    /// that is itself killed: the collector holds the batch of record 55, the first run is killed
+    /// with it in flight, the second sends it again and is killed too, and the third delivers it.
+    /// The batch arrived three times: 20 repeats, and the cursor says 20.
+    func testRepeatsOfAKilledRunAreKeptInTheCursor() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let source = try makeBundle(dir, records: 60)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let arguments = ["export", "--otlp", server.url("/holdbody/record%2055/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+                         "--batch", "10", "--in-flight", "1", source]  // one at a time: the batch in flight is exactly 50–59
+        func carrying55() -> Int {
+            server.requests().filter { (($0["records"] as? [[String: Any]]) ?? []).contains { $0["body"] as? String == "record 55" } }.count
+        }
+        for run in 1...2 {
+            let child = try ChildProcess(logbook, arguments)
+            defer { child.killIfRunning() }
+            XCTAssertTrue(waitUntil { carrying55() == run }, "run \(run): \(server.requests())")
+            kill(child.process.processIdentifier, SIGKILL)
+            _ = try? child.waitForExit()
+        }
+        let names = try FileManager.default.contentsOfDirectory(atPath: dir + "/cursors").filter { $0.hasSuffix(".cursor") }
+        XCTAssertEqual(names.count, 1)
+        let name = String(try XCTUnwrap(names.first).dropLast(".cursor".count))
+        XCTAssertEqual(try ExportCursorStore(path: dir + "/cursors").load(name).repeated, 10, "the second run's repeats, though it was killed")
+        XCTAssertTrue(FileManager.default.createFile(atPath: server.log + ".release", contents: nil))
+        let last = try runProgram(logbook, arguments)
+        XCTAssertEqual(last.status, 0, last.output)
+        XCTAssertTrue(last.output.contains("exported 10 records, 10 sent again after a restart"), last.output)
+        XCTAssertEqual(try ExportCursorStore(path: dir + "/cursors").load(name).repeated, 20)
+        let bodies = server.requests().flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
+        XCTAssertEqual(bodies.count - Set(bodies).count, 20, "the batch of record 55 arrived three times")
+        XCTAssertEqual(Set(bodies).count, 60)
+    }
+
     /// A collector that answers 413 to bodies over its limit: each 413 halves the batch and the
     /// same records go again, so every record arrives once; a record larger than the limit alone is
     /// given up and reported, and the others go on.

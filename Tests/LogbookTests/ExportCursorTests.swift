@@ -93,6 +93,22 @@ final class ExportCursorTests: XCTestCase {
             try whole.write(to: URL(fileURLWithPath: journal))  // entries of the snapshot before
             XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), reloaded, "stale entries are skipped")
         }
+        // a journal copied from another cursor (another destination, the same snapshot bytes) is
+        // not applied: its entries carry that cursor's snapshot key
+        do {
+            let store = try ExportCursorStore(path: dir)
+            let base = try store.load("d")
+            try store.save(base, as: "d")
+            try store.save(base, as: "other")
+            var ahead = base
+            ahead.marks[1] = 9999
+            ahead.exported += 1000
+            try store.append(ahead, changedChunks: [1], as: "other")
+            try FileManager.default.removeItem(atPath: dir + "/d.journal")
+            try FileManager.default.copyItem(atPath: dir + "/other.journal", toPath: dir + "/d.journal")
+            XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), base, "another cursor's journal skips nothing")
+            XCTAssertEqual(try ExportCursorStore(path: dir).load("other"), ahead)
+        }
         // the snapshot damaged: refused, though the journal is whole
         let snapshot = dir + "/d.cursor"
         var bytes = try Data(contentsOf: URL(fileURLWithPath: snapshot))
