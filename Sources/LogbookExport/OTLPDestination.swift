@@ -19,8 +19,8 @@ public struct OTLPDestination: Sendable {
     }
 
     /// A body's `Content-Encoding`. Collectors take both (the OpenTelemetry Collector's OTLP
-    /// receiver, Vector, Fluent Bit). zstd at level 1 costs the exporter far less than gzip at
-    /// level 6 (`Benchmarks/export.sh`).
+    /// receiver, Vector, Fluent Bit). zstd at level 1 costs the exporter about a fourth of what
+    /// gzip at level 6 does (`Benchmarks/export.sh`).
     public enum Compression: Sendable, Equatable {
         /// RFC 1952, level 1 (fastest) to 9 (smallest).
         case gzip(level: Int)
