@@ -114,7 +114,7 @@ public final class LogBundle: @unchecked Sendable {
         /// sync, `lb_options.sync_interval_ms`): a power loss loses at most the records of the last
         /// interval and of the sync under way. The syncs copy what was logged into the bundle's
         /// `mirror` file (as large as the ring) and sync that, never the ring: the logging threads
-        /// pay nothing measurable (README, Speed), the disk writes what is logged.
+        /// pay nothing measurable (docs/BENCHMARKS.md, `Benchmarks/durability.sh`), the disk writes what is logged.
         case interval(Duration)
 
         var milliseconds: Int {

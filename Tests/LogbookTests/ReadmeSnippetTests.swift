@@ -32,7 +32,7 @@ final class ReadmeSnippetTests: XCTestCase {
     func testEverySwiftSnippetOfTheReadmeTypeChecks() throws {
         let modules = try BuiltModules.find()
         let blocks = Self.codeBlocks("swift", in: try readme)
-        XCTAssertGreaterThanOrEqual(blocks.count, 8, "README's Swift examples were not found")
+        XCTAssertGreaterThanOrEqual(blocks.count, 2, "README's Swift examples were not found")  // the Swift and swift-log examples; the modules' are in their DocC articles (DocCSnippetTests)
         for block in blocks {
             XCTAssertTrue(block.code.contains("import "), "README.md:\(block.line): a snippet names what it imports")
         }
