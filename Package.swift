@@ -52,7 +52,7 @@ let package = Package(
         // Debian: libcurl4-openssl-dev), the checks of content against its key, SHA-256.
         .target(name: "CLogbookUpload", dependencies: ["CLogbook"], path: "CSources/CLogbookUpload",
                 linkerSettings: [.linkedLibrary("curl")]),
-        // The message cache's C layer (issue 13, work in progress): frames on the core's commit protocol.
+        // The message cache's C layer: frames on the core's commit protocol (logbook_cache.h).
         .target(name: "CLogbookCache", dependencies: ["CLogbook"], path: "CSources/CLogbookCache"),
         .target(name: "LogbookCache", dependencies: ["Logbook", "CLogbookCache"]),
         .target(name: "LogbookUpload", dependencies: ["Logbook", "CLogbook", "CLogbookUpload"]),

@@ -61,7 +61,7 @@ let package = Package(
                 "CSQLite",
             ]
         ),
-        // Export (issue 14, export.sh): OTLP JSON encoding and delivery beside `show --json`.
+        // Export (export.sh): OTLP encodings and delivery beside `show --json`.
         .executableTarget(
             name: "ExportBench",
             dependencies: [
@@ -69,13 +69,13 @@ let package = Package(
                 .product(name: "LogbookExport", package: logbookPackage),
             ]
         ),
-        // Syslog against rsyslog forwarding the same lines (issue 31, syslog.sh): writes the
+        // Syslog against rsyslog forwarding the same lines (syslog.sh): writes the
         // bundle and times until the receiving rsyslog has written every line.
         .executableTarget(
             name: "SyslogBench",
             dependencies: [.product(name: "Logbook", package: logbookPackage)]
         ),
-        // The read side (issue 15, read.sh): streaming, rendering and statistics, records/s.
+        // The read side (read.sh): streaming, rendering and statistics, records/s.
         .executableTarget(
             name: "ReadBench",
             dependencies: [

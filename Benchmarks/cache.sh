@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The message cache's benchmark (issue 13): appends of a 100-byte message at each durability
+# The message cache's benchmark: appends of a 100-byte message at each durability
 # level beside the reference's pattern and SQLite, and 8 threads sharing syncs; interleaved
 # rounds in one run, files on /var/tmp (a disk, not tmpfs). Prints a markdown table and the
 # targets. Usage: Benchmarks/cache.sh [ROUNDS] (default 5; ~1 minute).

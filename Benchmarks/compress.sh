@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compressed archive files (issue 16), all in one run:
+# Compressed archive files, all in one run:
 #  1. ratio and rate per zstd level: the archiver's own compression job (plan, compress in ~1 MiB
 #     frames, decompress and compare every frame, write, fsync) and decompression through the
 #     reader's archive source, on three kinds of archive files: the demo's (4 threads, mixed text,

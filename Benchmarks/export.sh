@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Export, measured in one run (issue 31), against a receiver that is not the bottleneck
+# Export, measured in one run, against a receiver that is not the bottleneck
 # (Benchmarks/Upload/sink.c: C, bodies read and discarded, TCP_NODELAY):
 #   1. in process: records/s read, rendered as `show --json` lines, encoded as OTLP JSON and
 #      protobuf and as syslog frames, and exported end to end (ExportBench);

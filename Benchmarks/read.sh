@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The read side in records/s (issue 15): the C reader (streaming and holding), Swift streaming,
+# The read side in records/s: the C reader (streaming and holding), Swift streaming,
 # `logbook show` (text and --json), `logbook stats`, beside `wc -l` and `jq -c .` over the same
 # records as JSON lines; then the C reader over a 256 MiB archived bundle, and with --big the peak
 # RSS of show/stats/verify over 1 GiB of archive files. Medians of interleaved rounds with spread.
@@ -71,5 +71,5 @@ if [ "${2:-}" = "--big" ]; then
 fi
 
 echo
-echo "Targets (issue 15): C reader ≥ 40 M records/s (both bundles); Swift streaming ≥ 10 M records/s;"
+echo "Targets: C reader ≥ 40 M records/s (both bundles); Swift streaming ≥ 10 M records/s;"
 echo "\`show --json\` ≥ 3 M lines/s and \`show\` ≥ 5 M lines/s to /dev/null; memory bounded by a window."

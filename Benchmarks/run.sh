@@ -35,7 +35,7 @@ python3 report.py "$out/results.md" thresholds.json > ../docs/BENCHMARKS.md || s
   echo
   echo "## Message cache"
   echo
-  echo "From \`Benchmarks/cache.sh\` (issue 13's targets below the table)."
+  echo "From \`Benchmarks/cache.sh\` (its targets below the table)."
   echo
   ./cache.sh
   echo
@@ -47,13 +47,13 @@ python3 report.py "$out/results.md" thresholds.json > ../docs/BENCHMARKS.md || s
   echo
   echo "## Reading, statistics and the tools people use otherwise"
   echo
-  echo "From \`Benchmarks/read.sh 5\` (issue 15's targets below the tables)."
+  echo "From \`Benchmarks/read.sh 5\` (its targets below the tables)."
   echo
   ./read.sh 5
   echo
   echo "## Compressed archives"
   echo
-  echo "From \`Benchmarks/compress.sh\` (issue 16: ratio and rate per level, the logging thread's cost, reading)."
+  echo "From \`Benchmarks/compress.sh\` (ratio and rate per level, the logging thread's cost, reading)."
   echo
   ./compress.sh 10 3
   if [ -n "$notes" ]; then echo; echo "$notes"; fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Syslog export against its peer, in one run (issue 31, item 5): records/s arriving at a receiving
+# Syslog export against its peer, in one run: records/s arriving at a receiving
 # rsyslog (imrelp -> omfile, `%msg%` lines), timed from the sender's start until the receiver's
 # file holds every line (Sources/SyslogBench: `time`):
 #   logbook    `logbook export --syslog relp://` of a bundle of RECORDS records (ExportBench's)

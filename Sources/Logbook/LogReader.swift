@@ -348,17 +348,7 @@ public final class LogReader {
         try stream { try body($0.entry) }
     }
 
-    // MARK: - Held entries (package: the exporter's window; issue 15 makes a public streaming API)
-
-    /// Scans what is new (as ``readNew()``) and leaves it held by the C reader, undecoded: returns
-    /// how many entries it holds, in time order, until the next scan.
-    package func scanHeld() throws(LogbookError) -> Int {
-        lb_reader_discard_entries(raw)
-        hasScanned = true
-        let result = lb_reader_scan(raw)
-        if result < 0 { try check(Int32(result), "lb_reader_scan", path: path) }
-        return lb_reader_entry_count(raw)
-    }
+    // MARK: - Sessions (package: the exporter names each process's executable)
 
     /// How many writing sessions the scans so far know (``knownSessions`` is made only when it grows).
     package var knownSessionCount: Int { lb_reader_session_count(raw) }
@@ -373,20 +363,6 @@ public final class LogReader {
                 startedNanoseconds: Int64(bitPattern: s.wall_anchor_ns),
                 clock: s.clock == LB_CLOCK_TSC.rawValue ? "tsc" : "monotonic", ticksPerSecond: s.ticks_per_second)
         }
-    }
-
-    /// Where held entry `index` is (its chunk and offset), without decoding it.
-    package func heldPosition(_ index: Int) -> (chunkSequence: UInt64, chunkOffset: UInt32) {
-        var entry = lb_entry()
-        lb_reader_entry(raw, index, &entry)
-        return (entry.chunk_sequence, entry.chunk_offset)
-    }
-
-    /// Held entry `index`, decoded.
-    package func heldEntry(_ index: Int) -> LogEntry {
-        var entry = lb_entry()
-        lb_reader_entry(raw, index, &entry)
-        return decode(entry)
     }
 
     private func forEachHeld(_ body: (LogEntry) -> Void) {

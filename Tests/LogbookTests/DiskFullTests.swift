@@ -118,7 +118,7 @@ final class DiskFullTests: XCTestCase {
         let rolled = Locked<[String]>([])
         let bundle = try LogBundle(
             path: path, capacity: 128 << 10, chunkSize: 4096, wrapPolicy: .lossless, losslessWaitMilliseconds: 0,
-            // Plain files: the archiver's own ENOSPC path (compression on a full disk: see the note of issue 16).
+            // Plain files: the archiver's own ENOSPC path, without the compressor's writes in between.
             archive: ArchiveOptions(directory: mountPoint + "/archive", maxFileSize: 128 << 10, maxFiles: nil, quota: nil,
                                     compressionLevel: nil,
                                     onFileRolled: { file in rolled.withLock { $0.append(file.path) } }))

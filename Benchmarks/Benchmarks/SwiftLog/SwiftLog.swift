@@ -17,7 +17,7 @@ func removeBundle(_ path: String) {
     rmdir(path)
 }
 
-/// swift-log's floor (issue 17): a handler that does only what any handler must, reading the
+/// swift-log's floor: a handler that does only what any handler must, reading the
 /// message's bytes and every metadata value, and nothing else. What swift-log itself costs a call
 /// (building the `String`, merging metadata) is what this measures; a backend's own cost is the rest.
 struct FloorLogHandler: LogHandler {
