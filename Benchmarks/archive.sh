@@ -10,9 +10,9 @@ mkdir -p "$dir"
 scripts/install-deps
 out="$(mktemp -d)"
 trap 'rm -rf "$out" "$dir/bench.logbook" "$dir/dd.bin"' EXIT
+make -s -C CSources O="$out/c"  # the one C recipe
 cc -O2 -pthread -ICSources/CLogbook/include -ICSources/CLogbookArchive/include \
-  Benchmarks/Archive/archive_bench.c CSources/CLogbook/src/*.c CSources/CLogbookArchive/src/*.c \
-  -luring -lzstd -o "$out/archive_bench"
+  Benchmarks/Archive/archive_bench.c "$out/c/liblogbook-archive.a" "$out/c/liblogbook-read.a" "$out/c/liblogbook.a" -luring -lzstd -o "$out/archive_bench"
 echo "| scenario | result | vs off |"
 echo "|---|---:|---:|"
 sync

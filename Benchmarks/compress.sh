@@ -19,7 +19,8 @@ scripts/install-deps
 work="$(mktemp -d /var/tmp/logbook-compress.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 flags=(-O2 -pthread -ICSources/CLogbook/include -ICSources/CLogbookArchive/include)
-sources=(CSources/CLogbook/src/*.c CSources/CLogbookArchive/src/*.c -luring -lzstd)
+make -s -C CSources O="$work/c"  # the one C recipe
+sources=("$work/c/liblogbook-archive.a" "$work/c/liblogbook-read.a" "$work/c/liblogbook.a" -luring -lzstd)
 cc "${flags[@]}" Benchmarks/Compress/compress_bench.c "${sources[@]}" -o "$work/compress_bench"
 cc "${flags[@]}" Benchmarks/Archive/ab_bench.c "${sources[@]}" -o "$work/ab_bench"
 swift build -c release --product logbook-demo > /dev/null

@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-cc -O2 -pthread -ICSources/CLogbook/include Benchmarks/Crc/crc_bench.c CSources/CLogbook/src/*.c -lzstd -o "$out/crc_bench"
+make -s -C CSources O="$out/c"  # the one C recipe
+cc -O2 -pthread -ICSources/CLogbook/include Benchmarks/Crc/crc_bench.c "$out/c/liblogbook-read.a" "$out/c/liblogbook.a" -lzstd -o "$out/crc_bench"
 "$out/crc_bench"

@@ -10,8 +10,9 @@ interval="${1:-100}"
 pairs="${2:-7}"
 out="$(mktemp -d "${TMPDIR:-/var/tmp}/durability.XXXXXX")"
 trap 'rm -rf "$out"' EXIT
-cc -O2 -pthread -I CSources/CLogbook/include Benchmarks/Durability/durability_bench.c CSources/CLogbook/src/*.c \
-  -lzstd -o "$out/bench"
+make -s -C CSources O="$out/c"  # the one C recipe
+cc -O2 -pthread -I CSources/CLogbook/include Benchmarks/Durability/durability_bench.c \
+  "$out/c/liblogbook-read.a" "$out/c/liblogbook.a" -lzstd -o "$out/bench"
 run() {  # run RECORDS RATE
   for _ in $(seq 1 "$pairs"); do
     rm -rf "$out"/*.logbook

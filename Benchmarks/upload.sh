@@ -15,8 +15,9 @@ logbook="$(swift build -c release --show-bin-path)/logbook"
 work="$(mktemp -d /var/tmp/logbook-upload-bench.XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 cc -O2 -pthread Benchmarks/Upload/sink.c -o "$work/sink"
+make -s -C CSources O="$work/c"  # the one C recipe
 cc -O2 -pthread -ICSources/CLogbook/include -ICSources/CLogbookArchive/include Benchmarks/Upload/make_archives.c \
-  CSources/CLogbook/src/*.c CSources/CLogbookArchive/src/*.c -luring -lzstd -o "$work/make_archives"
+  "$work/c/liblogbook-archive.a" "$work/c/liblogbook-read.a" "$work/c/liblogbook.a" -luring -lzstd -o "$work/make_archives"
 # The sink's lifeline: it exits when its stdin ends, that is when this script (fd 3) does.
 mkfifo "$work/lifeline"
 exec 3<>"$work/lifeline"

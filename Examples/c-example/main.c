@@ -1,7 +1,8 @@
 /* c-example: a C program that logs through logbook.h only.
  *
+ *   make -C CSources O=/tmp/logbook-c      (the writer library needs libc only)
  *   cc -O2 -pthread -I CSources/CLogbook/include Examples/c-example/main.c \
- *      CSources/CLogbook/src/?*.c -o c-example
+ *      /tmp/logbook-c/liblogbook.a -o c-example
  *   ./c-example /tmp/c.logbook && logbook show /tmp/c.logbook
  */
 #include "logbook.h"

@@ -1,6 +1,8 @@
 /* core_test: the C core tested from C, through logbook.h only. Prints "N passed, N failed".
  *
- *   cc -O2 -pthread -I CSources/CLogbook/include Tests/CTests/core_test.c CSources/CLogbook/src/?*.c
+ *   make -C CSources O=/tmp/lb       (the one C recipe; CProgramTests builds it so)
+ *   cc -O2 -pthread -I CSources/CLogbook/include Tests/CTests/core_test.c \
+ *      /tmp/lb/liblogbook-read.a /tmp/lb/liblogbook.a -lzstd
  */
 #define _GNU_SOURCE
 #include "logbook.h"

@@ -56,8 +56,9 @@
  *      -DLB_HAVE_SYNC -DLB_HAVE_SYNC_INTERVAL \
  *      -I CSources/CLogbook/include -I CSources/CLogbookArchive/include \
  *      -I Tests/CLogbookTestSupport/include Tests/CTests/power_loss.c \
- *      Tests/CLogbookTestSupport/shaped_records.c CSources/CLogbook/src/?*.c \
- *      CSources/CLogbookArchive/src/?*.c -luring -lzstd -o /tmp/pl && /tmp/pl
+ *      Tests/CLogbookTestSupport/shaped_records.c /tmp/lb/liblogbook-archive.a \
+ *      /tmp/lb/liblogbook-read.a /tmp/lb/liblogbook.a -luring -lzstd -o /tmp/pl && /tmp/pl
+ *   after `make -C CSources O=/tmp/lb CFLAGS='-O1 -g -DLB_HAVE_SYNC -DLB_HAVE_SYNC_INTERVAL'`
  */
 #define _GNU_SOURCE
 #include "logbook.h"

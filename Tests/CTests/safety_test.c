@@ -2,8 +2,9 @@
  * through logbook.h and logbook_archive.h only. Prints "N passed, N failed". A case that needs
  * root (files owned by another user) says "skipped" and why when not run as root.
  *
- *   cc -pthread -I CSources/CLogbook/include -I CSources/CLogbookArchive/include \
- *      Tests/CTests/safety_test.c CSources/CLogbook/src/?*.c CSources/CLogbookArchive/src/?*.c -luring -lzstd
+ *   make -C CSources O=/tmp/lb       (the one C recipe; CProgramTests builds it so)
+ *   cc -pthread -I CSources/CLogbook/include -I CSources/CLogbookArchive/include Tests/CTests/safety_test.c \
+ *      /tmp/lb/liblogbook-archive.a /tmp/lb/liblogbook-read.a /tmp/lb/liblogbook.a -luring -lzstd
  */
 #define _GNU_SOURCE
 #include "logbook.h"

@@ -15,33 +15,39 @@ final class CProgramTests: XCTestCase {
         compiler = found
     }
 
-    /// Builds `source` with the C core's sources (and the archiver's, linking liburing, when
-    /// `archiver` is set; and the shaped records of the integrity tests with `testSupport`).
-    /// Every C program is built with UBSan and `-fno-sanitize-recover` (unless `extraFlags` picks
-    /// its sanitizers): any undefined behaviour ends the program with an error, so the test fails.
+    /// Builds `source` against the C libraries, made by the one C recipe (`CSources/Makefile`) with
+    /// the same flags: the writer and the reader always, the archiver's (linking liburing) when
+    /// `archiver` is set, the cache's with `cache`, and the shaped records of the integrity tests
+    /// with `testSupport`. Every C program is built with UBSan and `-fno-sanitize-recover` (unless
+    /// `extraFlags` picks its sanitizers): any undefined behaviour ends the program with an error,
+    /// so the test fails. An entry of `extraFlags` that is not a flag is a source of the program.
     func build(_ source: String, extraFlags: [String] = [], archiver: Bool = false, testSupport: Bool = false,
                cache: Bool = false, output: String) throws {
         let sanitizers = extraFlags.contains { $0.hasPrefix("-fsanitize") } ? [] : try undefinedBehaviourFlags()
-        func sources(_ target: String) throws -> [String] {
-            try FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/CSources/\(target)/src")
-                .filter { $0.hasSuffix(".c") }.map { repositoryRoot + "/CSources/\(target)/src/" + $0 }
-        }
-        var flags = ["-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter", "-pthread",
-                     "-I", repositoryRoot + "/CSources/CLogbook/include"]
-        var files = try sources("CLogbook")
+        var compileFlags: [String] = ["-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror", "-Wno-unused-parameter"]
+        compileFlags += sanitizers
+        compileFlags += extraFlags.filter { $0.hasPrefix("-") }
+        let libraries = makeTemporaryDirectory(self) + "/c-libraries"
+        var wanted = ["liblogbook-read.a", "liblogbook.a"]  // each before the libraries it uses
+        if archiver { wanted.insert("liblogbook-archive.a", at: 0) }
+        if cache { wanted.insert("liblogbook-cache.a", at: 0) }
+        let targets: [String] = wanted.map { libraries + "/" + $0 }
+        var makeArguments: [String] = ["-s", "-C", repositoryRoot + "/CSources", "O=" + libraries, "CC=" + compiler]
+        makeArguments.append("CFLAGS=" + compileFlags.joined(separator: " "))
+        let made = try runProgram("/usr/bin/make", makeArguments + targets)
+        XCTAssertEqual(made.status, 0, "make -C CSources failed:\n\(made.output)")
+        var flags = compileFlags + ["-pthread", "-I", repositoryRoot + "/CSources/CLogbook/include"]
+        var files = [repositoryRoot + "/" + source] + extraFlags.filter { !$0.hasPrefix("-") }
         if testSupport {
             flags += ["-I", repositoryRoot + "/Tests/CLogbookTestSupport/include"]
             files += [repositoryRoot + "/Tests/CLogbookTestSupport/shaped_records.c"]
         }
-        if cache {
-            flags += ["-I", repositoryRoot + "/CSources/CLogbookCache/include", "-I", repositoryRoot + "/Tests/CTests"]
-            files += try sources("CLogbookCache")
-        }
-        if archiver {
-            flags += ["-I", repositoryRoot + "/CSources/CLogbookArchive/include"]
-            files += try sources("CLogbookArchive") + ["-luring"]
-        }
-        let result = try runProgram(compiler, flags + sanitizers + extraFlags + [repositoryRoot + "/" + source] + files + ["-lzstd", "-o", output])
+        if cache { flags += ["-I", repositoryRoot + "/CSources/CLogbookCache/include", "-I", repositoryRoot + "/Tests/CTests"] }
+        if archiver { flags += ["-I", repositoryRoot + "/CSources/CLogbookArchive/include"] }
+        var link: [String] = targets
+        if archiver { link.append("-luring") }
+        link += ["-lzstd", "-o", output]
+        let result = try runProgram(compiler, flags + files + link)
         XCTAssertEqual(result.status, 0, "compiling \(source) failed:\n\(result.output)")
     }
 

@@ -721,61 +721,6 @@ const char *lb_archive_header_problem(const lb_archive_file_header *h, uint64_t 
     return NULL;
 }
 
-/* Whether 16 bytes are a plausible frame head: its CRC matches and its length is possible. */
-static int frame_head_valid(const lb_archive_frame_head *h, uint32_t chunk_size) {
-    if (h->head_crc != lb_crc32c(0, h, __builtin_offsetof(lb_archive_frame_head, head_crc)))
-        return 0;
-    if (h->length > LB_ARCHIVE_FRAME_MAX || h->kind == 0) return 0;
-    if (h->kind == LB_ARCHIVE_FRAME_CHUNK &&
-        (h->length < LB_CHUNK_HEADER_SIZE || h->length > chunk_size || (h->length & 7u)))
-        return 0;
-    if (h->kind == LB_ARCHIVE_FRAME_END && h->length != sizeof(lb_archive_end)) return 0;
-    return 1;
-}
-
-lb_frame_status lb_archive_frame_read(lb_archive_source *source, uint64_t offset,
-                                      uint32_t chunk_size, lb_archive_frame_head *out) {
-    uint64_t file_size = source->size;
-    if (offset + LB_ARCHIVE_FRAME_HEAD_SIZE > file_size) return LB_FRAME_END;
-    if (lb_archive_source_read(source, out, sizeof *out, offset) != (ssize_t)sizeof *out)
-        return LB_FRAME_END;
-    if (!frame_head_valid(out, chunk_size)) return LB_FRAME_INVALID;
-    if (offset + lb_archive_frame_span(out->length) > file_size) return LB_FRAME_END;
-    return LB_FRAME_OK;
-}
-
-uint64_t lb_archive_frame_resync(lb_archive_source *source, uint64_t from, uint32_t chunk_size) {
-    enum { BLOCK = 64 * 1024 };
-    uint64_t file_size = source->size;
-    uint8_t *block = malloc(BLOCK + LB_ARCHIVE_FRAME_HEAD_SIZE);
-    if (!block) return file_size;
-    uint64_t at = (from + 8u) & ~(uint64_t)7u;
-    while (at + LB_ARCHIVE_FRAME_HEAD_SIZE <= file_size) {
-        ssize_t n = lb_archive_source_read(source, block, BLOCK + LB_ARCHIVE_FRAME_HEAD_SIZE, at);
-        if (n < (ssize_t)LB_ARCHIVE_FRAME_HEAD_SIZE) {
-            /* A compressed file's damaged data frame: go on after it. */
-            uint64_t next = lb_archive_source_damaged_until(source, at + (n > 0 ? (uint64_t)n : 0));
-            if (!next) break;
-            at = next;
-            continue;
-        }
-        for (size_t i = 0; i + LB_ARCHIVE_FRAME_HEAD_SIZE <= (size_t)n && i < BLOCK; i += 8) {
-            lb_archive_frame_head h;
-            memcpy(&h, block + i, sizeof h);
-            if (frame_head_valid(&h, chunk_size) &&
-                at + i + lb_archive_frame_span(h.length) <= file_size) {
-                free(block);
-                return at + i;
-            }
-        }
-        /* Past what was scanned: a short read stopped at a damaged data frame or the end. */
-        uint64_t scanned = (((uint64_t)n - LB_ARCHIVE_FRAME_HEAD_SIZE) & ~(uint64_t)7u) + 8u;
-        at += scanned < BLOCK ? scanned : BLOCK;
-    }
-    free(block);
-    return file_size;
-}
-
 int lb_file_range_is_zero(int fd, uint64_t from, uint64_t to) {
     uint8_t block[4096];
     while (from < to) {
