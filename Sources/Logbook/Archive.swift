@@ -105,10 +105,21 @@ public struct ArchivedFile: Sendable, Equatable {
     }
 }
 
+/// How the archiver writes (C: `LB_ARCHIVE_BACKEND_*`); its raw value is the name `logbook info`
+/// prints.
+public enum ArchiveBackend: String, Sendable, Hashable {
+    /// Batched io_uring writes.
+    case ioUring = "io_uring"
+    /// `pwritev`, where io_uring is unavailable or was refused.
+    case pwrite
+
+    init(_ value: UInt32) { self = value == LB_ARCHIVE_BACKEND_IO_URING.rawValue ? .ioUring : .pwrite }
+}
+
 /// What the archiver has done and how far it lags behind the ring.
 public struct ArchiveStats: Sendable {
-    /// `io_uring`, or `pwrite` where io_uring is unavailable or was refused.
-    public var backend: String
+    /// io_uring, or `pwrite` where io_uring is unavailable or was refused.
+    public var backend: ArchiveBackend
     /// The errno of the last failure (e.g. `ENOSPC`), or 0 after the next success.
     public var lastError: Int32
     public var failures: UInt64
@@ -132,7 +143,7 @@ public struct ArchiveStats: Sendable {
     public var bytesAfterCompression: UInt64
 
     init(_ s: lb_archive_stats) {
-        backend = s.backend == LB_ARCHIVE_BACKEND_IO_URING.rawValue ? "io_uring" : "pwrite"
+        backend = ArchiveBackend(UInt32(s.backend))
         lastError = -s.last_error
         failures = s.failures
         chunksArchived = s.chunks_archived

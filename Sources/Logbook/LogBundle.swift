@@ -21,6 +21,30 @@ public enum WrapPolicy: UInt32, Sendable {
     case lossless = 2   // LB_WRAP_LOSSLESS
 }
 
+/// Why a record was dropped instead of stored (C: `LB_DROP_*`); its raw value is the name
+/// `logbook info` and the metrics use.
+public enum DropReason: String, Sendable, CaseIterable, Hashable {
+    /// Larger than a record may be (1 MiB): `-EMSGSIZE`.
+    case tooLarge = "too_large"
+    /// No chunk could be claimed (the ring is full of chunks other threads hold).
+    case noChunk = "no_chunk"
+    /// Logged from inside a call that was logging on the same thread (a description that logs).
+    case reentrant
+    /// Logged after `close()`.
+    case closed
+    /// Its call site or logger could not be recorded in the meta file (say the disk is full).
+    case meta
+    /// A lossless ring stayed full past its wait.
+    case ringFull = "ring_full"
+
+    /// The reason of the C counter at `index` (`lb_counters.drops`), nil for one this version
+    /// does not know.
+    init?(index: Int) {
+        guard let name = lb_drop_reason_name(UInt32(index)) else { return nil }
+        self.init(rawValue: String(cString: name))
+    }
+}
+
 /// Counters of a bundle: what was written and what was dropped, by reason.
 public struct LogCounters: Sendable, Equatable {
     public var records: UInt64
@@ -28,9 +52,8 @@ public struct LogCounters: Sendable, Equatable {
     public var chunksClaimed: UInt64
     public var chunksReused: UInt64
     public var largeRecords: UInt64
-    /// Dropped records by reason (`too_large`, `no_chunk`, `reentrant`, `closed`, `meta`,
-    /// `ring_full`).
-    public var drops: [String: UInt64]
+    /// Dropped records by reason, every reason present (0 when none was dropped for it).
+    public var drops: [DropReason: UInt64]
     public var dropped: UInt64 { drops.values.reduce(0, +) }
 
     init(_ c: lb_counters) {
@@ -39,10 +62,10 @@ public struct LogCounters: Sendable, Equatable {
         chunksClaimed = c.chunks_claimed
         chunksReused = c.chunks_reused
         largeRecords = c.large_records
-        var drops: [String: UInt64] = [:]
+        var drops: [DropReason: UInt64] = [:]
         withUnsafeBytes(of: c.drops) { raw in
             for (index, count) in raw.bindMemory(to: UInt64.self).enumerated() {
-                drops[String(cString: lb_drop_reason_name(UInt32(index)))] = count
+                if let reason = DropReason(index: index) { drops[reason] = count }
             }
         }
         self.drops = drops

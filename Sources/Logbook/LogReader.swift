@@ -242,8 +242,8 @@ public struct BundleInfo: Sendable {
     public var archive: ArchiveStatus
 
     public struct ArchiveStatus: Sendable {
-        /// `io_uring`, `pwrite`, or `nil` when no archiver ever ran on this bundle.
-        public var backend: String?
+        /// How the archiver wrote, or `nil` when no archiver ever ran on this bundle.
+        public var backend: ArchiveBackend?
         /// Sealed chunks not yet archived (being written included), their bytes, and when the
         /// oldest of them was started.
         public var lagChunks: UInt64
@@ -506,8 +506,7 @@ public final class LogReader {
             counters: LogCounters(info.counters), recordsOverwritten: info.records_overwritten,
             claimsAbandoned: info.claims_abandoned, chunksDiscarded: info.chunks_discarded, sessions: sessions,
             archive: BundleInfo.ArchiveStatus(
-                backend: info.archive_backend == 0 ? nil
-                    : info.archive_backend == LB_ARCHIVE_BACKEND_IO_URING.rawValue ? "io_uring" : "pwrite",
+                backend: info.archive_backend == 0 ? nil : ArchiveBackend(UInt32(info.archive_backend)),
                 lagChunks: info.chunks_sealed + info.chunks_archiving, lagBytes: info.unarchived_bytes,
                 oldestUnarchivedNanoseconds: info.oldest_unarchived_wall_ns == 0 ? nil : info.oldest_unarchived_wall_ns,
                 archivedChunks: info.archived_chunks, archivedBytes: info.archived_bytes,

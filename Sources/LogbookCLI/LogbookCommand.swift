@@ -350,7 +350,7 @@ struct Info: ParsableCommand {
             let c = info.counters
             say("records written: \(c.records) (\(c.bytes) bytes, \(c.largeRecords) large)")
             say("chunks claimed:  \(c.chunksClaimed) (\(c.chunksReused) reused older chunks)")
-            let drops = c.drops.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            let drops = c.drops.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " ")
             say("dropped:         \(c.dropped) (\(drops))")
             if info.recordsOverwritten > 0 {
                 say("overwritten:     \(info.recordsOverwritten) records before they were archived (overwrite policy)")
@@ -360,7 +360,7 @@ struct Info: ParsableCommand {
             }
             let a = info.archive
             if let backend = a.backend {
-                say("archiver:        \(backend); \(a.archivedChunks) chunks (\(a.archivedBytes) bytes) archived")
+                say("archiver:        \(backend.rawValue); \(a.archivedChunks) chunks (\(a.archivedBytes) bytes) archived")
                 var lag = "\(a.lagChunks) chunks (\(a.lagBytes) bytes) sealed, not archived yet"
                 if let oldest = a.oldestUnarchivedNanoseconds { lag += ", oldest from \(formatRFC3339(nanoseconds: oldest))" }
                 say("archive lag:     \(lag)")

@@ -70,7 +70,7 @@ enum Demo {
         usleep(1_000_000)
         db.critical("about to die by SIGKILL: no close, no flush; run: logbook show \(path)")
         let counters = bundle.counters
-        let archived = bundle.archiveStats.map { "; \($0.chunksArchived) chunks archived with \($0.backend)" } ?? ""
+        let archived = bundle.archiveStats.map { "; \($0.chunksArchived) chunks archived with \($0.backend.rawValue)" } ?? ""
         print("logbook-demo: \(counters.records) records from 4 threads in \(path)\(archived); now SIGKILL (no close, no flush)")
         fflush(nil)
         // The process dies here: no close, no flush, no atexit handlers.

@@ -206,7 +206,7 @@ private struct Instruments {
 
 private struct BundleInstruments {
     var records, bytes, largeRecords, chunksClaimed, chunksReused: FollowedCounter
-    var drops: [(reason: String, counter: FollowedCounter)]
+    var drops: [(reason: DropReason, counter: FollowedCounter)]
     let capacity, bytesInUse: Gauge
     let chunks: (free: Gauge, active: Gauge, sealed: Gauge, archiving: Gauge, archived: Gauge)
 
@@ -217,8 +217,8 @@ private struct BundleInstruments {
         largeRecords = make.counter("large_records_total", from: c.largeRecords)
         chunksClaimed = make.counter("chunks_claimed_total", from: c.chunksClaimed)
         chunksReused = make.counter("chunks_reused_total", from: c.chunksReused)
-        drops = c.drops.keys.sorted().map { reason in
-            (reason, make.counter("dropped_records_total", [("reason", reason)], from: c.drops[reason] ?? 0))
+        drops = c.drops.keys.sorted { $0.rawValue < $1.rawValue }.map { reason in
+            (reason, make.counter("dropped_records_total", [("reason", reason.rawValue)], from: c.drops[reason] ?? 0))
         }
         capacity = make.gauge("ring_capacity_bytes")
         bytesInUse = make.gauge("ring_bytes_in_use")

@@ -134,7 +134,7 @@ do {
     let closed: Bool
     do { try bundle.flush(); closed = false } catch { closed = error.isClosed }
     let counters = bundle.counters
-    say("\(closed ? "closed" : "open") records=\(counters.records) dropped=\(counters.dropped) closed=\(counters.drops["closed", default: 0])")
+    say("\(closed ? "closed" : "open") records=\(counters.records) dropped=\(counters.dropped) closed=\(counters.drops[.closed, default: 0])")
     // Exit with the bundle still referenced, as a server's main often does: its deinit (which
     // would close it too) never runs, so the SIGTERM tests prove that LogbookService closed it.
     exit(0)

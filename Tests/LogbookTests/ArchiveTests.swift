@@ -35,7 +35,7 @@ final class ArchiveTests: XCTestCase {
                                      onFileRolled: { file in rolled.withLock { $0.append(file) } })
         let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
                                    losslessWaitMilliseconds: 30_000, archive: options)
-        XCTAssertEqual(bundle.archiveStats?.backend, forcePwrite ? "pwrite" : expectedDefaultBackend)
+        XCTAssertEqual(bundle.archiveStats?.backend.rawValue, forcePwrite ? "pwrite" : expectedDefaultBackend)
         let log = try bundle.logger("size")
         let count = 20_000
         for i in 0..<count { log.info("record \(i) of \(count)") }

@@ -135,7 +135,7 @@ final class ForkTests: XCTestCase {
         log.info("before fork \(1)")
         let status = lb_test_fork_and_log_inherited(log.cLogger, 100)
         XCTAssertEqual(status, 0, "the child could write to the inherited bundle, or its close failed")
-        XCTAssertEqual(bundle.counters.drops["closed"], 0, "the child's refused calls touched the parent's counters")
+        XCTAssertEqual(bundle.counters.drops[.closed], 0, "the child's refused calls touched the parent's counters")
         log.info("after fork \(2)")
         XCTAssertEqual(try LogReader(path: path).info().chunksActive, 1, "the child sealed the parent's chunk")
         try bundle.close()

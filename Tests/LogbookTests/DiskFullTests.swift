@@ -92,7 +92,7 @@ final class DiskFullTests: XCTestCase {
 
         for i in 1...3000 { known(i) }  // the ring is preallocated: all of this is stored
         log.warning("a new call site needs a meta entry \(1)")  // cannot be stored: dropped, counted
-        XCTAssertEqual(bundle.counters.drops["meta"], 1)
+        XCTAssertEqual(bundle.counters.drops[.meta], 1)
         known(3001)
         try bundle.close()
 
@@ -137,7 +137,7 @@ final class DiskFullTests: XCTestCase {
 
         // The writer goes on per its policy: the ring fills, then records are dropped and counted.
         for i in 0..<100_000 { log.info("after the disk filled \(i)") }
-        XCTAssertGreaterThan(bundle.counters.drops["ring_full"] ?? 0, 0)
+        XCTAssertGreaterThan(bundle.counters.drops[.ringFull] ?? 0, 0)
         XCTAssertThrowsError(try bundle.close()) { XCTAssertEqual(($0 as! LogbookError).errno, ENOSPC) }
 
         let complete = rolled.withLock { $0 }

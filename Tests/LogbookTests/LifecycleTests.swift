@@ -55,7 +55,7 @@ final class LifecycleTests: XCTestCase {
         // Counted by the bundle (what the child printed); its files have only those dropped while
         // close ran: once closed, it writes nothing to them.
         let info = try LogReader(path: run.bundle).info()
-        XCTAssertLessThan(info.counters.drops["closed"] ?? 0, run.closedDrops)
+        XCTAssertLessThan(info.counters.drops[.closed] ?? 0, run.closedDrops)
     }
 
     // MARK: - In process
@@ -105,7 +105,7 @@ final class LifecycleTests: XCTestCase {
         try await running.value
         XCTAssertThrowsError(try bundle.close()) { XCTAssertTrue(($0 as! LogbookError).isClosed, "\($0)") }
         log.info("after close")
-        XCTAssertEqual(bundle.counters.drops["closed"], 1, "a record after close is dropped and counted")
+        XCTAssertEqual(bundle.counters.drops[.closed], 1, "a record after close is dropped and counted")
 
         let reader = try LogReader(path: directory + "/app.logbook/archive")
         let entries = try reader.readAll()
@@ -128,7 +128,7 @@ final class LifecycleTests: XCTestCase {
         let written = UInt64(worker.written.withLock { $0 })
         let counters = bundle.counters
         // The worker may log a few records between the close and its own cancellation: dropped, counted.
-        XCTAssertEqual(counters.records + (counters.drops["closed"] ?? 0), written, "\(counters)")
+        XCTAssertEqual(counters.records + (counters.drops[.closed] ?? 0), written, "\(counters)")
         let entries = try LogReader(path: directory + "/app.logbook/archive").readAll()
         XCTAssertEqual(UInt64(entries.count), counters.records, "everything written before close is archived")
     }

@@ -106,7 +106,7 @@ final class LimitsTests: XCTestCase {
         log.info("two halves \(half) \(half) \(half)")  // grows past the limit while being built
         log.info("still fine \(1)")
         let counters = bundle.counters
-        XCTAssertEqual(counters.drops["too_large"], 2)
+        XCTAssertEqual(counters.drops[.tooLarge], 2)
         XCTAssertEqual(counters.dropped, 2)
         try bundle.close()
         XCTAssertEqual(try readBundle(path).entries.map(\.message), ["still fine 1"])
@@ -117,7 +117,7 @@ final class LimitsTests: XCTestCase {
         let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
         let log = try bundle.logger("outer")
         log.info("outer \(1) then \(Chatty(log: log)) and \(3)")
-        XCTAssertEqual(bundle.counters.drops["reentrant"], 1)
+        XCTAssertEqual(bundle.counters.drops[.reentrant], 1)
         try bundle.close()
         XCTAssertEqual(try readBundle(path).entries.map(\.message), ["outer 1 then 7 and 3"])
     }
@@ -150,7 +150,7 @@ final class LimitsTests: XCTestCase {
             log.info("D \(describing: loud(0))", metadata: ["m": 2])
             log.info("E \(describing: loud(1))", error: CancellationError())
         }
-        XCTAssertEqual(bundle.counters.drops["reentrant"], 5)
+        XCTAssertEqual(bundle.counters.drops[.reentrant], 5)
         try bundle.close()
         let expected = ["A v", "B v end", "C 1 v", "D v", "E v"]
         XCTAssertEqual(try readBundle(path).entries.map(\.message), expected + expected)
@@ -168,13 +168,13 @@ final class LimitsTests: XCTestCase {
         while !other.isFinished { usleep(1000) }
         XCTAssertEqual(try readBundle(path).entries.map(\.message), ["before 1"])
         // Regression: logbook.h says such records are counted as `closed`; they were not.
-        XCTAssertEqual(bundle.counters.drops["closed"], 2)
+        XCTAssertEqual(bundle.counters.drops[.closed], 2)
         // Counted in memory only: a closed bundle writes nothing to its files (another writer may
         // own them; found by adversarial review: a late drop landed in the next writer's header).
-        XCTAssertEqual(try LogReader(path: path).info().counters.drops["closed"] ?? 0, 0, "not in the files")
+        XCTAssertEqual(try LogReader(path: path).info().counters.drops[.closed] ?? 0, 0, "not in the files")
         // A large record (built in the staging buffer) too.
         log.info("after close, large \(String(repeating: "L", count: 40_000))")
-        XCTAssertEqual(bundle.counters.drops["closed"], 3)
+        XCTAssertEqual(bundle.counters.drops[.closed], 3)
     }
 
     /// Threads log in a tight loop while another closes the bundle: every call is then either a
@@ -222,7 +222,7 @@ final class LimitsTests: XCTestCase {
             let made = UInt64(calls.withLock { $0.reduce(0, +) })
             let counters = bundle.counters
             XCTAssertEqual(counters.records + counters.dropped, made, "round \(round): every call is a record or a drop")
-            XCTAssertEqual(counters.dropped, (counters.drops["closed"] ?? 0) + (counters.drops["ring_full"] ?? 0), "round \(round)")
+            XCTAssertEqual(counters.dropped, (counters.drops[.closed] ?? 0) + (counters.drops[.ringFull] ?? 0), "round \(round)")
             /// Each record once, with the padding its number says.
             func check(_ entries: [LogEntry], _ place: String) {
                 var seen = Set<String>()
@@ -230,7 +230,7 @@ final class LimitsTests: XCTestCase {
                 defer {
                     // Only a call the full ring dropped leaves a gap in its thread's run.
                     let gaps = numbers.map { kept in (kept.max() ?? -1) + 1 - kept.count }
-                    XCTAssertLessThanOrEqual(UInt64(gaps.reduce(0, +)), counters.drops["ring_full"] ?? 0,
+                    XCTAssertLessThanOrEqual(UInt64(gaps.reduce(0, +)), counters.drops[.ringFull] ?? 0,
                                              "round \(round), \(place): calls dropped before records kept: \(gaps)")
                 }
                 for entry in entries where entry.logger == "closing" {
@@ -292,7 +292,7 @@ final class LimitsTests: XCTestCase {
             Thread.detachNewThread { [self] in
                 // The drop is read from the ring header in the file: `bundle.counters` waits
                 // while close waits for the stuck thread.
-                func closedDrops() -> UInt64 { (try? LogReader(path: bundle.path).info().counters.drops["closed"]) ?? 0 }
+                func closedDrops() -> UInt64 { (try? LogReader(path: bundle.path).info().counters.drops[.closed]) ?? 0 }
                 repeat {
                     probe.info("probe")
                     if calls.add(1, ordering: .relaxed).newValue == 1 { started.signal() }
@@ -393,7 +393,7 @@ final class LimitsTests: XCTestCase {
         let old = bundle.counters
         XCTAssertEqual(old.records + old.dropped, 8, "every call of the old bundle: \(old.records) records, \(old.drops)")
         XCTAssertEqual(old.records, 6)
-        XCTAssertEqual(old.drops["closed"], 2, "the stuck call and the one after it")
+        XCTAssertEqual(old.drops[.closed], 2, "the stuck call and the one after it")
         XCTAssertEqual(next.counters.dropped, 0, "\(next.counters.drops)")
         XCTAssertEqual(next.counters.records, 126, "its 120 and the 6 its recovery sealed")
         let reader = try LogReader(path: path)

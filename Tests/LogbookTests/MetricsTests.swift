@@ -135,7 +135,7 @@ final class MetricsTests: XCTestCase {
         let counters = bundle.counters
         let ringFull = try counter(metrics, "logbook_dropped_records_total", [("reason", "ring_full")])
         XCTAssertGreaterThan(ringFull, 0)
-        XCTAssertEqual(ringFull, Int64(counters.drops["ring_full"]!))
+        XCTAssertEqual(ringFull, Int64(counters.drops[.ringFull]!))
         XCTAssertEqual(try counter(metrics, "logbook_records_total") + ringFull, 5000)
         XCTAssertEqual(try gauge(metrics, "logbook_ring_capacity_bytes"), Double(8 * 4096))
         XCTAssertEqual(try gauge(metrics, "logbook_ring_chunks", [("state", "free")]), 0)

@@ -192,7 +192,7 @@ final class ErrorMessageTests: XCTestCase {
         XCTAssertEqual(issues.map(\.description), [])
         XCTAssertEqual(entries.count, 101)
         XCTAssertEqual(entries.filter { $0.message.hasPrefix("next writer") }.count, 100)
-        XCTAssertGreaterThanOrEqual(old.counters.drops["closed"] ?? 0, 2)
+        XCTAssertGreaterThanOrEqual(old.counters.drops[.closed] ?? 0, 2)
     }
 
     /// Regression: the second writer of an archived bundle got "Resource temporarily unavailable".

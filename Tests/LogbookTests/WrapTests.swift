@@ -56,7 +56,7 @@ final class WrapTests: XCTestCase {
         for i in 0..<5000 { log.info("record \(i)") }
         let counters = bundle.counters
         XCTAssertEqual(counters.chunksReused, 0)
-        XCTAssertGreaterThan(counters.drops["ring_full"] ?? 0, 0)
+        XCTAssertGreaterThan(counters.drops[.ringFull] ?? 0, 0)
         XCTAssertEqual(counters.records + counters.dropped, 5000)
         try bundle.close()
         let entries = try readBundle(path).entries
