@@ -3,254 +3,9 @@
  * fragmented records, and reports what it cannot use as issues. Its memory is bounded by the size
  * of the files it reads. */
 #define _GNU_SOURCE
-#include "internal.h"
+#include "reader_internal.h"
 
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#define NAME_TABLE_SIZE 1024u
-#define ARENA_BLOCK (4u << 20)
-#define PENDING_MAX 4096u
-/* Source buffers of argument bytes (the chunk buffer, assembled fragments) end with this much
- * slack, so that arena_copy may move small arguments in fixed 16-byte pieces. */
-#define COPY_SLACK 32u
-
-typedef struct name_entry {
-    uint32_t session;
-    uint32_t id;
-    char *name;
-    lb_site_info site;  /* used by the site table */
-    struct name_entry *next;
-} name_entry;
-
-typedef struct arena_block {
-    struct arena_block *next;
-    size_t used, capacity;
-    uint8_t bytes[];
-} arena_block;
-
-typedef struct slot_progress {
-    uint64_t sequence;   /* chunk read last from this slot */
-    uint32_t offset;     /* where its walk stopped */
-    uint32_t broken;     /* a corrupt record was reported: do not walk it again */
-} slot_progress;
-
-/* Every chunk sequence read so far, from the ring or an archive file, and how far: a chunk is read
- * once even when the ring and the archive both hold it. Open addressing; sequence 0 is empty. */
-typedef struct seen_chunk {
-    uint64_t sequence;
-    uint32_t offset;     /* where its walk stopped */
-    uint32_t records;    /* records (FULL and LAST) its walks found so far */
-    uint8_t broken;      /* a corrupt record was reported: do not walk it again */
-    uint8_t archived;    /* an archive file holds it (a second one would be a duplicate) */
-    uint8_t gone;        /* its ring slot was reused while no archive file held it */
-    uint8_t active;      /* last read from the ring while ACTIVE (its records are not yet in
-                            the ring header's count) */
-    uint8_t claim_noted; /* its claim number is in r->claims */
-    uint8_t deferrals;   /* scans whose walk stopped before a fragment to read its beginning
-                            first (see fragment_beginning_may_come) */
-    uint32_t shown;      /* entries made from its records (a walked record may not make one: a
-                            fragment whose beginning was lost, arguments that do not decode) */
-    uint32_t unreadable; /* records of it that issues account for as damaged: walked and not
-                            shown, or not walked past where its walk broke off */
-    uint32_t beginnings_overwritten; /* LAST fragments walked whose beginning the overwrite policy
-                                        destroyed (an issue names each too) */
-    uint8_t trailing;    /* what became of the large record its last fragment (a FIRST or MIDDLE)
-                            begins or continues, once walked: TRAILING_* */
-} seen_chunk;
-
-/* seen_chunk.trailing: a chunk that ends with a FIRST or MIDDLE fragment. The chunk after it that
- * finds no beginning pending learns from this whether the overwrite policy destroyed it. */
-enum {
-    TRAILING_PENDING = 1,     /* pending (or given up whole) */
-    TRAILING_OVERWRITTEN = 2, /* a MIDDLE whose beginning the overwrite policy destroyed */
-    TRAILING_LOST = 3,        /* damaged, or a MIDDLE whose beginning was lost so */
-};
-
-/* An archive file being read (see logbook_format.h). */
-typedef struct archive_file {
-    uint64_t number;
-    char *name;          /* its current path (a .writing file is renamed when complete) */
-    char *label;         /* its first base name, for issues; kept until close */
-    int fd;
-    lb_archive_source src;  /* reads at uncompressed offsets (a .lba.zst is decompressed) */
-    struct source_damage *damage;  /* the context of src's damage reports */
-    int kind;            /* lb_archive_name_kind of `name` */
-    int opened_kind;     /* the kind of the name `fd` was opened by (the file may have been
-                          * renamed or compressed since: fd still reads the bytes it named) */
-    int header_ok, done;
-    int in_directory;    /* found by listing a directory (a symlink there is never followed) */
-    int named;           /* its name is an archive file's (its suffix must match what it holds) */
-    uint32_t chunk_size, chunk_count;
-    uint64_t ring_created_wall_ns;
-    uint64_t offset;     /* the next frame to read */
-    /* what its frames held, for the END frame's account */
-    uint64_t chunk_frames, chunk_records;
-    int end_found;       /* an END frame was read (the last frame) */
-    int damaged;         /* a frame head failed its check (frames after it were searched for) */
-    int foreign;         /* another bundle's file (reported, not read) */
-    lb_archive_end end;
-} archive_file;
-
-typedef struct pending_record {
-    uint64_t last_sequence;  /* chunk holding the newest fragment */
-    uint64_t first_sequence;
-    uint32_t first_offset;
-    uint64_t first_file_offset;
-    const char *first_file;
-    uint32_t thread_id, session;
-    uint8_t *bytes;          /* logical record from its timestamp on */
-    size_t length;
-    int consumed;            /* emitted or given up by the walk under way: dropped once that walk
-                                counts (a ring chunk reused while it was copied does not, and
-                                its walk is undone: see read_ring_chunk) */
-    int orphaned;            /* a later chunk of its thread did not continue it: its end will
-                                never come (a crash, a damaged chunk), so it no longer holds the
-                                read window back (see watermark) */
-} pending_record;
-
-/* Per session: the span of chunk anchors seen, to refine the tick rate. A 20 ms calibration at
- * open is good to ~50 ppm; anchors minutes apart pin it down far better. */
-typedef struct session_clock {
-    uint32_t session;
-    uint64_t first_ticks, last_ticks;
-    int64_t first_wall, last_wall;
-} session_clock;
-
-/* ---- the read window ----
- * A scan reads chunks in sequence order. The entries of each chunk it walks form a run, in tick
- * order already (one thread wrote them), whose argument bytes stay in the run's own copy of the
- * chunk image. Runs wait in a heap until no chunk still to be read can hold an earlier record.
- * A writer takes a chunk's tick anchor when it claims the chunk, so every record it writes there
- * later is newer; only the record that made it claim the chunk may be older (its timestamp was
- * taken first), and chunk_floor takes the lesser of the two. The watermark is the least (session,
- * floor) of the chunks not read yet and the least (session, ticks) of the large records begun but
- * not finished; entries below it are handed out in time order and their runs recycled. Memory is
- * bounded by the chunks that overlap in time (about one per thread writing at once, more when
- * writers were preempted), not by the bundle. */
-typedef struct window_run {
-    lb_entry *entries;
-    size_t count, next, capacity;
-    uint64_t head_ticks;         /* key of entries[next], kept here for the heap's comparisons */
-    uint32_t head_session;
-    uint32_t found;              /* records walked into entries, those a filter skipped included */
-    uint64_t serial;             /* arrival order: equal ticks keep it */
-    uint8_t *image;              /* the chunk image the entries' arguments point into */
-    size_t image_capacity;       /* its bytes, less COPY_SLACK */
-    uint8_t **spill;             /* copies of the arguments of reassembled large records */
-    size_t spill_count, spill_capacity;
-} window_run;
-
-/* Time order: sessions one after another, within a session by clock ticks. */
-typedef struct order_key {
-    uint32_t session;
-    uint64_t ticks;
-} order_key;
-
-/* Whether records of (session, site, logger) pass the filter's accept callback: asked once. */
-typedef struct accept_memo {
-    uint32_t session, site;
-    uint16_t logger;
-    uint8_t used, accept;
-} accept_memo;
-
-struct lb_reader {
-    char *path;
-    int ring_mode;          /* reading a bundle (ring and meta), not only archive files */
-    int ring_fd, meta_fd, lock_fd;
-    int durable_fd;         /* the bundle's `durable` file, or -1 */
-    int mirror_fd;          /* its `mirror`: the durable prefixes of the chunks it lists, or -1 */
-    lb_durable_entry *durable;  /* what the last sync made durable, by sequence (durable.c) */
-    size_t durable_count;
-    int durable_valid;          /* a valid copy of `durable` exists: the bundle syncs */
-    uint64_t durable_claimed;   /* the claim counter when it was taken */
-    uint64_t durable_overwritten; /* the ring's count of records overwritten then */
-    uint64_t durable_superseded;  /* records of listed chunks overwritten since (see
-                                     drop_superseded_durable) */
-    int header_ok, meta_ok, truncation_reported;
-    int ring_broken;        /* the ring header is damaged (reported once); chunks are read with
-                               the geometry of an archive file of this bundle when one says it */
-    int geometry_known;     /* r->header's chunk_size and chunk_count can be used */
-    int open_reported;      /* missing ring or meta file reported */
-    int ring_open_error, meta_open_error;  /* -errno when `ring` or `meta` could not be opened */
-    /* accounting (lb_reader_verify) */
-    uint64_t *claims;       /* claim numbers of every chunk found (ring or archive; repeats) */
-    size_t claim_count, claim_capacity;
-    uint64_t claiming_slots;/* slots found CLAIMING with an incomplete header (a claim a crash
-                               cut short, if the writer is dead) */
-    int archive_dir_missing;
-    int archive_dir_reported;                   /* an unreadable archive directory was reported */
-    /* records overwritten before this reader could read them (lb_reader_overwritten) */
-    int overwritten_baseline_set;
-    uint64_t overwritten_baseline, overwritten_now;
-    uint64_t gone_read;     /* records of chunks that left the ring unarchived that this reader
-                               had shown, or that issues account for as damaged */
-    uint64_t gone_beginnings; /* LAST fragments of those chunks whose beginning was overwritten */
-    uint64_t beginnings_overwritten; /* LAST fragments walked in chunks that did not leave the ring
-                                        whose beginning the overwrite policy destroyed */
-    uint64_t emitted;       /* entries made by every scan so far (discarded ones included) */
-    int verified;           /* lb_reader_verify ran (its issues are added once) */
-    char **owned;           /* strings that issues point to */
-    size_t owned_count, owned_capacity;
-    lb_ring_header header;
-    uint64_t meta_offset;
-    uint64_t meta_torn_reported;
-    lb_session_info *sessions;
-    size_t session_count, session_capacity;
-    name_entry *loggers[NAME_TABLE_SIZE];
-    name_entry *sites[NAME_TABLE_SIZE];
-    slot_progress *progress;
-    uint8_t *chunk;
-    lb_entry *entries;
-    size_t entry_count, entry_capacity;
-    arena_block *arena;
-    lb_issue *issues;
-    size_t issue_count, issue_capacity;
-    pending_record *pending;
-    size_t pending_count;
-    session_clock *clocks;
-    size_t clock_count, clock_capacity;
-    uint32_t known_site_session, known_site_id;  /* the last site found defined */
-    uint32_t *order;                             /* entries in time order, by index */
-    size_t order_capacity;
-    size_t chunk_capacity;                       /* bytes of `chunk` (the largest chunk size) */
-    seen_chunk *seen;
-    size_t seen_count, seen_capacity;
-    /* archive files: a bundle's "archive" directory, an archive directory, or a single file */
-    char *archive_dir;                           /* NULL when reading one file */
-    archive_file *archives;
-    size_t archive_count, archive_capacity;
-    /* the read window (see window_run) */
-    window_run *run;                             /* the run the chunk being walked fills */
-    window_run **heap;                           /* runs with entries to hand out */
-    size_t heap_count, heap_capacity;
-    window_run **spare;                          /* runs to reuse */
-    size_t spare_count, spare_capacity;
-    uint64_t run_serial;
-    size_t window_peak;                          /* most runs held at once (lb_reader_window_peak) */
-    int run_counts;                              /* the walk that filled r->run counts */
-    order_key *floors;                           /* floors[i]: least key of refs[i..] */
-    size_t floor_capacity;
-    /* the pass under way: where entries go, and what they must pass */
-    lb_entry_visitor visit;
-    void *visit_context;
-    long visited;
-    int stopped;                                 /* the visitor asked to stop */
-    int filtering;
-    lb_read_filter filter;
-    accept_memo *memo;
-    size_t memo_count, memo_capacity;
-    accept_memo *memo_last;
-};
-
-static int grow(void **array, size_t *capacity, size_t need, size_t element);
+int lb_rd_grow(void **array, size_t *capacity, size_t need, size_t element);
 static void run_free(window_run *run);
 static void close_archive_file(archive_file *f);
 static const lb_session_info *find_session(const lb_reader *r, uint32_t session);
@@ -260,7 +15,7 @@ static void note_anchor(lb_reader *r, const lb_chunk_header *h) {
     for (size_t i = 0; i < r->clock_count; i++)
         if (r->clocks[i].session == h->session) c = &r->clocks[i];
     if (!c) {
-        if (grow((void **)&r->clocks, &r->clock_capacity, r->clock_count + 1, sizeof *c)) return;
+        if (lb_rd_grow((void **)&r->clocks, &r->clock_capacity, r->clock_count + 1, sizeof *c)) return;
         c = &r->clocks[r->clock_count++];
         *c = (session_clock){h->session, h->tick_anchor, h->tick_anchor,
                              (int64_t)h->wall_anchor_ns, (int64_t)h->wall_anchor_ns};
@@ -292,7 +47,7 @@ static uint64_t session_rate(const lb_reader *r, uint32_t session, uint64_t cali
 }
 
 /* ---- small containers ---- */
-static int grow(void **array, size_t *capacity, size_t need, size_t element) {
+int lb_rd_grow(void **array, size_t *capacity, size_t need, size_t element) {
     if (need <= *capacity) return 0;
     size_t cap = *capacity ? *capacity : 64;
     while (cap < need) cap *= 2;
@@ -334,9 +89,9 @@ static int large_grow(void **array, size_t *capacity, size_t need, size_t elemen
     return 0;
 }
 
-static lb_issue *add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
+lb_issue *lb_rd_add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
                            uint64_t length, const char *reason) {
-    if (grow((void **)&r->issues, &r->issue_capacity, r->issue_count + 1, sizeof(lb_issue)))
+    if (lb_rd_grow((void **)&r->issues, &r->issue_capacity, r->issue_count + 1, sizeof(lb_issue)))
         return NULL;
     lb_issue *issue = &r->issues[r->issue_count++];
     *issue = (lb_issue){kind, file, offset, length, reason, 0};
@@ -344,9 +99,9 @@ static lb_issue *add_issue(lb_reader *r, uint32_t kind, const char *file, uint64
 }
 
 /* A string the reader keeps until it is closed (issue reasons and file names with numbers). */
-static const char *keep_string(lb_reader *r, char *s) {
+const char *lb_rd_keep_string(lb_reader *r, char *s) {
     if (!s) return NULL;
-    if (grow((void **)&r->owned, &r->owned_capacity, r->owned_count + 1, sizeof(char *))) {
+    if (lb_rd_grow((void **)&r->owned, &r->owned_capacity, r->owned_count + 1, sizeof(char *))) {
         free(s);
         return NULL;
     }
@@ -355,15 +110,15 @@ static const char *keep_string(lb_reader *r, char *s) {
 }
 
 __attribute__((format(printf, 7, 8)))
-static lb_issue *add_issuef(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
+lb_issue *lb_rd_add_issuef(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
                             uint64_t length, uint64_t records, const char *format, ...) {
     va_list args;
     va_start(args, format);
     char *text = NULL;
     int n = vasprintf(&text, format, args);
     va_end(args);
-    const char *reason = n >= 0 ? keep_string(r, text) : NULL;
-    lb_issue *issue = add_issue(r, kind, file, offset, length, reason ? reason : format);
+    const char *reason = n >= 0 ? lb_rd_keep_string(r, text) : NULL;
+    lb_issue *issue = lb_rd_add_issue(r, kind, file, offset, length, reason ? reason : format);
     if (issue) issue->records = records;
     return issue;
 }
@@ -435,10 +190,10 @@ static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32
             return;
         }
         if (c.failed || s.ticks_per_second == 0 ||
-            grow((void **)&r->sessions, &r->session_capacity, r->session_count + 1, sizeof s)) {
+            lb_rd_grow((void **)&r->sessions, &r->session_capacity, r->session_count + 1, sizeof s)) {
             free((char *)s.host);
             free((char *)s.executable);
-            add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "session entry does not parse");
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "session entry does not parse");
             return;
         }
         r->sessions[r->session_count++] = s;
@@ -454,7 +209,7 @@ static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32
         name_entry *e = c.failed ? NULL : calloc(1, sizeof *e);
         if (!e) {
             free(name);
-            add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "logger entry does not parse");
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "logger entry does not parse");
             return;
         }
         e->session = session;
@@ -481,7 +236,7 @@ static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32
         name_entry *e = c.failed || !s.source ? NULL : calloc(1, sizeof *e);
         if (!e) {
             site_info_free(&s);
-            add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "site entry does not parse");
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "site entry does not parse");
             return;
         }
         e->session = s.session;
@@ -494,7 +249,7 @@ static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32
     /* Unknown kinds are skipped: a later format may add entries that older readers ignore. */
 }
 
-static int writer_alive(lb_reader *r);
+int lb_rd_writer_alive(lb_reader *r);
 
 static void read_meta(lb_reader *r) {
     if (!r->meta_ok) {
@@ -503,7 +258,7 @@ static void read_meta(lb_reader *r) {
         ssize_t n = lb_pread_full(r->meta_fd, &h, sizeof h, 0);
         if (n < (ssize_t)sizeof h || memcmp(h.magic, LB_META_MAGIC, 8) != 0 ||
             h.format_version != LB_FORMAT_VERSION) {
-            add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, sizeof h, "meta file header is not valid");
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, sizeof h, "meta file header is not valid");
             r->meta_offset = 1;
             return;
         }
@@ -514,12 +269,12 @@ static void read_meta(lb_reader *r) {
     struct stat st;
     uint64_t size = fstat(r->meta_fd, &st) == 0 ? (uint64_t)st.st_size : r->meta_offset;
     if (rc == -1) {
-        add_issue(r, LB_ISSUE_CORRUPT, "meta", r->meta_offset, size - r->meta_offset,
+        lb_rd_add_issue(r, LB_ISSUE_CORRUPT, "meta", r->meta_offset, size - r->meta_offset,
                   "meta entry fails its checksum or length check; the rest is unreadable");
         r->meta_ok = 0;
-    } else if (rc == 1 && r->meta_torn_reported != r->meta_offset && !writer_alive(r)) {
+    } else if (rc == 1 && r->meta_torn_reported != r->meta_offset && !lb_rd_writer_alive(r)) {
         /* (A running writer's entry may be half written as we read: in progress, not torn.) */
-        add_issue(r, LB_ISSUE_TORN, "meta", r->meta_offset, size - r->meta_offset,
+        lb_rd_add_issue(r, LB_ISSUE_TORN, "meta", r->meta_offset, size - r->meta_offset,
                   "incomplete meta entry at the end (a crash during a write, or one in progress)");
         r->meta_torn_reported = r->meta_offset;
     }
@@ -741,7 +496,7 @@ static uint8_t *spill_copy(window_run *run, const uint8_t *bytes, size_t length)
  * (a record in one piece) or in a reassembled large record (its arguments are copied). Returns 1
  * when the record does not decode (not shown: an issue accounts for it), else 0. */
 static uint32_t durable_through(const lb_reader *r, uint64_t sequence);
-static int writer_alive(lb_reader *r);
+int lb_rd_writer_alive(lb_reader *r);
 
 /* After a power loss or kernel crash, what no sync covered may be torn: pages of the ring from
  * different moments. A bundle that syncs (it has a `durable` file) never syncs its ring (the
@@ -750,7 +505,7 @@ static int writer_alive(lb_reader *r);
  * was not sound either, or in a bundle that never synced, it is `corrupt`. */
 static uint32_t ring_damage_kind(lb_reader *r, const char *file, uint64_t sequence, uint32_t offset,
                                  uint32_t otherwise) {
-    if (!r->durable_valid || strcmp(file, "ring") != 0 || writer_alive(r)) return otherwise;
+    if (!r->durable_valid || strcmp(file, "ring") != 0 || lb_rd_writer_alive(r)) return otherwise;
     return offset >= durable_through(r, sequence) ? LB_ISSUE_TORN : otherwise;
 }
 
@@ -760,7 +515,7 @@ static int emit(lb_reader *r, const time_map *map, const char *file, uint64_t fi
                 int fragmented) {
     window_run *run = r->run;
     if (length < LB_RECORD_FIXED_SIZE - 8) {
-        lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
+        lb_issue *issue = lb_rd_add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
                                     "record arguments do not decode");
         if (issue) issue->records = 1;
         return 1;
@@ -780,7 +535,7 @@ static int emit(lb_reader *r, const time_map *map, const char *file, uint64_t fi
          * meta before the ring: a site registered in between is read now, not reported. */
         if (!name_find(r->sites, map->session, site_id) && r->meta_fd >= 0 && r->meta_ok) read_meta(r);
         if (!name_find(r->sites, map->session, site_id)) {
-            add_issue(r, ring_damage_kind(r, file, sequence, offset, LB_ISSUE_UNKNOWN_SITE), file,
+            lb_rd_add_issue(r, ring_damage_kind(r, file, sequence, offset, LB_ISSUE_UNKNOWN_SITE), file,
                       file_offset, length + 8,
                       "record refers to a call site that no meta entry defines");
         } else {
@@ -802,7 +557,7 @@ static int emit(lb_reader *r, const time_map *map, const char *file, uint64_t fi
         }
     }
     if (!args_valid(args, args_length)) {
-        lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
+        lb_issue *issue = lb_rd_add_issue(r, LB_ISSUE_CORRUPT, file, file_offset, length + 8,
                                     "record arguments do not decode");
         if (issue) issue->records = 1;
         return 1;
@@ -861,7 +616,7 @@ typedef struct walk_context {
 } walk_context;
 
 static int fragment_beginning_may_come(lb_reader *r, uint64_t chunk, uint64_t previous);
-static seen_chunk *seen_find(lb_reader *r, uint64_t sequence);
+seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence);
 
 static pending_record *find_pending(lb_reader *r, uint64_t last_sequence) {
     for (size_t i = 0; i < r->pending_count; i++)
@@ -881,10 +636,10 @@ static int fragment_beginning_may_come(lb_reader *r, uint64_t chunk, uint64_t pr
     /* Only a live writer finishes chunks between a scan's listing and its reading. Deferring for a
      * dead one hid the rest of the chunk when retention had deleted the file with the beginning
      * (a single scan never came back to it: found by the power-loss simulator). */
-    if (!writer_alive(r)) return 0;
-    seen_chunk *self = seen_find(r, chunk);
+    if (!lb_rd_writer_alive(r)) return 0;
+    seen_chunk *self = lb_rd_seen_find(r, chunk);
     if (self && self->deferrals >= 3) return 0;
-    seen_chunk *seen = seen_find(r, previous);
+    seen_chunk *seen = lb_rd_seen_find(r, previous);
     if (seen && (seen->broken || seen->gone)) return 0;
     const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
     lb_chunk_header h;
@@ -904,7 +659,7 @@ static int beginning_overwritten(lb_reader *r, uint64_t previous) {
     if (!r->ring_mode || r->ring_fd < 0 || !r->geometry_known || r->ring_broken ||
         r->header.wrap_policy == LB_WRAP_LOSSLESS)
         return 0;
-    const seen_chunk *seen = seen_find(r, previous);
+    const seen_chunk *seen = lb_rd_seen_find(r, previous);
     if (seen && seen->trailing) return seen->trailing == TRAILING_OVERWRITTEN;
     if (seen && seen->broken) return 0;
     if (seen && seen->gone) return 1;
@@ -959,8 +714,8 @@ static uint32_t altered_issue_kind(walk_context *w, const lb_walk_record *rec) {
 
 /* In a bundle that syncs, once its writer is gone: the ring's damage past what the last sync made
  * durable (ring_damage_kind), and counts that disagree for the same reason, are torn. */
-static int read_after_power_loss(lb_reader *r) {
-    return r->durable_valid && !writer_alive(r);
+int lb_rd_read_after_power_loss(lb_reader *r) {
+    return r->durable_valid && !lb_rd_writer_alive(r);
 }
 
 /* A record that crosses a page and fails its page check: after a power loss its later pages came
@@ -979,7 +734,7 @@ static int altered_record(walk_context *w, const lb_walk_record *rec, uint64_t f
     }
     if (rec->kind == LB_RECORD_FIRST || rec->kind == LB_RECORD_MIDDLE)
         w->tally.trailing = TRAILING_LOST;
-    lb_issue *issue = add_issue(r, altered_issue_kind(w, rec), w->file, file_offset, rec->length,
+    lb_issue *issue = lb_rd_add_issue(r, altered_issue_kind(w, rec), w->file, file_offset, rec->length,
                                 "record fails its page check: its bytes after the first page are "
                                 "from another moment (a power loss) or damaged; not shown");
     if (issue && counted) issue->records = 1;
@@ -1004,7 +759,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         return 0;
     case LB_RECORD_FIRST: {
         if (end + LB_RECORD_CHECK_SIZE + 8 <= w->chunk_size) {
-            w->corrupt_issue = add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
+            w->corrupt_issue = lb_rd_add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
                                          "first fragment does not end its chunk");
             w->corrupt = 1;
             return 1;
@@ -1026,7 +781,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         if (rec->offset != LB_CHUNK_HEADER_SIZE ||
             (rec->kind == LB_RECORD_MIDDLE && end + LB_RECORD_CHECK_SIZE + 8 <= w->chunk_size)) {
             if (rec->kind == LB_RECORD_LAST) w->records--;  /* not walked past: counted below */
-            w->corrupt_issue = add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
+            w->corrupt_issue = lb_rd_add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
                                          "fragment is out of place in its chunk");
             w->corrupt = 1;
             return 1;
@@ -1046,7 +801,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
              * overwrite policy destroyed its beginning (lb_reader_overwritten counts it) or it was
              * lost otherwise (damage: only the issue counts it) is passed on to the chunk after. */
             int overwritten = prev && beginning_overwritten(r, prev);
-            lb_issue *issue = add_issue(r, LB_ISSUE_TORN, w->file, file_offset, rec->length,
+            lb_issue *issue = lb_rd_add_issue(r, LB_ISSUE_TORN, w->file, file_offset, rec->length,
                                         overwritten ? "fragment whose beginning was overwritten"
                                                     : "fragment whose beginning was lost");
             if (issue && last) issue->records = 1;
@@ -1057,7 +812,7 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         }
         if (!last) w->tally.trailing = TRAILING_LOST;  /* unless it is kept below */
         if (p->length + body_length > LB_RECORD_MAX_SIZE) {
-            lb_issue *issue = add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
+            lb_issue *issue = lb_rd_add_issue(r, LB_ISSUE_CORRUPT, w->file, file_offset, rec->length,
                                         "fragmented record exceeds the record size limit");
             if (issue && last) issue->records = 1;
             if (last) w->tally.unreadable++;
@@ -1221,7 +976,7 @@ int lb_reader_open(const char *path, lb_reader **out) {
             lb_reader_close(r);
             return -EPROTO;
         }
-        if (grow((void **)&r->archives, &r->archive_capacity, 1, sizeof *r->archives)) rc = -ENOMEM;
+        if (lb_rd_grow((void **)&r->archives, &r->archive_capacity, 1, sizeof *r->archives)) rc = -ENOMEM;
         else {
             memset(&r->archives[0], 0, sizeof r->archives[0]);
             r->archives[0].number = number;
@@ -1366,7 +1121,7 @@ static seen_chunk *seen_slot(seen_chunk *table, size_t capacity, uint64_t sequen
     return &table[i];
 }
 
-static seen_chunk *seen_find(lb_reader *r, uint64_t sequence) {
+seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence) {
     if (!r->seen_capacity) return NULL;
     seen_chunk *s = seen_slot(r->seen, r->seen_capacity, sequence);
     return s->sequence == sequence ? s : NULL;
@@ -1376,7 +1131,7 @@ static seen_chunk *seen_find(lb_reader *r, uint64_t sequence) {
  * chunk may then be read again: duplicates, never a crash). The pointer is valid until the next
  * call. */
 static seen_chunk *seen_add(lb_reader *r, uint64_t sequence) {
-    seen_chunk *s = seen_find(r, sequence);
+    seen_chunk *s = lb_rd_seen_find(r, sequence);
     if (s) return s;
     if ((r->seen_count + 1) * 2 > r->seen_capacity) {
         size_t capacity = r->seen_capacity ? r->seen_capacity * 2 : 1024;
@@ -1395,7 +1150,7 @@ static seen_chunk *seen_add(lb_reader *r, uint64_t sequence) {
 }
 
 static void note_claim(lb_reader *r, uint64_t claim) {
-    if (grow((void **)&r->claims, &r->claim_capacity, r->claim_count + 1, sizeof *r->claims) == 0)
+    if (lb_rd_grow((void **)&r->claims, &r->claim_capacity, r->claim_count + 1, sizeof *r->claims) == 0)
         r->claims[r->claim_count++] = claim;
 }
 
@@ -1418,7 +1173,7 @@ static int use_geometry(lb_reader *r, uint32_t chunk_size, uint32_t chunk_count)
 
 static void drop_superseded_durable(lb_reader *r);
 
-static int read_header(lb_reader *r) {
+int lb_rd_read_header(lb_reader *r) {
     lb_ring_header h;
     ssize_t n = lb_pread_full(r->ring_fd, &h, sizeof h, 0);
     if (n < 0) return (int)n;
@@ -1431,7 +1186,7 @@ static int read_header(lb_reader *r) {
         why = "ring header has an impossible geometry";
     if (why) {
         /* The archive files are read anyway: a damaged ring header hides only the ring. */
-        add_issue(r, (size_t)n < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT, "ring", 0,
+        lb_rd_add_issue(r, (size_t)n < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT, "ring", 0,
                   sizeof h, why);
         return -EPROTO;
     }
@@ -1503,7 +1258,7 @@ typedef struct ref_list {
 } ref_list;
 
 static void push_ref(ref_list *list, chunk_ref ref) {
-    if (grow((void **)&list->refs, &list->capacity, list->count + 1, sizeof ref) == 0)
+    if (lb_rd_grow((void **)&list->refs, &list->capacity, list->count + 1, sizeof ref) == 0)
         list->refs[list->count++] = ref;
 }
 
@@ -1537,14 +1292,14 @@ static int compare_refs(const void *a, const void *b) {
 }
 
 /* ---- archive files ---- */
-static void list_archive_directory(lb_reader *r) {
+void lb_rd_list_archive_directory(lb_reader *r) {
     if (!r->archive_dir) return;
     DIR *d = opendir(r->archive_dir);
     if (!d) {
         r->archive_dir_missing = errno == ENOENT;
         if (errno != ENOENT && !r->archive_dir_reported) { /* said once, never skipped in silence */
             r->archive_dir_reported = 1;
-            add_issuef(r, LB_ISSUE_MISSING, "archive", 0, 0, 0, "the archive directory cannot be read: %s",
+            lb_rd_add_issuef(r, LB_ISSUE_MISSING, "archive", 0, 0, 0, "the archive directory cannot be read: %s",
                        strerror(errno));
         }
         return;
@@ -1569,7 +1324,7 @@ static void list_archive_directory(lb_reader *r) {
             f->kind = kind;
             continue;
         }
-        if (grow((void **)&r->archives, &r->archive_capacity, r->archive_count + 1,
+        if (lb_rd_grow((void **)&r->archives, &r->archive_capacity, r->archive_count + 1,
                  sizeof *r->archives)) {
             free(name);
             continue;
@@ -1602,7 +1357,7 @@ static void archive_meta_frame(lb_reader *r, archive_file *f, const lb_archive_f
     if (lb_archive_source_read(&f->src, body, length, f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE) != (ssize_t)length ||
         lb_crc32c(0, body, length) != head->body_crc ||
         lb_meta_parse_entries(body, length, meta_visit, r) != 0)
-        add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), f->offset, length,
+        lb_rd_add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), f->offset, length,
                   "meta entries in an archive frame do not parse or fail their checksum");
     free(body);
 }
@@ -1611,18 +1366,18 @@ static void archive_meta_frame(lb_reader *r, archive_file *f, const lb_archive_f
 static void check_end_frame(lb_reader *r, archive_file *f, uint64_t size) {
     const char *label = archive_label(r, f);
     if (!f->end_found) {
-        add_issuef(r, LB_ISSUE_TRUNCATED, label, f->offset, size > f->offset ? size - f->offset : 0,
+        lb_rd_add_issuef(r, LB_ISSUE_TRUNCATED, label, f->offset, size > f->offset ? size - f->offset : 0,
                    0, "complete archive file has no END frame: it was cut short (%llu chunks read)",
                    (unsigned long long)f->chunk_frames);
         return;
     }
     if (f->end.file_number != f->number && f->in_directory)
-        add_issuef(r, LB_ISSUE_CORRUPT, label, f->end.end_offset, 0, 0,
+        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, label, f->end.end_offset, 0, 0,
                    "END frame says file %llu, the name %llu", (unsigned long long)f->end.file_number,
                    (unsigned long long)f->number);
     if (f->end.chunks != f->chunk_frames || f->end.records != f->chunk_records) {
         uint64_t lost = f->end.records > f->chunk_records ? f->end.records - f->chunk_records : 0;
-        add_issuef(r, LB_ISSUE_MISSING, label, f->end.end_offset, 0, lost,
+        lb_rd_add_issuef(r, LB_ISSUE_MISSING, label, f->end.end_offset, 0, lost,
                    "the END frame counts %llu chunks with %llu records; %llu chunks with %llu "
                    "records were read",
                    (unsigned long long)f->end.chunks, (unsigned long long)f->end.records,
@@ -1639,7 +1394,7 @@ typedef struct source_damage {
 
 static void source_damaged(void *context, uint64_t offset, uint64_t length, const char *what) {
     source_damage *d = context;
-    add_issuef(d->r, LB_ISSUE_CORRUPT, d->label, offset, length, 0, "%s", what);  /* copied */
+    lb_rd_add_issuef(d->r, LB_ISSUE_CORRUPT, d->label, offset, length, 0, "%s", what);  /* copied */
 }
 
 static void close_archive_file(archive_file *f) {
@@ -1666,7 +1421,7 @@ static int open_archive_file(lb_reader *r, uint64_t number) {
         int err = errno;
         f->fd = -1;
         if (err != ENOENT || !f->in_directory || attempt == 2) return err;
-        list_archive_directory(r);
+        lb_rd_list_archive_directory(r);
     }
 }
 
@@ -1683,7 +1438,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         if (f->number != number) return;  /* relisted: the files moved; the next pass reads it */
         if (err) {
             if (err == ENOENT) return;  /* deleted since the listing: next scan */
-            add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0, 0,
+            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0, 0,
                        "archive file cannot be opened: %s", strerror(err));
             f->done = 1;
             return;
@@ -1692,7 +1447,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
     struct stat st;
     if (fstat(f->fd, &st) != 0) return;
     if (!S_ISREG(st.st_mode)) {
-        add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0,
+        lb_rd_add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0,
                   "archive file is not a regular file (a FIFO, device or directory): not read");
         f->done = 1;
         return;
@@ -1708,7 +1463,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
                                         f->damage, &problem);
         if (rc == -ENOMEM) return;
         if (rc) {
-            add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, (uint64_t)st.st_size, problem);
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, (uint64_t)st.st_size, problem);
             f->done = 1;
             return;
         }
@@ -1716,7 +1471,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
          * zstd, and `zstd -d` must work on it). */
         if ((f->in_directory || f->named) &&
             (f->opened_kind == LB_ARCHIVE_NAME_COMPRESSED) != (f->src.zst != NULL))
-            add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0,
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0,
                       f->src.zst ? "a compressed archive file under a plain file's name: renamed "
                                    "or replaced (read as what it holds)"
                                  : "a plain archive file under a compressed file's name (.lba.zst): "
@@ -1733,8 +1488,8 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
             if (f->kind == LB_ARCHIVE_NAME_WRITING && size < sizeof h) return;  /* being created */
             /* A bundle that syncs: a file being written whose header never reached the disk held
              * nothing synced (each batch is synced with it); the next archiver removes it. */
-            int torn = f->kind == LB_ARCHIVE_NAME_WRITING && read_after_power_loss(r);
-            add_issue(r, torn ? LB_ISSUE_TORN : size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
+            int torn = f->kind == LB_ARCHIVE_NAME_WRITING && lb_rd_read_after_power_loss(r);
+            lb_rd_add_issue(r, torn ? LB_ISSUE_TORN : size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
                       archive_label(r, f), 0, size, problem);
             f->done = 1;
             return;
@@ -1742,7 +1497,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         if (r->ring_mode && r->header_ok && h.ring_created_wall_ns != r->header.created_wall_ns) {
             /* Another bundle's file (its ring was made at another time): its chunk sequences are
              * not this ring's, so it is not read with this bundle. */
-            add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, size, 0,
+            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, size, 0,
                        "archive file of another bundle (its ring was created at %llu ns, this "
                        "one at %llu ns): not read; read it on its own",
                        (unsigned long long)h.ring_created_wall_ns,
@@ -1752,7 +1507,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
             return;
         }
         if (f->in_directory && h.file_number != f->number)
-            add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 24, 8, 0,
+            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 24, 8, 0,
                        "archive file's header says number %llu, its name %llu: renamed or "
                        "replaced", (unsigned long long)h.file_number,
                        (unsigned long long)f->number);
@@ -1781,19 +1536,19 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         if (status == LB_FRAME_END) {
             if (f->kind == LB_ARCHIVE_NAME_WRITING) return;  /* more may come */
             if (f->offset < size)
-                add_issue(r, LB_ISSUE_TRUNCATED, label, f->offset, size - f->offset,
+                lb_rd_add_issue(r, LB_ISSUE_TRUNCATED, label, f->offset, size - f->offset,
                           "incomplete frame at the end of a complete archive file");
             check_end_frame(r, f, size);
             f->done = 1;
             return;
         }
         if (status == LB_FRAME_INVALID && f->kind == LB_ARCHIVE_NAME_WRITING &&
-            read_after_power_loss(r)) {
+            lb_rd_read_after_power_loss(r)) {
             /* A bundle that syncs fdatasyncs each batch before it marks its chunks archived: a
              * hole in the file being written is where the last synced write ends (the pages after
              * it came back from before), and its chunks are still in the ring. The next archiver
              * cuts the file there. */
-            add_issue(r, LB_ISSUE_TORN, label, f->offset, size - f->offset,
+            lb_rd_add_issue(r, LB_ISSUE_TORN, label, f->offset, size - f->offset,
                       "archive file being written ends here: what follows was written after the "
                       "bundle's last sync and torn (a power loss)");
             f->done = 1;
@@ -1801,7 +1556,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
         }
         if (status == LB_FRAME_INVALID) {
             uint64_t next = lb_archive_frame_resync(&f->src, f->offset, f->chunk_size);
-            add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, next - f->offset,
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, next - f->offset,
                       "archive frame head is not valid; skipped to the next valid frame");
             f->damaged = 1;
             f->end_found = 0;
@@ -1809,7 +1564,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
             continue;
         }
         if (f->end_found) {
-            add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, 0,
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, 0,
                       "a frame follows the END frame of an archive file");
             f->end_found = 0;
         }
@@ -1822,7 +1577,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
             if (lb_archive_source_read(&f->src, &start, want, body) != (ssize_t)want) return;
             const lb_chunk_header h = start.h;
             if (lb_chunk_header_check(&h, (uint32_t)(h.sequence % f->chunk_count), f->chunk_count) != 0) {
-                add_issue(r, LB_ISSUE_CORRUPT, label, body, head.length,
+                lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, body, head.length,
                           "archived chunk header is not valid");
             } else {
                 note_anchor(r, &h);
@@ -1855,7 +1610,7 @@ static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
                 f->end = end;
                 f->end_found = 1;
             } else {
-                add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, head.length,
+                lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, head.length,
                           "END frame fails its checksum");
             }
         }
@@ -1873,7 +1628,7 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
                        size_t *pending_mark, uint32_t *stop, int *corrupt, uint32_t *records,
                        walk_tally *tally) {
     const lb_chunk_header *h = (const lb_chunk_header *)(const void *)r->run->image;
-    seen_chunk *seen = seen_find(r, h->sequence);
+    seen_chunk *seen = lb_rd_seen_find(r, h->sequence);
     uint32_t start = seen ? seen->offset : LB_CHUNK_HEADER_SIZE;
     uint32_t before = seen ? seen->records : 0;
     *entry_mark = r->run->found;
@@ -1884,7 +1639,7 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
     lb_walk_end end;
     *stop = lb_chunk_walk_inline(r->run->image, image_length, start, walk_visit, &w, &end);
     if (end == LB_WALK_END_INVALID && !w.corrupt) {
-        w.corrupt_issue = add_issue(r, ring_damage_kind(r, file, h->sequence, *stop, LB_ISSUE_CORRUPT),
+        w.corrupt_issue = lb_rd_add_issue(r, ring_damage_kind(r, file, h->sequence, *stop, LB_ISSUE_CORRUPT),
                                     file, file_offset + *stop, image_length - *stop,
                                     "record header is not valid for its chunk");
         w.corrupt = 1;
@@ -1907,7 +1662,7 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
         if (w.corrupt_issue) {
             w.corrupt_issue->records += lost;
         } else {
-            add_issuef(r, ring_damage_kind(r, file, h->sequence, *stop, LB_ISSUE_CORRUPT), file,
+            lb_rd_add_issuef(r, ring_damage_kind(r, file, h->sequence, *stop, LB_ISSUE_CORRUPT), file,
                        file_offset + *stop, committed > *stop ? committed - *stop : 0, lost,
                        "chunk %llu: its records end at offset %u of %u committed bytes; %u of "
                        "its %u records are unreadable",
@@ -1915,7 +1670,7 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
             *corrupt = 1;
         }
     } else if (complete && !w.corrupt && *stop != committed) {
-        add_issuef(r, ring_damage_kind(r, file, h->sequence, *stop, LB_ISSUE_CORRUPT), file,
+        lb_rd_add_issuef(r, ring_damage_kind(r, file, h->sequence, *stop, LB_ISSUE_CORRUPT), file,
                    file_offset + *stop, 0, 0,
                    "chunk %llu: its records end at offset %u, its header says %u",
                    (unsigned long long)h->sequence, *stop, committed);
@@ -1959,14 +1714,14 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
                                 int *walked) {
     archive_file *f = &r->archives[ref->source];
     *walked = 0;
-    seen_chunk *seen = seen_find(r, ref->sequence);
+    seen_chunk *seen = lb_rd_seen_find(r, ref->sequence);
     if (seen && (seen->broken || seen->offset >= ref->length)) return;  /* the ring had it */
     uint8_t *image = r->run->image;
     if (f->fd < 0 || lb_archive_source_read(&f->src, image, ref->length, ref->offset) != (ssize_t)ref->length) {
         /* Listed but unreadable now: a compressed file's data frame that fails (the source
          * reported which), or a file cut short since it was listed. */
         if (!intact_copy_follows)
-            add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length,
+            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length,
                        ref->records, "chunk %llu cannot be read: its %u records are lost",
                        (unsigned long long)ref->sequence, ref->records);
         return;
@@ -1977,8 +1732,8 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
         if (intact_copy_follows) {
             /* In the file being written of a bundle that syncs, after its writer is gone: a frame
              * written after the last sync, torn; the ring's copy follows. */
-            int torn = f->kind == LB_ARCHIVE_NAME_WRITING && read_after_power_loss(r);
-            add_issuef(r, torn ? LB_ISSUE_TORN : LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset,
+            int torn = f->kind == LB_ARCHIVE_NAME_WRITING && lb_rd_read_after_power_loss(r);
+            lb_rd_add_issuef(r, torn ? LB_ISSUE_TORN : LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset,
                        ref->length, 0,
                        "chunk %llu fails its checksum; its records are read from another copy",
                        (unsigned long long)ref->sequence);
@@ -1988,7 +1743,7 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
             /* The file being written was not synced past its last batch: after a power loss its
              * pages can come from different moments, so a record in this image may be altered
              * where no page check of the ring's layout can tell. None of them is shown. */
-            add_issuef(r, read_after_power_loss(r) ? LB_ISSUE_TORN : LB_ISSUE_CORRUPT,
+            lb_rd_add_issuef(r, lb_rd_read_after_power_loss(r) ? LB_ISSUE_TORN : LB_ISSUE_CORRUPT,
                        archive_label(r, f), ref->offset, ref->length,
                        atomic_load(&h->record_count),
                        "chunk %llu fails its checksum in the archive file being written (torn by a "
@@ -1996,7 +1751,7 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
                        (unsigned long long)ref->sequence, atomic_load(&h->record_count));
             return;
         }
-        add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length, 0,
+        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length, 0,
                    "chunk %llu fails its checksum: its %u records are shown but may be altered",
                    (unsigned long long)ref->sequence, atomic_load(&h->record_count));
     }
@@ -2017,7 +1772,7 @@ static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_c
  * it had read of it (shown, or accounted for by issues as damaged) are not among those the
  * overwrite policy destroyed unread. */
 static void chunk_left_ring(lb_reader *r, uint64_t sequence) {
-    seen_chunk *seen = seen_find(r, sequence);
+    seen_chunk *seen = lb_rd_seen_find(r, sequence);
     if (seen) seen->active = 0;  /* sealed before its slot was reused: counted in the header */
     if (!seen || seen->archived || seen->gone) return;
     seen->gone = 1;
@@ -2028,7 +1783,7 @@ static void chunk_left_ring(lb_reader *r, uint64_t sequence) {
 }
 
 /* ---- the ring ---- */
-static int writer_alive(lb_reader *r);
+int lb_rd_writer_alive(lb_reader *r);
 
 /* A chunk left CLAIMING whose header is complete and valid (as recovery keeps it). */
 static int claiming_chunk_complete(const lb_chunk_header *h, uint32_t slot, uint32_t count) {
@@ -2047,7 +1802,7 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
                       ? 0
                       : (uint32_t)(((uint64_t)st.st_size - LB_RING_HEADER_SIZE) / size);
         if (!r->truncation_reported) {
-            add_issue(r, LB_ISSUE_TRUNCATED, "ring", (uint64_t)st.st_size,
+            lb_rd_add_issue(r, LB_ISSUE_TRUNCATED, "ring", (uint64_t)st.st_size,
                       expected - (uint64_t)st.st_size, "ring file is shorter than its header says");
             r->truncation_reported = 1;
         }
@@ -2061,7 +1816,7 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
         slot_progress *p = &r->progress[slot];
         if (check == -1) {
             if (p->sequence != UINT64_MAX) {
-                add_issue(r, LB_ISSUE_CORRUPT, "ring", at, size, "chunk header is not valid");
+                lb_rd_add_issue(r, LB_ISSUE_CORRUPT, "ring", at, size, "chunk header is not valid");
                 if (p->sequence) chunk_left_ring(r, p->sequence);
                 p->sequence = UINT64_MAX;  /* reported; look again only when it changes */
             }
@@ -2081,7 +1836,7 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
                 p->sequence = UINT64_MAX - 1;
                 continue;
             }
-            if (writer_alive(r)) continue;
+            if (lb_rd_writer_alive(r)) continue;
         } else if (check != 0) {
             continue;
         }
@@ -2108,12 +1863,12 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
  * power loss the ring's copy of a chunk may be torn; the mirror's, written and synced before the
  * snapshot that lists it, is read first and the ring's copy from where it ends. */
 static void collect_mirror(lb_reader *r, ref_list *refs) {
-    if (r->mirror_fd < 0 || !r->durable_count || !r->geometry_known || writer_alive(r)) return;
+    if (r->mirror_fd < 0 || !r->durable_count || !r->geometry_known || lb_rd_writer_alive(r)) return;
     const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
     for (size_t i = 0; i < r->durable_count; i++) {
         const lb_durable_entry *e = &r->durable[i];
         uint32_t slot = (uint32_t)(e->sequence % count);
-        seen_chunk *seen = seen_find(r, e->sequence);
+        seen_chunk *seen = lb_rd_seen_find(r, e->sequence);
         if (e->committed > size || (seen && (seen->broken || seen->offset >= e->committed))) continue;
         chunk_start start;
         if (lb_pread_full(r->mirror_fd, &start, sizeof start, (uint64_t)slot * size) !=
@@ -2128,7 +1883,7 @@ static void collect_mirror(lb_reader *r, ref_list *refs) {
 /* A chunk's durable prefix from the mirror, when it is sound (it walks to its durable end with its
  * records, no page check failing); otherwise nothing is read here and the ring's copy speaks. */
 static void read_mirror_chunk(lb_reader *r, const chunk_ref *ref) {
-    seen_chunk *seen = seen_find(r, ref->sequence);
+    seen_chunk *seen = lb_rd_seen_find(r, ref->sequence);
     if (seen && (seen->broken || seen->offset >= ref->length)) return;
     uint8_t *image = r->run->image;
     if (lb_pread_full(r->mirror_fd, image, ref->length, ref->offset) != (ssize_t)ref->length) return;
@@ -2165,7 +1920,7 @@ static void read_mirror_chunk(lb_reader *r, const chunk_ref *ref) {
 static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
     uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)ref->slot * size;
-    seen_chunk *seen = seen_find(r, ref->sequence);
+    seen_chunk *seen = lb_rd_seen_find(r, ref->sequence);
     if (seen && seen->broken) return 0;
     ssize_t n = lb_pread_full(r->ring_fd, r->run->image, size, at);
     if (n != (ssize_t)size) return 0;
@@ -2274,7 +2029,7 @@ static int order_entries(const lb_entry *entries, uint32_t *order, size_t first,
     return 0;
 }
 
-static int writer_alive(lb_reader *r) {
+int lb_rd_writer_alive(lb_reader *r) {
     if (r->lock_fd < 0) return 0;
     struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
     if (fcntl(r->lock_fd, F_OFD_GETLK, &fl) != 0) return 0;
@@ -2292,7 +2047,7 @@ static void adopt_archive_geometry(lb_reader *r) {
         if ((uint64_t)st.st_size != LB_RING_HEADER_SIZE + (uint64_t)f->chunk_size * f->chunk_count)
             continue;
         if (use_geometry(r, f->chunk_size, f->chunk_count) == 0)
-            add_issue(r, LB_ISSUE_CORRUPT, "ring", 0, LB_RING_HEADER_SIZE,
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, "ring", 0, LB_RING_HEADER_SIZE,
                       "ring header is damaged; its chunks are read with the geometry of the "
                       "archive files");
         return;
@@ -2305,7 +2060,7 @@ static int key_before(uint32_t session_a, uint64_t ticks_a, uint32_t session_b, 
 }
 
 static uint8_t *spill_copy(window_run *run, const uint8_t *bytes, size_t length) {
-    if (grow((void **)&run->spill, &run->spill_capacity, run->spill_count + 1, sizeof *run->spill))
+    if (lb_rd_grow((void **)&run->spill, &run->spill_capacity, run->spill_count + 1, sizeof *run->spill))
         return NULL;
     uint8_t *copy = malloc(length + COPY_SLACK);
     if (!copy) return NULL;
@@ -2351,7 +2106,7 @@ static window_run *run_acquire(lb_reader *r) {
 static void run_release(lb_reader *r, window_run *run) {
     run_clear(run);
     if (r->spare_count < 16 &&
-        grow((void **)&r->spare, &r->spare_capacity, r->spare_count + 1, sizeof *r->spare) == 0)
+        lb_rd_grow((void **)&r->spare, &r->spare_capacity, r->spare_count + 1, sizeof *r->spare) == 0)
         r->spare[r->spare_count++] = run;
     else
         run_free(run);
@@ -2382,7 +2137,7 @@ static void heap_down(window_run **heap, size_t count, size_t at) {
 }
 
 static int heap_push(lb_reader *r, window_run *run) {
-    if (grow((void **)&r->heap, &r->heap_capacity, r->heap_count + 1, sizeof *r->heap)) return -ENOMEM;
+    if (lb_rd_grow((void **)&r->heap, &r->heap_capacity, r->heap_count + 1, sizeof *r->heap)) return -ENOMEM;
     run_head(run);
     size_t at = r->heap_count++;
     if (r->heap_count > r->window_peak) r->window_peak = r->heap_count;
@@ -2442,7 +2197,7 @@ static void drain(lb_reader *r, const order_key *floor) {
 
 /* floors[i] = the least (session, anchor) of refs[i..]; floors[count] is past every key. */
 static int compute_floors(lb_reader *r, const ref_list *refs) {
-    if (grow((void **)&r->floors, &r->floor_capacity, refs->count + 1, sizeof *r->floors))
+    if (lb_rd_grow((void **)&r->floors, &r->floor_capacity, refs->count + 1, sizeof *r->floors))
         return -ENOMEM;
     order_key least = {UINT32_MAX, UINT64_MAX};
     r->floors[refs->count] = least;
@@ -2525,18 +2280,18 @@ static long read_pass(lb_reader *r) {
         if (!r->open_reported) {
             r->open_reported = 1;
             if (r->ring_open_error)
-                add_issuef(r, r->ring_open_error == -ENOENT ? LB_ISSUE_MISSING : LB_ISSUE_CORRUPT,
+                lb_rd_add_issuef(r, r->ring_open_error == -ENOENT ? LB_ISSUE_MISSING : LB_ISSUE_CORRUPT,
                            "ring", 0, 0, 0,
                            "the ring file %s: the records it held (those not archived) are lost",
                            bundle_file_problem(r->ring_open_error));
             if (r->meta_open_error)
-                add_issuef(r, r->meta_open_error == -ENOENT ? LB_ISSUE_MISSING : LB_ISSUE_CORRUPT,
+                lb_rd_add_issuef(r, r->meta_open_error == -ENOENT ? LB_ISSUE_MISSING : LB_ISSUE_CORRUPT,
                            "meta", 0, 0, 0,
                            "the meta file %s: records cannot be matched with their call sites "
                            "and loggers", bundle_file_problem(r->meta_open_error));
         }
         if (r->ring_fd >= 0 && !r->header_ok && !r->ring_broken) {
-            int rc = read_header(r);
+            int rc = lb_rd_read_header(r);
             if (rc == -EPROTO) r->ring_broken = 1;
             else if (rc) return rc;
         }
@@ -2568,7 +2323,7 @@ static long read_pass(lb_reader *r) {
             return rc;
         }
     }
-    list_archive_directory(r);
+    lb_rd_list_archive_directory(r);
     for (size_t i = 0; i < r->archive_count; i++) collect_archive(r, i, &refs);
     if (r->ring_mode && r->ring_fd >= 0 && !ring_listed_first) {
         /* A damaged ring header: the archive files may tell its geometry. */
@@ -2636,7 +2391,7 @@ static long read_pass(lb_reader *r) {
                 /* It left the ring while this scan ran, so it was archived meanwhile: list the
                  * archive files again and read it (and whatever else they now hold) in order. */
                 size_t listed = refs.count;
-                list_archive_directory(r);
+                lb_rd_list_archive_directory(r);
                 for (size_t k = 0; k < r->archive_count; k++) collect_archive(r, k, &refs);
                 if (refs.count > listed)
                     qsort(refs.refs + i + 1, refs.count - i - 1, sizeof *refs.refs, compare_refs);
@@ -2656,7 +2411,7 @@ static long read_pass(lb_reader *r) {
             int intact = f->fd >= 0 &&
                          lb_archive_source_read(&f->src, r->chunk, ref->length, ref->offset) == (ssize_t)ref->length &&
                          lb_crc32c(0, r->chunk, ref->length) == ref->body_crc;
-            add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length,
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length,
                       intact ? "chunk archived twice (its records are shown once)"
                              : "chunk fails its checksum; its records were read from another copy");
             continue;
@@ -2682,10 +2437,10 @@ static long read_pass(lb_reader *r) {
     }
 
     /* A large record whose beginning the walk found but whose writer is gone will never finish. */
-    if (r->pending_count && !writer_alive(r)) {
+    if (r->pending_count && !lb_rd_writer_alive(r)) {
         while (r->pending_count) {
             pending_record *p = &r->pending[r->pending_count - 1];
-            add_issue(r, LB_ISSUE_TORN, p->first_file, p->first_file_offset, p->length,
+            lb_rd_add_issue(r, LB_ISSUE_TORN, p->first_file, p->first_file_offset, p->length,
                       "large record cut short: its writer stopped before the end");
             drop_pending(r, p);
         }
@@ -2762,315 +2517,6 @@ int lb_reader_ring_replaced(const lb_reader *r) {
     return named.st_ino != held.st_ino || named.st_dev != held.st_dev ? 1 : 0;
 }
 
-/* ---- verify: what the bundle's own records say should exist ---- */
-static int compare_u64(const void *x, const void *y) {
-    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
-    return a < b ? -1 : a > b;
-}
-
-static const char *archive_name(lb_reader *r, uint64_t number) {
-    char name[LB_ARCHIVE_NAME_MAX];
-    lb_archive_name_format(name, number, LB_ARCHIVE_NAME_COMPLETE);
-    return keep_string(r, strdup(name));
-}
-
-/* The numbers of the archive files in the directory now, sorted. */
-static size_t list_numbers(lb_reader *r, uint64_t **out) {
-    *out = NULL;
-    if (!r->archive_dir) return 0;
-    DIR *d = opendir(r->archive_dir);
-    if (!d) return 0;
-    size_t count = 0, capacity = 0;
-    struct dirent *e;
-    uint64_t *compressed = NULL;  /* numbers of .lba.zst files: their .lba may still be there */
-    size_t compressed_count = 0, compressed_capacity = 0;
-    while ((e = readdir(d))) {
-        uint64_t number;
-        lb_archive_name_kind kind = lb_archive_name_parse(e->d_name, &number);
-        if (!kind || kind == LB_ARCHIVE_NAME_COMPRESSING) continue;
-        if (kind == LB_ARCHIVE_NAME_COMPRESSED) {
-            if (grow((void **)&compressed, &compressed_capacity, compressed_count + 1, sizeof *compressed))
-                break;
-            compressed[compressed_count++] = number;
-            continue;
-        }
-        if (grow((void **)out, &capacity, count + 1, sizeof **out)) break;
-        (*out)[count++] = number;
-    }
-    closedir(d);
-    if (count) qsort(*out, count, sizeof **out, compare_u64);
-    /* A compressed file counts once, with or without its .lba beside it (the same bytes). */
-    size_t plain = count;  /* sorted: the search stays within them */
-    for (size_t i = 0; i < compressed_count; i++) {
-        if (plain && bsearch(&compressed[i], *out, plain, sizeof **out, compare_u64)) continue;
-        if (grow((void **)out, &capacity, count + 1, sizeof **out)) break;
-        (*out)[count++] = compressed[i];
-    }
-    free(compressed);
-    if (count) qsort(*out, count, sizeof **out, compare_u64);
-    return count;
-}
-
-/* Archive file numbers have no gaps: from the first one retention kept to the newest made (the
- * ring header says both), or, for an archive directory read alone, between the lowest and the
- * highest present. A live archiver creates and deletes files meanwhile: the header is read before
- * and after the listing, and only numbers both readings require are checked. */
-static void verify_file_numbers(lb_reader *r, const lb_ring_header *h, int alive) {
-    uint64_t first, next;
-    uint64_t *numbers;
-    size_t count;
-    if (h) {
-        uint64_t first_before = atomic_load(&h->archive_first_number);
-        uint64_t next_before = atomic_load(&h->archive_next_number);
-        count = list_numbers(r, &numbers);
-        lb_ring_header after;
-        if (lb_pread_full(r->ring_fd, &after, sizeof after, 0) != (ssize_t)sizeof after) after = *h;
-        first = atomic_load(&after.archive_first_number);
-        if (first < first_before) first = first_before;
-        if (first == 0) first = 1;
-        next = atomic_load(&after.archive_next_number);
-        if (next > next_before) next = next_before;
-        if (next > first && count == 0 && r->archive_dir_missing) {
-            add_issuef(r, LB_ISSUE_MISSING, "archive", 0, 0, 0,
-                       "the archive directory is missing: archive files %llu..%llu with it",
-                       (unsigned long long)first, (unsigned long long)(next - 1));
-            free(numbers);
-            return;
-        }
-    } else {
-        count = list_numbers(r, &numbers);
-        if (count == 0) return;
-        first = numbers[0];
-        next = numbers[count - 1] + 1;
-    }
-    /* (A live archiver renames a file while the directory is listed: both names may show.) */
-    for (size_t k = 1; k < count && !alive; k++)
-        if (numbers[k] == numbers[k - 1] && (k < 2 || numbers[k - 2] != numbers[k]))
-            add_issuef(r, LB_ISSUE_CORRUPT, archive_name(r, numbers[k]), 0, 0, 0,
-                       "two archive files have number %llu (a file is complete, unsynced or "
-                       "being written, never two of these at once)",
-                       (unsigned long long)numbers[k]);
-    size_t i = 0;
-    for (uint64_t n = first; n < next;) {
-        while (i < count && numbers[i] < n) i++;
-        if (i < count && numbers[i] == n) {
-            n++;
-            continue;
-        }
-        uint64_t gap_end = i < count && numbers[i] < next ? numbers[i] : next;
-        if (gap_end - n == 1)
-            add_issuef(r, LB_ISSUE_MISSING, archive_name(r, n), 0, 0, 0,
-                       "archive file %llu is missing (files %llu..%llu should exist)",
-                       (unsigned long long)n, (unsigned long long)first,
-                       (unsigned long long)(next - 1));
-        else
-            add_issuef(r, LB_ISSUE_MISSING, archive_name(r, n), 0, 0, 0,
-                       "archive files %llu..%llu are missing (files %llu..%llu should exist)",
-                       (unsigned long long)n, (unsigned long long)(gap_end - 1),
-                       (unsigned long long)first, (unsigned long long)(next - 1));
-        n = gap_end;
-    }
-    free(numbers);
-}
-
-/* Lossless: every chunk ever claimed is in the ring or an archive file, but for those retention
- * deleted (claims below archive_retired_claim) and claims a crash cut short. */
-static void verify_claims(lb_reader *r, const lb_ring_header *h) {
-    uint64_t end = atomic_load(&h->chunks_claimed), start = atomic_load(&h->archive_retired_claim);
-    if (end <= start) return;
-    if (end - start > (1ull << 32)) {
-        add_issue(r, LB_ISSUE_TORN, "ring", 0, 0,
-                  "too many chunk claims to check one by one; the record counts are checked");
-        return;
-    }
-    qsort(r->claims, r->claim_count, sizeof *r->claims, compare_u64);
-    uint64_t missing = 0;
-    uint64_t expect = start;
-    char ranges[160] = "";
-    size_t used = 0;
-    for (size_t i = 0; i <= r->claim_count; i++) {
-        uint64_t next = i < r->claim_count ? r->claims[i] : end;
-        if (next < expect) continue;  /* a repeat, or retired */
-        if (next > end) next = end;
-        if (next > expect) {
-            missing += next - expect;
-            if (used < sizeof ranges - 40)
-                used += (size_t)snprintf(ranges + used, sizeof ranges - used, "%s%llu..%llu",
-                                         used ? ", " : "", (unsigned long long)expect,
-                                         (unsigned long long)(next - 1));
-        }
-        expect = next + 1;
-        if (expect > end) break;
-    }
-    uint64_t abandoned = atomic_load(&h->claims_abandoned) + r->claiming_slots;
-    uint64_t discarded = atomic_load(&h->chunks_discarded);
-    if (discarded)
-        add_issuef(r, LB_ISSUE_CORRUPT, "ring", 0, 0, 0,
-                   "%llu chunks with a damaged header were cleared when the bundle was reopened "
-                   "for writing: their records are lost", (unsigned long long)discarded);
-    /* After a power loss, claims the last sync did not cover may hold nothing: the claim counter's
-     * page can be newer than the chunks' pages. */
-    uint64_t undurable = 0;
-    if (read_after_power_loss(r) && r->durable_claimed < end) {
-        for (size_t i = 0, at = r->durable_claimed; at < end; at++) {
-            while (i < r->claim_count && r->claims[i] < at) i++;
-            if (i >= r->claim_count || r->claims[i] != at) undurable++;
-        }
-        if (undurable > missing) undurable = missing;
-        if (undurable)
-            add_issuef(r, LB_ISSUE_TORN, "ring", 0, 0, 0,
-                       "%llu chunk claims after the last sync hold nothing: lost with what no sync "
-                       "covered", (unsigned long long)undurable);
-        missing -= undurable;
-    }
-    if (missing > abandoned + discarded)
-        add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, 0,
-                   "%llu chunks (claims %s%s) are neither in the ring nor in an archive file",
-                   (unsigned long long)(missing - abandoned - discarded), ranges,
-                   used >= sizeof ranges - 40 ? ", ..." : "");
-    else if (missing)
-        add_issuef(r, LB_ISSUE_TORN, "ring", 0, 0, 0,
-                   "%llu chunk claims hold nothing: claims a crash cut short (%llu) or damaged "
-                   "chunks cleared (%llu)", (unsigned long long)missing,
-                   (unsigned long long)abandoned, (unsigned long long)discarded);
-}
-
-/* The records the last sync made durable (the `durable` file) must all be here: in the chunk it
- * listed, walked at least to the offset and count it recorded. A listed chunk no copy holds is
- * accounted for only by archive retention, or, under the overwrite policy, by a newer claim of
- * its slot; otherwise its durable records are missing. */
-static void verify_durable(lb_reader *r, const lb_ring_header *h) {
-    uint64_t retired = atomic_load(&h->archive_retired_claim);
-    if (r->durable_superseded)
-        add_issuef(r, LB_ISSUE_OVERWRITTEN, "mirror", 0, 0, r->durable_superseded,
-                   "%llu records a sync made durable were overwritten since (their chunks' slots "
-                   "hold newer chunks: the overwrite policy keeps the newest)",
-                   (unsigned long long)r->durable_superseded);
-    for (size_t i = 0; i < r->durable_count; i++) {
-        const lb_durable_entry *e = &r->durable[i];
-        if (e->committed == 0) continue;  /* superseded */
-        seen_chunk *seen = seen_find(r, e->sequence);
-        if (seen) {
-            if (seen->offset >= e->committed && seen->records >= e->records) continue;
-            uint32_t short_by = seen->records < e->records ? e->records - seen->records : 0;
-            add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, short_by,
-                       "chunk %llu: a sync made %u records through offset %u durable, but it reads "
-                       "only to offset %u (%u records)", (unsigned long long)e->sequence,
-                       e->records, e->committed, seen->offset, seen->records);
-            continue;
-        }
-        if (e->claim < retired) continue;
-        if (h->wrap_policy != LB_WRAP_LOSSLESS && r->ring_fd >= 0 && r->geometry_known) {
-            lb_chunk_header now;
-            uint32_t count = r->header.chunk_count;
-            uint64_t at = LB_RING_HEADER_SIZE + (e->sequence % count) * (uint64_t)r->header.chunk_size;
-            /* A claim under way shows its state (the magic is cleared after it); a page of zeros
-             * is a page that never reached the disk, which excuses nothing. */
-            if (lb_pread_full(r->ring_fd, &now, sizeof now, at) == (ssize_t)sizeof now &&
-                (atomic_load(&now.state) == LB_CHUNK_CLAIMING ||
-                 (now.magic == LB_CHUNK_MAGIC && now.sequence > e->sequence &&
-                  lb_chunk_header_check(&now, (uint32_t)(e->sequence % count), count) >= 0))) {
-                /* Overwritten by a newer claim of its slot: the policy's loss. Said with its
-                 * records, since after a power loss the ring header's count of overwritten
-                 * records can come from before it. */
-                add_issuef(r, LB_ISSUE_OVERWRITTEN, "ring", 0, 0, e->records,
-                           "chunk %llu: %u records a sync made durable were overwritten since "
-                           "(the overwrite policy keeps the newest)",
-                           (unsigned long long)e->sequence, e->records);
-                continue;
-            }
-        }
-        add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, e->records,
-                   "chunk %llu (claim %llu): a sync made %u records durable, and neither the ring "
-                   "nor an archive file holds it", (unsigned long long)e->sequence,
-                   (unsigned long long)e->claim, e->records);
-    }
-}
-
-int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
-    if (!r || !out) return -EINVAL;
-    if (r->verified) return -EALREADY;
-    r->verified = 1;
-    memset(out, 0, sizeof *out);
-    out->records_found = r->emitted;
-    out->writer_alive = (uint32_t)writer_alive(r);
-    lb_ring_header h;
-    int have_header = r->ring_mode && r->header_ok &&
-                      lb_pread_full(r->ring_fd, &h, sizeof h, 0) == (ssize_t)sizeof h;
-    if (!r->ring_mode) {
-        verify_file_numbers(r, NULL, 0);
-        return 0;
-    }
-    if (!have_header) return 0;  /* the ring header (its counters) is damaged or missing */
-    verify_file_numbers(r, &h, (int)out->writer_alive);
-    out->records_overwritten = atomic_load(&h.records_overwritten);
-    /* The ring header is never synced: after a power loss it can be older than the last sync. */
-    if (read_after_power_loss(r) && r->durable_overwritten > out->records_overwritten)
-        out->records_overwritten = r->durable_overwritten;
-    out->records_retired = atomic_load(&h.archive_retired_records);
-    for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->records_dropped += atomic_load(&h.drops[i]);
-    if (out->records_overwritten)
-        add_issuef(r, LB_ISSUE_OVERWRITTEN, "ring", 0, 0, out->records_overwritten,
-                   "%llu records were overwritten before they were archived (the overwrite policy "
-                   "keeps the newest)", (unsigned long long)out->records_overwritten);
-    if (out->writer_alive) return 0;  /* counts move while a writer runs: checked once it stops */
-    verify_durable(r, &h);
-    if (h.wrap_policy == LB_WRAP_LOSSLESS) verify_claims(r, &h);
-    uint64_t active = 0;
-    for (size_t i = 0; i < r->seen_capacity; i++)
-        if (r->seen[i].sequence && r->seen[i].active) active += r->seen[i].records;
-    uint64_t explained = 0;
-    for (size_t i = 0; i < r->issue_count; i++)
-        if (r->issues[i].kind != LB_ISSUE_OVERWRITTEN) explained += r->issues[i].records;
-    uint64_t written = atomic_load(&h.records) + active;
-    uint64_t gone = out->records_overwritten + out->records_retired;
-    out->records_expected = written > gone ? written - gone : 0;
-    /* A reader that followed a live overwrite ring read some records before the ring overwrote
-     * them: they are among the overwritten, and among the found or those issues account for. */
-    if (h.wrap_policy != LB_WRAP_LOSSLESS)
-        out->records_expected += r->gone_read + r->gone_beginnings;
-    out->records_unreadable = explained;
-    out->accounted = 1;
-    if (gone > written && read_after_power_loss(r)) {
-        /* Counters from different moments (the header's page, the last sync's count). */
-    } else if (gone > written) {
-        add_issuef(r, LB_ISSUE_CORRUPT, "ring", 128, 128, 0,
-                   "the ring header's counters are inconsistent: %llu records written, but %llu "
-                   "overwritten and %llu in deleted archive files",
-                   (unsigned long long)written, (unsigned long long)out->records_overwritten,
-                   (unsigned long long)out->records_retired);
-    } else if (out->records_found + explained > out->records_expected &&
-               atomic_load(&h.writer_state) == LB_WRITER_STATE_CLOSED &&
-               atomic_load(&h.unclean_sessions) == 0 && atomic_load(&h.archive_first_number) == 0) {
-        /* A bundle that never crashed and whose archive retention never deleted anything counts
-         * exactly (a crash can leave the counters short by the chunk being sealed; retention can
-         * delete the copy of a chunk the ring still holds): more records than counted means the
-         * counters are damaged. */
-        add_issuef(r, LB_ISSUE_CORRUPT, "ring", 128, 128, 0,
-                   "%llu records were read but the ring header's counters say %llu: the counters "
-                   "are damaged", (unsigned long long)(out->records_found + explained),
-                   (unsigned long long)out->records_expected);
-    }
-    if (out->records_expected > out->records_found + explained && read_after_power_loss(r)) {
-        /* The counters' page may be newer than the chunks': what the sync covered was checked
-         * record by record (verify_durable); the rest cannot be told from a power loss's tear. */
-        uint64_t short_by = out->records_expected - out->records_found - explained;
-        add_issuef(r, LB_ISSUE_TORN, "ring", 0, 0, 0,
-                   "%llu records the counters name are not here: the writer died after its last "
-                   "sync, and what no sync covered can be lost to a power loss",
-                   (unsigned long long)short_by);
-    } else if (out->records_expected > out->records_found + explained) {
-        out->records_lost = out->records_expected - out->records_found - explained;
-        add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, out->records_lost,
-                   "%llu records are missing: the bundle's counters say %llu should be here, %llu "
-                   "were read and %llu are accounted for by the issues above",
-                   (unsigned long long)out->records_lost,
-                   (unsigned long long)out->records_expected, (unsigned long long)out->records_found,
-                   (unsigned long long)explained);
-    }
-    return 0;
-}
-
 size_t lb_reader_entry_count(const lb_reader *r) { return r ? r->entry_count : 0; }
 
 int lb_reader_entry(const lb_reader *r, size_t index, lb_entry *out) {
@@ -3100,92 +2546,5 @@ size_t lb_reader_issue_count(const lb_reader *r) { return r ? r->issue_count : 0
 int lb_reader_issue(const lb_reader *r, size_t index, lb_issue *out) {
     if (!r || !out || index >= r->issue_count) return -EINVAL;
     *out = r->issues[index];
-    return 0;
-}
-
-int lb_reader_ring_info(lb_reader *r, lb_ring_info *out) {
-    if (!r || !out) return -EINVAL;
-    if (!r->ring_mode) return -ENOTSUP;
-    if (r->ring_fd < 0) return r->ring_open_error ? r->ring_open_error : -ENOENT;
-    if (!r->header_ok) {
-        if (r->ring_broken) return -EPROTO;
-        int rc = read_header(r);
-        if (rc == -EPROTO) r->ring_broken = 1;
-        if (rc) return rc;
-    }
-    lb_ring_header h;
-    if (lb_pread_full(r->ring_fd, &h, sizeof h, 0) != (ssize_t)sizeof h) return -EIO;
-    memset(out, 0, sizeof *out);
-    out->format_version = r->header.format_version;
-    out->chunk_size = r->header.chunk_size;
-    out->chunk_count = r->header.chunk_count;
-    out->wrap_policy = r->header.wrap_policy;
-    out->created_wall_ns = r->header.created_wall_ns;
-    out->writer_pid = atomic_load(&h.writer_pid);
-    out->writer_alive = (uint32_t)writer_alive(r);
-    out->next_sequence = atomic_load(&h.next_sequence);
-    lb_counters *c = &out->counters;
-    c->records = atomic_load(&h.records);
-    c->bytes = atomic_load(&h.bytes);
-    c->chunks_claimed = atomic_load(&h.chunks_claimed);
-    c->chunks_reused = atomic_load(&h.chunks_reused);
-    c->large_records = atomic_load(&h.large_records);
-    for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) {
-        c->drops[i] = atomic_load(&h.drops[i]);
-        c->dropped += c->drops[i];
-    }
-    out->archived_chunks = atomic_load(&h.archived_chunks);
-    out->archived_bytes = atomic_load(&h.archived_bytes);
-    out->archive_failures = atomic_load(&h.archive_failures);
-    out->chunks_lost_unarchived = atomic_load(&h.chunks_lost_unarchived);
-    out->archive_last_error = atomic_load(&h.archive_last_error);
-    out->archive_backend = atomic_load(&h.archive_backend);
-    out->records_overwritten = atomic_load(&h.records_overwritten);
-    out->claims_abandoned = atomic_load(&h.claims_abandoned);
-    out->chunks_discarded = atomic_load(&h.chunks_discarded);
-    out->archive_first_number = atomic_load(&h.archive_first_number);
-    out->archive_next_number = atomic_load(&h.archive_next_number);
-    out->archive_retired_records = atomic_load(&h.archive_retired_records);
-    for (uint32_t slot = 0; slot < r->header.chunk_count; slot++) {
-        lb_chunk_header ch;
-        uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * r->header.chunk_size;
-        if (lb_pread_full(r->ring_fd, &ch, sizeof ch, at) != (ssize_t)sizeof ch) break;
-        int check = lb_chunk_header_check(&ch, slot, r->header.chunk_count);
-        uint32_t state = atomic_load(&ch.state);
-        if (check != 0) { out->chunks_free++; continue; }
-        if (state == LB_CHUNK_SEALED || state == LB_CHUNK_ARCHIVING) {
-            out->unarchived_bytes += atomic_load(&ch.committed);
-            if (!out->oldest_unarchived_wall_ns || (int64_t)ch.wall_anchor_ns < out->oldest_unarchived_wall_ns)
-                out->oldest_unarchived_wall_ns = (int64_t)ch.wall_anchor_ns;
-        }
-        if (state == LB_CHUNK_ARCHIVING) out->chunks_archiving++;
-        if (state == LB_CHUNK_ACTIVE) {
-            out->chunks_active++;
-            /* Records of open chunks reach the header counters only when the chunk is sealed
-             * (by its writer, or by recovery when a killed writer's bundle is reopened). */
-            c->records += atomic_load(&ch.record_count);
-            c->bytes += atomic_load(&ch.committed) - LB_CHUNK_HEADER_SIZE;
-        } else if (state == LB_CHUNK_SEALED) out->chunks_sealed++;
-        else if (state == LB_CHUNK_ARCHIVED) out->chunks_archived++;
-    }
-    return 0;
-}
-
-int lb_reader_archive_info(lb_reader *r, lb_archive_info *out) {
-    if (!r || !out) return -EINVAL;
-    memset(out, 0, sizeof *out);
-    list_archive_directory(r);
-    for (size_t i = 0; i < r->archive_count; i++) {
-        archive_file *f = &r->archives[i];
-        struct stat st;
-        if (stat(f->name, &st) != 0) continue;  /* deleted by retention since */
-        if (f->kind == LB_ARCHIVE_NAME_WRITING) out->writing_files++;
-        else if (f->kind == LB_ARCHIVE_NAME_UNSYNCED) out->unsynced_files++;
-        else out->files++;
-        if (f->kind == LB_ARCHIVE_NAME_COMPRESSED) out->compressed_files++;
-        out->bytes += (uint64_t)st.st_size;
-        if (!out->oldest_number || f->number < out->oldest_number) out->oldest_number = f->number;
-        if (f->number > out->newest_number) out->newest_number = f->number;
-    }
     return 0;
 }
