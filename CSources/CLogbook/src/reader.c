@@ -7,10 +7,10 @@
 
 int lb_rd_grow(void **array, size_t *capacity, size_t need, size_t element);
 static void run_free(window_run *run);
-static void close_archive_file(archive_file *f);
+void lb_rd_close_archive_file(archive_file *f);
 static const lb_session_info *find_session(const lb_reader *r, uint32_t session);
 
-static void note_anchor(lb_reader *r, const lb_chunk_header *h) {
+void lb_rd_note_anchor(lb_reader *r, const lb_chunk_header *h) {
     session_clock *c = NULL;
     for (size_t i = 0; i < r->clock_count; i++)
         if (r->clocks[i].session == h->session) c = &r->clocks[i];
@@ -169,7 +169,7 @@ static void site_info_free(lb_site_info *s) {
     free((char *)s->source);
 }
 
-static void meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32_t length) {
+void lb_rd_meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32_t length) {
     lb_reader *r = context;
     lb_meta_cursor c = {body, length, 0, 0};
     if (kind == LB_META_SESSION) {
@@ -265,7 +265,7 @@ static void read_meta(lb_reader *r) {
         r->meta_ok = 1;
         r->meta_offset = sizeof h;
     }
-    int rc = lb_meta_read_entries(r->meta_fd, &r->meta_offset, meta_visit, r);
+    int rc = lb_meta_read_entries(r->meta_fd, &r->meta_offset, lb_rd_meta_visit, r);
     struct stat st;
     uint64_t size = fstat(r->meta_fd, &st) == 0 ? (uint64_t)st.st_size : r->meta_offset;
     if (rc == -1) {
@@ -592,14 +592,6 @@ static int emit(lb_reader *r, const time_map *map, const char *file, uint64_t fi
     return 0;
 }
 
-/* What a walk found that it could not show, for lb_reader_overwritten and verify: records that
- * issues account for as damaged, and records whose beginning the overwrite policy destroyed (which
- * an issue names too); the two never overlap. */
-typedef struct walk_tally {
-    uint32_t unreadable;
-    uint32_t beginnings_overwritten;
-    uint8_t trailing;            /* TRAILING_*: the chunk ends with a FIRST or MIDDLE fragment */
-} walk_tally;
 
 typedef struct walk_context {
     lb_reader *r;
@@ -682,7 +674,7 @@ static void drop_pending(lb_reader *r, pending_record *p) {
 /* After a walk of chunk `h` that counts: a large record whose last fragment is in an earlier chunk
  * will never be finished when this chunk is its thread's (a thread's next chunk starts with the
  * record's next fragment, and this one did not) or another session's (its writer is gone). */
-static void orphan_pending(lb_reader *r, const lb_chunk_header *h) {
+void lb_rd_orphan_pending(lb_reader *r, const lb_chunk_header *h) {
     for (size_t i = 0; i < r->pending_count; i++) {
         pending_record *p = &r->pending[i];
         /* A later session means its writer is gone: one process writes a bundle at a time. */
@@ -693,7 +685,7 @@ static void orphan_pending(lb_reader *r, const lb_chunk_header *h) {
 }
 
 /* After a walk that counts: the records it emitted or gave up leave the pending list. */
-static void drop_consumed_pending(lb_reader *r) {
+void lb_rd_drop_consumed_pending(lb_reader *r) {
     for (size_t i = r->pending_count; i-- > 0;)
         if (r->pending[i].consumed) drop_pending(r, &r->pending[i]);
 }
@@ -1083,7 +1075,7 @@ void lb_reader_close(lb_reader *r) {
     free(r->chunk);
     free(r->seen);
     for (size_t i = 0; i < r->archive_count; i++) {
-        close_archive_file(&r->archives[i]);
+        lb_rd_close_archive_file(&r->archives[i]);
         free(r->archives[i].damage);
         free(r->archives[i].name);
         free(r->archives[i].label);
@@ -1105,7 +1097,7 @@ void lb_reader_close(lb_reader *r) {
 }
 
 /* The copy buffer holds the largest chunk met so far (ring or archive), plus COPY_SLACK. */
-static int chunk_buffer(lb_reader *r, uint32_t chunk_size) {
+int lb_rd_chunk_buffer(lb_reader *r, uint32_t chunk_size) {
     if (chunk_size <= r->chunk_capacity) return 0;
     uint8_t *p = realloc(r->chunk, (size_t)chunk_size + COPY_SLACK);
     if (!p) return -ENOMEM;
@@ -1130,7 +1122,7 @@ seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence) {
 /* The entry of `sequence`, made (nothing read yet) when there is none. NULL without memory (the
  * chunk may then be read again: duplicates, never a crash). The pointer is valid until the next
  * call. */
-static seen_chunk *seen_add(lb_reader *r, uint64_t sequence) {
+seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence) {
     seen_chunk *s = lb_rd_seen_find(r, sequence);
     if (s) return s;
     if ((r->seen_count + 1) * 2 > r->seen_capacity) {
@@ -1149,7 +1141,7 @@ static seen_chunk *seen_add(lb_reader *r, uint64_t sequence) {
     return s;
 }
 
-static void note_claim(lb_reader *r, uint64_t claim) {
+void lb_rd_note_claim(lb_reader *r, uint64_t claim) {
     if (lb_rd_grow((void **)&r->claims, &r->claim_capacity, r->claim_count + 1, sizeof *r->claims) == 0)
         r->claims[r->claim_count++] = claim;
 }
@@ -1166,7 +1158,7 @@ static int use_geometry(lb_reader *r, uint32_t chunk_size, uint32_t chunk_count)
     r->header.chunk_count = chunk_count;
     free(r->progress);
     r->progress = calloc(chunk_count, sizeof *r->progress);
-    if (!r->progress || chunk_buffer(r, chunk_size)) return -ENOMEM;
+    if (!r->progress || lb_rd_chunk_buffer(r, chunk_size)) return -ENOMEM;
     r->geometry_known = 1;
     return 0;
 }
@@ -1240,38 +1232,15 @@ static uint32_t durable_through(const lb_reader *r, uint64_t sequence) {
 #define SOURCE_RING (-1)
 #define SOURCE_MIRROR (-2)  /* a durable prefix in `mirror`: read before the ring's copy */
 
-typedef struct chunk_ref {
-    uint64_t sequence;
-    int32_t source;    /* SOURCE_RING, SOURCE_MIRROR, or the index of an archive file */
-    uint32_t slot;     /* ring: the slot */
-    uint64_t offset;   /* archive: file offset of the chunk image */
-    uint32_t length;   /* archive: bytes of the image */
-    uint32_t records;  /* the chunk's record_count: sizes the entry array */
-    uint32_t body_crc; /* archive: the frame's CRC-32C of the image */
-    uint32_t session;  /* of its header: with the anchor, the least key its records can have */
-    uint64_t anchor;   /* its tick anchor, taken at claim before any record was written */
-} chunk_ref;
 
-typedef struct ref_list {
-    chunk_ref *refs;
-    size_t count, capacity;
-} ref_list;
 
-static void push_ref(ref_list *list, chunk_ref ref) {
+void lb_rd_push_ref(ref_list *list, chunk_ref ref) {
     if (lb_rd_grow((void **)&list->refs, &list->capacity, list->count + 1, sizeof ref) == 0)
         list->refs[list->count++] = ref;
 }
 
-/* The least ticks a record of a chunk can have, from its header and the 16 bytes after it (its
- * first record's header and timestamp): the tick anchor taken at claim, or the first record's
- * timestamp when that is earlier (a writer reads the clock, then finds that the record does not fit
- * and claims a new chunk for it). Only ordering depends on it. */
-typedef struct chunk_start {
-    lb_chunk_header h;
-    uint8_t first[16];
-} chunk_start;
 
-static uint64_t chunk_floor(const chunk_start *start) {
+uint64_t lb_rd_chunk_floor(const chunk_start *start) {
     uint64_t word, ticks;
     memcpy(&word, start->first, 8);
     memcpy(&ticks, start->first + 8, 8);
@@ -1291,339 +1260,12 @@ static int compare_refs(const void *a, const void *b) {
     return (x->source > y->source) - (x->source < y->source);
 }
 
-/* ---- archive files ---- */
-void lb_rd_list_archive_directory(lb_reader *r) {
-    if (!r->archive_dir) return;
-    DIR *d = opendir(r->archive_dir);
-    if (!d) {
-        r->archive_dir_missing = errno == ENOENT;
-        if (errno != ENOENT && !r->archive_dir_reported) { /* said once, never skipped in silence */
-            r->archive_dir_reported = 1;
-            lb_rd_add_issuef(r, LB_ISSUE_MISSING, "archive", 0, 0, 0, "the archive directory cannot be read: %s",
-                       strerror(errno));
-        }
-        return;
-    }
-    r->archive_dir_missing = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        uint64_t number;
-        int kind = (int)lb_archive_name_parse(e->d_name, &number);
-        if (!kind || kind == LB_ARCHIVE_NAME_COMPRESSING) continue;  /* not complete yet */
-        archive_file *f = NULL;
-        for (size_t i = 0; i < r->archive_count; i++)
-            if (r->archives[i].number == number) f = &r->archives[i];
-        /* Both the .lba and its .lba.zst (for a moment, or after a crash): the same bytes; the
-         * .lba is the one about to go. */
-        if (f && (f->kind == kind || f->kind == LB_ARCHIVE_NAME_COMPRESSED)) continue;
-        char *name = lb_path_join(r->archive_dir, e->d_name);
-        if (!name) continue;
-        if (f) {  /* renamed: complete now */
-            free(f->name);
-            f->name = name;
-            f->kind = kind;
-            continue;
-        }
-        if (lb_rd_grow((void **)&r->archives, &r->archive_capacity, r->archive_count + 1,
-                 sizeof *r->archives)) {
-            free(name);
-            continue;
-        }
-        size_t at = r->archive_count++;
-        while (at > 0 && r->archives[at - 1].number > number) {
-            r->archives[at] = r->archives[at - 1];
-            at--;
-        }
-        r->archives[at] = (archive_file){.number = number, .name = name, .fd = -1, .kind = kind,
-                                         .in_directory = 1};
-    }
-    closedir(d);
-}
-
-/* The name issues carry: the file's base name, kept for the reader's lifetime. */
-static const char *archive_label(lb_reader *r, archive_file *f) {
-    (void)r;
-    if (!f->label) {
-        const char *slash = strrchr(f->name, '/');
-        f->label = strdup(slash ? slash + 1 : f->name);
-    }
-    return f->label ? f->label : "archive";
-}
-
-static void archive_meta_frame(lb_reader *r, archive_file *f, const lb_archive_frame_head *head) {
-    uint32_t length = head->length;
-    uint8_t *body = malloc(length ? length : 1);
-    if (!body) return;
-    if (lb_archive_source_read(&f->src, body, length, f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE) != (ssize_t)length ||
-        lb_crc32c(0, body, length) != head->body_crc ||
-        lb_meta_parse_entries(body, length, meta_visit, r) != 0)
-        lb_rd_add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), f->offset, length,
-                  "meta entries in an archive frame do not parse or fail their checksum");
-    free(body);
-}
-
-/* A complete file's frames against its END frame: a file cut short or missing chunks says so. */
-static void check_end_frame(lb_reader *r, archive_file *f, uint64_t size) {
-    const char *label = archive_label(r, f);
-    if (!f->end_found) {
-        lb_rd_add_issuef(r, LB_ISSUE_TRUNCATED, label, f->offset, size > f->offset ? size - f->offset : 0,
-                   0, "complete archive file has no END frame: it was cut short (%llu chunks read)",
-                   (unsigned long long)f->chunk_frames);
-        return;
-    }
-    if (f->end.file_number != f->number && f->in_directory)
-        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, label, f->end.end_offset, 0, 0,
-                   "END frame says file %llu, the name %llu", (unsigned long long)f->end.file_number,
-                   (unsigned long long)f->number);
-    if (f->end.chunks != f->chunk_frames || f->end.records != f->chunk_records) {
-        uint64_t lost = f->end.records > f->chunk_records ? f->end.records - f->chunk_records : 0;
-        lb_rd_add_issuef(r, LB_ISSUE_MISSING, label, f->end.end_offset, 0, lost,
-                   "the END frame counts %llu chunks with %llu records; %llu chunks with %llu "
-                   "records were read",
-                   (unsigned long long)f->end.chunks, (unsigned long long)f->end.records,
-                   (unsigned long long)f->chunk_frames, (unsigned long long)f->chunk_records);
-    }
-}
-
-/* What a compressed file's source found damaged (its seek table, listing or a data frame), as an
- * issue of the file. */
-typedef struct source_damage {
-    lb_reader *r;
-    const char *label;
-} source_damage;
-
-static void source_damaged(void *context, uint64_t offset, uint64_t length, const char *what) {
-    source_damage *d = context;
-    lb_rd_add_issuef(d->r, LB_ISSUE_CORRUPT, d->label, offset, length, 0, "%s", what);  /* copied */
-}
-
-static void close_archive_file(archive_file *f) {
-    lb_archive_source_close(&f->src);
-    if (f->fd >= 0) close(f->fd);
-    f->fd = -1;
-}
-
-/* Opens archive file `f` (never through a symlink inside a directory, never blocking on a FIFO).
- * A file deleted since the listing was compressed meanwhile (or completed): the directory is
- * listed again and its new name opened. 0, or errno. */
-static int open_archive_file(lb_reader *r, uint64_t number) {
-    for (int attempt = 0;; attempt++) {
-        archive_file *f = NULL;
-        for (size_t i = 0; i < r->archive_count && !f; i++)
-            if (r->archives[i].number == number) f = &r->archives[i];
-        if (!f) return ENOENT;
-        int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (f->in_directory ? O_NOFOLLOW : 0);
-        f->fd = open(f->name, flags);
-        if (f->fd >= 0) {
-            f->opened_kind = f->kind;
-            return 0;
-        }
-        int err = errno;
-        f->fd = -1;
-        if (err != ENOENT || !f->in_directory || attempt == 2) return err;
-        lb_rd_list_archive_directory(r);
-    }
-}
-
-/* Reads the new frames of archive file `index`: meta entries at once, chunks as refs. Damage
- * (a frame head that fails its check) is reported and stepped over: the next valid head is
- * searched for, so one damaged frame hides only itself. */
-static void collect_archive(lb_reader *r, size_t index, ref_list *refs) {
-    archive_file *f = &r->archives[index];
-    if (f->done) return;
-    if (f->fd < 0) {
-        uint64_t number = f->number;
-        int err = open_archive_file(r, number);
-        f = &r->archives[index];
-        if (f->number != number) return;  /* relisted: the files moved; the next pass reads it */
-        if (err) {
-            if (err == ENOENT) return;  /* deleted since the listing: next scan */
-            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0, 0,
-                       "archive file cannot be opened: %s", strerror(err));
-            f->done = 1;
-            return;
-        }
-    }
-    struct stat st;
-    if (fstat(f->fd, &st) != 0) return;
-    if (!S_ISREG(st.st_mode)) {
-        lb_rd_add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0,
-                  "archive file is not a regular file (a FIFO, device or directory): not read");
-        f->done = 1;
-        return;
-    }
-    if (!f->header_ok && !f->src.zst) {
-        if (!f->damage) {
-            f->damage = malloc(sizeof *f->damage);
-            if (!f->damage) return;
-            *f->damage = (source_damage){r, archive_label(r, f)};
-        }
-        const char *problem = NULL;
-        int rc = lb_archive_source_open(&f->src, f->fd, (uint64_t)st.st_size, source_damaged,
-                                        f->damage, &problem);
-        if (rc == -ENOMEM) return;
-        if (rc) {
-            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, (uint64_t)st.st_size, problem);
-            f->done = 1;
-            return;
-        }
-        /* Read by what it holds; but its name must say the same (an uploader sends a .zst as
-         * zstd, and `zstd -d` must work on it). */
-        if ((f->in_directory || f->named) &&
-            (f->opened_kind == LB_ARCHIVE_NAME_COMPRESSED) != (f->src.zst != NULL))
-            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, 0,
-                      f->src.zst ? "a compressed archive file under a plain file's name: renamed "
-                                   "or replaced (read as what it holds)"
-                                 : "a plain archive file under a compressed file's name (.lba.zst): "
-                                   "renamed or replaced (read as what it holds)");
-    }
-    if (!f->src.zst) f->src.size = (uint64_t)st.st_size;  /* a .writing file grows */
-    uint64_t size = f->src.size;
-    if (!f->header_ok) {
-        lb_archive_file_header h;
-        ssize_t n = lb_archive_source_read(&f->src, &h, sizeof h, 0);
-        const char *problem = n == (ssize_t)sizeof h ? lb_archive_header_problem(&h, size)
-                                                     : "archive file is shorter than its header";
-        if (problem) {
-            if (f->kind == LB_ARCHIVE_NAME_WRITING && size < sizeof h) return;  /* being created */
-            /* A bundle that syncs: a file being written whose header never reached the disk held
-             * nothing synced (each batch is synced with it); the next archiver removes it. */
-            int torn = f->kind == LB_ARCHIVE_NAME_WRITING && lb_rd_read_after_power_loss(r);
-            lb_rd_add_issue(r, torn ? LB_ISSUE_TORN : size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
-                      archive_label(r, f), 0, size, problem);
-            f->done = 1;
-            return;
-        }
-        if (r->ring_mode && r->header_ok && h.ring_created_wall_ns != r->header.created_wall_ns) {
-            /* Another bundle's file (its ring was made at another time): its chunk sequences are
-             * not this ring's, so it is not read with this bundle. */
-            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 0, size, 0,
-                       "archive file of another bundle (its ring was created at %llu ns, this "
-                       "one at %llu ns): not read; read it on its own",
-                       (unsigned long long)h.ring_created_wall_ns,
-                       (unsigned long long)r->header.created_wall_ns);
-            f->done = 1;
-            f->foreign = 1;
-            return;
-        }
-        if (f->in_directory && h.file_number != f->number)
-            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), 24, 8, 0,
-                       "archive file's header says number %llu, its name %llu: renamed or "
-                       "replaced", (unsigned long long)h.file_number,
-                       (unsigned long long)f->number);
-        if (chunk_buffer(r, h.chunk_size)) return;
-        f->chunk_size = h.chunk_size;
-        f->chunk_count = h.chunk_count;
-        f->ring_created_wall_ns = h.ring_created_wall_ns;
-        f->offset = sizeof h;
-        f->header_ok = 1;
-    }
-    const char *label = archive_label(r, f);
-    for (;;) {
-        lb_archive_frame_head head;
-        lb_frame_status status = lb_archive_frame_read(&f->src, f->offset, f->chunk_size, &head);
-        uint64_t damaged_until = status != LB_FRAME_OK && f->offset < size
-                                     ? lb_archive_source_damaged_until(&f->src, f->offset)
-                                     : 0;
-        if (damaged_until) {
-            /* A compressed file's data frame that cannot be read (reported by the source): the
-             * frames in it are lost; the END frame's account says how many records. */
-            f->damaged = 1;
-            f->end_found = 0;
-            f->offset = damaged_until;
-            continue;
-        }
-        if (status == LB_FRAME_END) {
-            if (f->kind == LB_ARCHIVE_NAME_WRITING) return;  /* more may come */
-            if (f->offset < size)
-                lb_rd_add_issue(r, LB_ISSUE_TRUNCATED, label, f->offset, size - f->offset,
-                          "incomplete frame at the end of a complete archive file");
-            check_end_frame(r, f, size);
-            f->done = 1;
-            return;
-        }
-        if (status == LB_FRAME_INVALID && f->kind == LB_ARCHIVE_NAME_WRITING &&
-            lb_rd_read_after_power_loss(r)) {
-            /* A bundle that syncs fdatasyncs each batch before it marks its chunks archived: a
-             * hole in the file being written is where the last synced write ends (the pages after
-             * it came back from before), and its chunks are still in the ring. The next archiver
-             * cuts the file there. */
-            lb_rd_add_issue(r, LB_ISSUE_TORN, label, f->offset, size - f->offset,
-                      "archive file being written ends here: what follows was written after the "
-                      "bundle's last sync and torn (a power loss)");
-            f->done = 1;
-            return;
-        }
-        if (status == LB_FRAME_INVALID) {
-            uint64_t next = lb_archive_frame_resync(&f->src, f->offset, f->chunk_size);
-            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, next - f->offset,
-                      "archive frame head is not valid; skipped to the next valid frame");
-            f->damaged = 1;
-            f->end_found = 0;
-            f->offset = next;
-            continue;
-        }
-        if (f->end_found) {
-            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, 0,
-                      "a frame follows the END frame of an archive file");
-            f->end_found = 0;
-        }
-        uint64_t body = f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE;
-        if (head.kind == LB_ARCHIVE_FRAME_META) {
-            archive_meta_frame(r, f, &head);
-        } else if (head.kind == LB_ARCHIVE_FRAME_CHUNK) {
-            chunk_start start = {0};
-            size_t want = head.length >= sizeof start ? sizeof start : sizeof start.h;
-            if (lb_archive_source_read(&f->src, &start, want, body) != (ssize_t)want) return;
-            const lb_chunk_header h = start.h;
-            if (lb_chunk_header_check(&h, (uint32_t)(h.sequence % f->chunk_count), f->chunk_count) != 0) {
-                lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, body, head.length,
-                          "archived chunk header is not valid");
-            } else {
-                note_anchor(r, &h);
-                f->chunk_frames++;
-                f->chunk_records += atomic_load(&h.record_count);
-                seen_chunk *seen = seen_add(r, h.sequence);
-                if (seen) {
-                    seen->archived = 1;
-                    seen->active = 0;  /* archived, so sealed: its records are in the header's count */
-                    if (seen->gone) {
-                        /* It left the ring before this scan listed its archived copy: it was not
-                         * overwritten unread after all (see chunk_left_ring). */
-                        seen->gone = 0;
-                        r->gone_read -= seen->shown + seen->unreadable;
-                        r->beginnings_overwritten += seen->beginnings_overwritten;
-                        r->gone_beginnings -= seen->beginnings_overwritten;
-                    }
-                    if (!seen->claim_noted) note_claim(r, h.claim);
-                    seen->claim_noted = 1;
-                }
-                if (!seen || (!seen->broken && seen->offset < head.length))
-                    push_ref(refs, (chunk_ref){h.sequence, (int32_t)index, 0, body, head.length,
-                                               atomic_load(&h.record_count), head.body_crc,
-                                               h.session, chunk_floor(&start)});
-            }
-        } else if (head.kind == LB_ARCHIVE_FRAME_END) {
-            lb_archive_end end;
-            if (lb_archive_source_read(&f->src, &end, sizeof end, body) == (ssize_t)sizeof end &&
-                lb_crc32c(0, &end, sizeof end) == head.body_crc) {
-                f->end = end;
-                f->end_found = 1;
-            } else {
-                lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, head.length,
-                          "END frame fails its checksum");
-            }
-        }
-        /* Other kinds: a later format's frames, skipped. */
-        f->offset += lb_archive_frame_span(head.length);
-    }
-}
-
+/* ---- walking a chunk image (ring, mirror or archive) ---- */
 /* Walks a chunk copied into the image of r->run (image_length bytes) from where earlier scans stopped. Once
  * the chunk is complete (sealed in the ring, or an archived image) its walk must reach its
  * `committed` end and find its `record_count` records: what it does not find is reported with
  * the number of records lost (and tallied as unreadable). */
-static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size, const char *file,
+void lb_rd_walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size, const char *file,
                        uint64_t file_offset, int complete, size_t *entry_mark, size_t *issue_mark,
                        size_t *pending_mark, uint32_t *stop, int *corrupt, uint32_t *records,
                        walk_tally *tally) {
@@ -1648,7 +1290,7 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
     *records = before + w.records;
     *tally = w.tally;
     if (w.deferred) {
-        seen_chunk *again = seen_add(r, h->sequence);
+        seen_chunk *again = lb_rd_seen_add(r, h->sequence);
         if (again && again->deferrals < UINT8_MAX) again->deferrals++;
         return;  /* the records after the stop are read next scan: nothing is missing */
     }
@@ -1682,10 +1324,10 @@ static void walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size,
  * account: where it stopped, the records it walked (all of them so far), the entries it made
  * (since entry_mark), what it could not show and why (tally), whether it broke off, whether the
  * copy came from an archive file, and whether the chunk was still active. */
-static void note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop,
+void lb_rd_note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop,
                       uint32_t records, int corrupt, const walk_tally *tally, int archived,
                       int active) {
-    seen_chunk *seen = seen_add(r, sequence);
+    seen_chunk *seen = lb_rd_seen_add(r, sequence);
     if (!seen) return;
     uint32_t shown = r->run->found - (uint32_t)entry_mark;
     /* Records it could not show because the overwrite policy destroyed their beginning count as
@@ -1707,65 +1349,6 @@ static void note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32
     seen->broken = (uint8_t)corrupt;
     if (archived) seen->archived = 1;
     seen->active = (uint8_t)active;
-}
-
-/* The copy buffer holds an archived chunk image: its CRC must match the frame's. */
-static void read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_copy_follows,
-                                int *walked) {
-    archive_file *f = &r->archives[ref->source];
-    *walked = 0;
-    seen_chunk *seen = lb_rd_seen_find(r, ref->sequence);
-    if (seen && (seen->broken || seen->offset >= ref->length)) return;  /* the ring had it */
-    uint8_t *image = r->run->image;
-    if (f->fd < 0 || lb_archive_source_read(&f->src, image, ref->length, ref->offset) != (ssize_t)ref->length) {
-        /* Listed but unreadable now: a compressed file's data frame that fails (the source
-         * reported which), or a file cut short since it was listed. */
-        if (!intact_copy_follows)
-            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length,
-                       ref->records, "chunk %llu cannot be read: its %u records are lost",
-                       (unsigned long long)ref->sequence, ref->records);
-        return;
-    }
-    const lb_chunk_header *h = (const lb_chunk_header *)(const void *)image;
-    if (h->sequence != ref->sequence) return;
-    if (lb_crc32c(0, image, ref->length) != ref->body_crc) {
-        if (intact_copy_follows) {
-            /* In the file being written of a bundle that syncs, after its writer is gone: a frame
-             * written after the last sync, torn; the ring's copy follows. */
-            int torn = f->kind == LB_ARCHIVE_NAME_WRITING && lb_rd_read_after_power_loss(r);
-            lb_rd_add_issuef(r, torn ? LB_ISSUE_TORN : LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset,
-                       ref->length, 0,
-                       "chunk %llu fails its checksum; its records are read from another copy",
-                       (unsigned long long)ref->sequence);
-            return;
-        }
-        if (f->kind == LB_ARCHIVE_NAME_WRITING) {
-            /* The file being written was not synced past its last batch: after a power loss its
-             * pages can come from different moments, so a record in this image may be altered
-             * where no page check of the ring's layout can tell. None of them is shown. */
-            lb_rd_add_issuef(r, lb_rd_read_after_power_loss(r) ? LB_ISSUE_TORN : LB_ISSUE_CORRUPT,
-                       archive_label(r, f), ref->offset, ref->length,
-                       atomic_load(&h->record_count),
-                       "chunk %llu fails its checksum in the archive file being written (torn by a "
-                       "power loss, or damaged): its %u records are not shown",
-                       (unsigned long long)ref->sequence, atomic_load(&h->record_count));
-            return;
-        }
-        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length, 0,
-                   "chunk %llu fails its checksum: its %u records are shown but may be altered",
-                   (unsigned long long)ref->sequence, atomic_load(&h->record_count));
-    }
-    size_t entries, issues, pending;
-    uint32_t stop, records;
-    int corrupt;
-    walk_tally tally;
-    walk_chunk(r, ref->length, f->chunk_size, archive_label(r, f), ref->offset, 1, &entries,
-               &issues, &pending, &stop, &corrupt, &records, &tally);
-    drop_consumed_pending(r);
-    orphan_pending(r, h);
-    note_walk(r, ref->sequence, entries, stop, records, corrupt, &tally, 1, 0);
-    r->run_counts = 1;
-    *walked = 1;
 }
 
 /* A chunk this reader read (some of) left the ring: unless an archive file holds it, the records
@@ -1843,18 +1426,18 @@ static int collect_ring(lb_reader *r, ref_list *refs) {
         if (p->sequence && p->sequence < UINT64_MAX - 1 && p->sequence != h.sequence)
             chunk_left_ring(r, p->sequence);
         p->sequence = h.sequence;
-        note_anchor(r, &h);
-        seen_chunk *seen = seen_add(r, h.sequence);
+        lb_rd_note_anchor(r, &h);
+        seen_chunk *seen = lb_rd_seen_add(r, h.sequence);
         /* Walked while active, sealed since: its records are now in the header's count, and
          * counting them as active's too made verify expect more records than were written. */
         if (seen && atomic_load(&h.state) >= LB_CHUNK_SEALED) seen->active = 0;
         if (seen && !seen->claim_noted) {
-            note_claim(r, h.claim);
+            lb_rd_note_claim(r, h.claim);
             seen->claim_noted = 1;
         }
         if (seen && (seen->broken || atomic_load(&h.committed) <= seen->offset)) continue;
-        push_ref(refs, (chunk_ref){h.sequence, -1, slot, 0, 0, atomic_load(&h.record_count), 0,
-                                   h.session, chunk_floor(&start)});
+        lb_rd_push_ref(refs, (chunk_ref){h.sequence, -1, slot, 0, 0, atomic_load(&h.record_count), 0,
+                                   h.session, lb_rd_chunk_floor(&start)});
     }
     return 0;
 }
@@ -1875,8 +1458,8 @@ static void collect_mirror(lb_reader *r, ref_list *refs) {
                 (ssize_t)sizeof start ||
             start.h.sequence != e->sequence || lb_chunk_header_check(&start.h, slot, count) < 0)
             continue;
-        push_ref(refs, (chunk_ref){e->sequence, SOURCE_MIRROR, slot, (uint64_t)slot * size,
-                                   e->committed, e->records, 0, start.h.session, chunk_floor(&start)});
+        lb_rd_push_ref(refs, (chunk_ref){e->sequence, SOURCE_MIRROR, slot, (uint64_t)slot * size,
+                                   e->committed, e->records, 0, start.h.session, lb_rd_chunk_floor(&start)});
     }
 }
 
@@ -1897,20 +1480,20 @@ static void read_mirror_chunk(lb_reader *r, const chunk_ref *ref) {
     atomic_store_explicit(&h->committed, ref->length, memory_order_relaxed);
     atomic_store_explicit(&h->record_count, ref->records, memory_order_relaxed);
     /* Its claim is accounted for (lossless bundles check every claim number is somewhere). */
-    seen_chunk *noted = seen_add(r, ref->sequence);
+    seen_chunk *noted = lb_rd_seen_add(r, ref->sequence);
     if (noted && !noted->claim_noted) {
-        note_claim(r, h->claim);
+        lb_rd_note_claim(r, h->claim);
         noted->claim_noted = 1;
     }
     size_t entries, issues, pending;
     uint32_t stop, records;
     int corrupt;
     walk_tally tally;
-    walk_chunk(r, ref->length, r->header.chunk_size, "mirror", ref->offset, 0, &entries, &issues,
+    lb_rd_walk_chunk(r, ref->length, r->header.chunk_size, "mirror", ref->offset, 0, &entries, &issues,
                &pending, &stop, &corrupt, &records, &tally);
-    drop_consumed_pending(r);
-    orphan_pending(r, h);
-    note_walk(r, ref->sequence, entries, stop, records, corrupt, &tally, 0,
+    lb_rd_drop_consumed_pending(r);
+    lb_rd_orphan_pending(r, h);
+    lb_rd_note_walk(r, ref->sequence, entries, stop, records, corrupt, &tally, 0,
               atomic_load(&h->state) == LB_CHUNK_ACTIVE);
     r->run_counts = 1;
 }
@@ -1941,7 +1524,7 @@ static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     uint32_t stop, records;
     int corrupt;
     walk_tally tally;
-    walk_chunk(r, size, size, "ring", at, complete, &entry_mark, &issue_mark, &pending_mark, &stop,
+    lb_rd_walk_chunk(r, size, size, "ring", at, complete, &entry_mark, &issue_mark, &pending_mark, &stop,
                &corrupt, &records, &tally);
     /* The chunk may have been reclaimed while we copied it: then nothing of it counts. */
     lb_chunk_header again;
@@ -1960,9 +1543,9 @@ static int read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
         return again.sequence != ref->sequence;
     }
     free(saved);
-    drop_consumed_pending(r);
-    orphan_pending(r, h);
-    note_walk(r, ref->sequence, entry_mark, stop, records, corrupt, &tally, 0, !complete);
+    lb_rd_drop_consumed_pending(r);
+    lb_rd_orphan_pending(r, h);
+    lb_rd_note_walk(r, ref->sequence, entry_mark, stop, records, corrupt, &tally, 0, !complete);
     r->run_counts = 1;
     return 0;
 }
@@ -2324,7 +1907,7 @@ static long read_pass(lb_reader *r) {
         }
     }
     lb_rd_list_archive_directory(r);
-    for (size_t i = 0; i < r->archive_count; i++) collect_archive(r, i, &refs);
+    for (size_t i = 0; i < r->archive_count; i++) lb_rd_collect_archive(r, i, &refs);
     if (r->ring_mode && r->ring_fd >= 0 && !ring_listed_first) {
         /* A damaged ring header: the archive files may tell its geometry. */
         if (r->ring_broken && !r->geometry_known) adopt_archive_geometry(r);
@@ -2392,7 +1975,7 @@ static long read_pass(lb_reader *r) {
                  * archive files again and read it (and whatever else they now hold) in order. */
                 size_t listed = refs.count;
                 lb_rd_list_archive_directory(r);
-                for (size_t k = 0; k < r->archive_count; k++) collect_archive(r, k, &refs);
+                for (size_t k = 0; k < r->archive_count; k++) lb_rd_collect_archive(r, k, &refs);
                 if (refs.count > listed)
                     qsort(refs.refs + i + 1, refs.count - i - 1, sizeof *refs.refs, compare_refs);
                 if (compute_floors(r, &refs)) {
@@ -2411,7 +1994,7 @@ static long read_pass(lb_reader *r) {
             int intact = f->fd >= 0 &&
                          lb_archive_source_read(&f->src, r->chunk, ref->length, ref->offset) == (ssize_t)ref->length &&
                          lb_crc32c(0, r->chunk, ref->length) == ref->body_crc;
-            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, archive_label(r, f), ref->offset, ref->length,
+            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), ref->offset, ref->length,
                       intact ? "chunk archived twice (its records are shown once)"
                              : "chunk fails its checksum; its records were read from another copy");
             continue;
@@ -2424,7 +2007,7 @@ static long read_pass(lb_reader *r) {
             break;
         }
         r->run_counts = 0;
-        read_archived_chunk(r, ref, follows, &walked);
+        lb_rd_read_archived_chunk(r, ref, follows, &walked);
         finish_run(r);
         if (walked) read_from_archive = ref->sequence;
         order_key w = watermark(r, i + 1);
@@ -2433,7 +2016,7 @@ static long read_pass(lb_reader *r) {
     free(refs.refs);
     for (size_t i = 0; i < r->archive_count; i++) {
         archive_file *f = &r->archives[i];
-        if (f->done && f->fd >= 0) close_archive_file(f);
+        if (f->done && f->fd >= 0) lb_rd_close_archive_file(f);
     }
 
     /* A large record whose beginning the walk found but whose writer is gone will never finish. */

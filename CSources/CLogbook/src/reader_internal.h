@@ -250,7 +250,42 @@ struct lb_reader {
     accept_memo *memo_last;
 };
 
-/* Shared by reader.c and reader_verify.c (defined in reader.c). */
+/* What a walk found that it could not show, for lb_reader_overwritten and verify: records that
+ * issues account for as damaged, and records whose beginning the overwrite policy destroyed (which
+ * an issue names too); the two never overlap. */
+typedef struct walk_tally {
+    uint32_t unreadable;
+    uint32_t beginnings_overwritten;
+    uint8_t trailing;            /* TRAILING_*: the chunk ends with a FIRST or MIDDLE fragment */
+} walk_tally;
+
+typedef struct chunk_ref {
+    uint64_t sequence;
+    int32_t source;    /* SOURCE_RING, SOURCE_MIRROR, or the index of an archive file */
+    uint32_t slot;     /* ring: the slot */
+    uint64_t offset;   /* archive: file offset of the chunk image */
+    uint32_t length;   /* archive: bytes of the image */
+    uint32_t records;  /* the chunk's record_count: sizes the entry array */
+    uint32_t body_crc; /* archive: the frame's CRC-32C of the image */
+    uint32_t session;  /* of its header: with the anchor, the least key its records can have */
+    uint64_t anchor;   /* its tick anchor, taken at claim before any record was written */
+} chunk_ref;
+
+typedef struct ref_list {
+    chunk_ref *refs;
+    size_t count, capacity;
+} ref_list;
+
+/* The least ticks a record of a chunk can have, from its header and the 16 bytes after it (its
+ * first record's header and timestamp): the tick anchor taken at claim, or the first record's
+ * timestamp when that is earlier (a writer reads the clock, then finds that the record does not fit
+ * and claims a new chunk for it). Only ordering depends on it. */
+typedef struct chunk_start {
+    lb_chunk_header h;
+    uint8_t first[16];
+} chunk_start;
+
+/* Shared by the reader's files (defined in reader.c unless said). */
 int lb_rd_grow(void **array, size_t *capacity, size_t need, size_t element);
 lb_issue *lb_rd_add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
                           uint64_t length, const char *reason);
@@ -263,5 +298,20 @@ int lb_rd_read_after_power_loss(lb_reader *r);
 int lb_rd_read_header(lb_reader *r);
 seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence);
 int lb_rd_writer_alive(lb_reader *r);
+int lb_rd_chunk_buffer(lb_reader *r, uint32_t chunk_size);
+uint64_t lb_rd_chunk_floor(const chunk_start *start);
+void lb_rd_drop_consumed_pending(lb_reader *r);
+void lb_rd_note_anchor(lb_reader *r, const lb_chunk_header *h);
+void lb_rd_note_claim(lb_reader *r, uint64_t claim);
+void lb_rd_note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop, uint32_t records, int corrupt, const walk_tally *tally, int archived, int active);
+void lb_rd_orphan_pending(lb_reader *r, const lb_chunk_header *h);
+void lb_rd_push_ref(ref_list *list, chunk_ref ref);
+seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence);
+void lb_rd_walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size, const char *file, uint64_t file_offset, int complete, size_t *entry_mark, size_t *issue_mark, size_t *pending_mark, uint32_t *stop, int *corrupt, uint32_t *records, walk_tally *tally);
+void lb_rd_meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32_t length);
+const char *lb_rd_archive_label(lb_reader *r, archive_file *f);
+void lb_rd_collect_archive(lb_reader *r, size_t index, ref_list *refs);
+void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_copy_follows, int *walked);
+void lb_rd_close_archive_file(archive_file *f);
 
 #endif
