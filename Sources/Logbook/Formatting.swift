@@ -30,6 +30,18 @@ package enum CivilDate {
 
 /// RFC 3339 UTC with nanoseconds: `2026-11-21T08:13:00.000000042Z`.
 public func formatRFC3339(nanoseconds: Int64) -> String {
+    String(unsafeUninitializedCapacity: 30) { buffer in
+        writeRFC3339(nanoseconds: nanoseconds, fractionDigits: 9, to: buffer)
+    }
+}
+
+/// Writes `YYYY-MM-DDThh:mm:ss.` then the first `fractionDigits` (1 to 9) digits of the second
+/// and `Z` into `buffer` (21 + `fractionDigits` bytes): the one RFC 3339 formatter (`show`, JSON
+/// lines, syslog's TIMESTAMP with 6 digits). Returns the bytes written. Any Int64 is a year from
+/// 1677 to 2262, so the form is always fixed width; the fraction is truncated, never rounded.
+@discardableResult
+package func writeRFC3339(nanoseconds: Int64, fractionDigits: Int, to buffer: UnsafeMutableBufferPointer<UInt8>) -> Int {
+    // Truncating division and a correction: no overflow, Int64.min included.
     var seconds = nanoseconds / 1_000_000_000
     var fraction = nanoseconds % 1_000_000_000
     if fraction < 0 {
@@ -43,32 +55,31 @@ public func formatRFC3339(nanoseconds: Int64) -> String {
         days -= 1
     }
     let (year, month, day) = CivilDate.date(days: days)
-    guard (0...9999).contains(year) else { return "\(year)-\(month)-\(day)T\(rest)s+\(fraction)nsZ" }
-    // Fixed width: write digits into 30 bytes, no intermediate strings.
-    return String(unsafeUninitializedCapacity: 30) { buffer in
-        func put(_ value: Int64, _ width: Int, at offset: Int) {
-            var value = value
-            for position in stride(from: offset + width - 1, through: offset, by: -1) {
-                buffer[position] = UInt8(truncatingIfNeeded: 48 + value % 10)
-                value /= 10
-            }
+    let digits = min(9, max(1, fractionDigits))
+    func put(_ value: Int64, _ width: Int, at offset: Int) {
+        var value = value
+        for position in stride(from: offset + width - 1, through: offset, by: -1) {
+            buffer[position] = UInt8(truncatingIfNeeded: 48 + value % 10)
+            value /= 10
         }
-        put(year, 4, at: 0)
-        buffer[4] = 45
-        put(month, 2, at: 5)
-        buffer[7] = 45
-        put(day, 2, at: 8)
-        buffer[10] = 84
-        put(rest / 3600, 2, at: 11)
-        buffer[13] = 58
-        put(rest / 60 % 60, 2, at: 14)
-        buffer[16] = 58
-        put(rest % 60, 2, at: 17)
-        buffer[19] = 46
-        put(fraction, 9, at: 20)
-        buffer[29] = 90
-        return 30
     }
+    put(year, 4, at: 0)
+    buffer[4] = 45
+    put(month, 2, at: 5)
+    buffer[7] = 45
+    put(day, 2, at: 8)
+    buffer[10] = 84
+    put(rest / 3600, 2, at: 11)
+    buffer[13] = 58
+    put(rest / 60 % 60, 2, at: 14)
+    buffer[16] = 58
+    put(rest % 60, 2, at: 17)
+    buffer[19] = 46
+    var scaled = fraction
+    for _ in digits..<9 { scaled /= 10 }
+    put(scaled, digits, at: 20)
+    buffer[20 + digits] = 90
+    return 21 + digits
 }
 
 /// Parses RFC 3339 (`2026-11-21T08:13:00Z`, optional fraction, `Z` or `±hh:mm`) to nanoseconds

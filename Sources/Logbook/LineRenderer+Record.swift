@@ -124,7 +124,7 @@ final class RecordScratch {
     private var lastReader: ObjectIdentifier?
     /// The date and time of day of the last second written ("2026-11-24T08:00:00.").
     private var second = Int64.min
-    private let secondPrefix = UnsafeMutablePointer<UInt8>.allocate(capacity: 20)
+    private let secondPrefix = UnsafeMutablePointer<UInt8>.allocate(capacity: 22)  // writeRFC3339 with one digit
 
     init() { line = .allocate(capacity: capacity) }
     deinit {
@@ -373,14 +373,10 @@ final class RecordScratch {
             seconds -= 1
         }
         if seconds != second {
-            var text = formatRFC3339(nanoseconds: seconds * 1_000_000_000)
-            guard text.utf8.count == 30 else {  // a year past 9999: as formatRFC3339 says it
-                var full = formatRFC3339(nanoseconds: nanoseconds)
-                full.withUTF8 { out.put($0.baseAddress!, $0.count) }
-                return
-            }
             second = seconds
-            text.withUTF8 { secondPrefix.update(from: $0.baseAddress!, count: 20) }
+            // writeRFC3339 is fixed width (any Int64 is a year from 1677 to 2262).
+            writeRFC3339(nanoseconds: nanoseconds, fractionDigits: 1,  // its first 20 bytes: the second
+                         to: UnsafeMutableBufferPointer(start: secondPrefix, count: 22))
         }
         out.put(secondPrefix, 20)
         var value = UInt64(fraction)

@@ -168,37 +168,13 @@ public struct SyslogFormat: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    /// `YYYY-MM-DDThh:mm:ss.uuuuuuZ`: 27 bytes (Int64 nanoseconds reach from 1677 to 2262).
+    /// `YYYY-MM-DDThh:mm:ss.uuuuuuZ`: 27 bytes, by Logbook's one RFC 3339 formatter.
     static func appendTimestamp(_ nanoseconds: Int64, to bytes: inout [UInt8]) {
-        func floorDivide(_ a: Int64, _ b: Int64) -> Int64 { a >= 0 ? a / b : (a - (b - 1)) / b }
-        let seconds = floorDivide(nanoseconds, 1_000_000_000)
-        let micros = (nanoseconds - seconds * 1_000_000_000) / 1000
-        let days = floorDivide(seconds, 86400), secondOfDay = seconds - days * 86400
-        let (year, month, day) = CivilDate.date(days: days)
         var text: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
-        withUnsafeMutableBytes(of: &text) { text in
-            func put(_ value: Int64, _ width: Int, at offset: Int) {
-                var value = value
-                for position in stride(from: offset + width - 1, through: offset, by: -1) {
-                    text[position] = UInt8(truncatingIfNeeded: 48 + value % 10)
-                    value /= 10
-                }
-            }
-            put(year, 4, at: 0)
-            text[4] = UInt8(ascii: "-")
-            put(month, 2, at: 5)
-            text[7] = UInt8(ascii: "-")
-            put(day, 2, at: 8)
-            text[10] = UInt8(ascii: "T")
-            put(secondOfDay / 3600, 2, at: 11)
-            text[13] = UInt8(ascii: ":")
-            put(secondOfDay / 60 % 60, 2, at: 14)
-            text[16] = UInt8(ascii: ":")
-            put(secondOfDay % 60, 2, at: 17)
-            text[19] = UInt8(ascii: ".")
-            put(micros, 6, at: 20)
-            text[26] = UInt8(ascii: "Z")
-            bytes.append(contentsOf: text[0..<27])
+        withUnsafeMutableBytes(of: &text) { raw in
+            let buffer = raw.bindMemory(to: UInt8.self)
+            let count = writeRFC3339(nanoseconds: nanoseconds, fractionDigits: 6, to: buffer)
+            bytes.append(contentsOf: buffer[0..<count])
         }
     }
 

@@ -156,6 +156,27 @@ final class SyslogFormatTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(parse(format.message(for: short).bytes)).msg, Array("plain 1".utf8))
     }
 
+    /// Any time a record can carry (a damaged one too: Int64.min, Int64.max, before 1970) is written
+    /// by the one RFC 3339 formatter: the syslog TIMESTAMP is `show`'s, cut to microseconds, and no
+    /// time traps (Int64.min did in the syslog formatter).
+    func testEveryTimeIsWrittenByTheOneFormatter() throws {
+        var entry = try entry { $0.info("any time") }
+        let format = SyslogFormat(hostname: "h", appName: "a")
+        for nanoseconds: Int64 in [.min, .min + 1, -1_000_000_001, -1, 0, 1, 1_764_000_000_123_456_789, .max - 1, .max] {
+            entry.wallNanoseconds = nanoseconds
+            let full = formatRFC3339(nanoseconds: nanoseconds)
+            XCTAssertEqual(full.utf8.count, 30, full)
+            let text = String(decoding: format.message(for: entry).bytes, as: UTF8.self)
+            let stamp = text.split(separator: " ")[1]
+            XCTAssertEqual(String(stamp), String(full.prefix(26)) + "Z", "\(nanoseconds)")
+            XCTAssertTrue(entry.textLine().hasPrefix(full), "\(nanoseconds): \(entry.textLine())")
+            XCTAssertTrue(entry.jsonLine().contains("\"time\":\"\(full)\""), "\(nanoseconds): \(entry.jsonLine())")
+        }
+        XCTAssertEqual(formatRFC3339(nanoseconds: .min), "1677-09-21T00:12:43.145224192Z")
+        XCTAssertEqual(formatRFC3339(nanoseconds: -1), "1969-12-31T23:59:59.999999999Z")
+        XCTAssertEqual(formatRFC3339(nanoseconds: .max), "2262-04-11T23:47:16.854775807Z")
+    }
+
     func testSeverityFollowsTheLevels() {
         XCTAssertEqual([LogLevel.trace, .debug, .info, .notice, .warning, .error, .critical].map(SyslogFormat.severity),
                        [7, 7, 6, 5, 4, 3, 2])
