@@ -258,11 +258,9 @@ public final class ExportCursorStore: @unchecked Sendable {
     /// a new one: that would export everything again). The journal is read up to its first entry
     /// that is cut short, damaged or not the next generation (a power loss's tail).
     public func load(_ destination: String) throws(LogbookError) -> ExportCursor {
-        let journal = try openJournal(destination)
         guard let snapshot = try read(destination + ".cursor") else {
             // Nothing saved (or the cursor was deleted to start over): a journal left is of an older cursor.
-            _ = ftruncate(journal.fd, 0)
-            journals.withLock { $0[destination] = Journal(fd: journal.fd, end: 0, generation: 0) }
+            try startJournal(destination, with: [], generation: 0, key: 0)
             return ExportCursor()
         }
         guard var cursor = ExportCursor(decoding: snapshot) else {
@@ -277,17 +275,32 @@ public final class ExportCursorStore: @unchecked Sendable {
             at += length
             generation = next
         }
-        // What follows the last good entry (a torn tail) is written over.
-        journals.withLock { $0[destination] = Journal(fd: journal.fd, end: Int64(at), generation: generation, key: key) }
+        // A new journal of the good entries only: what followed them (a torn tail, entries of a
+        // power loss's other moment) is gone, not written over.
+        try startJournal(destination, with: entries[..<at], generation: generation, key: key)
         return cursor
     }
 
+    /// Makes `NAME.journal` afresh holding `prefix` and keeps it open for appends. The file is
+    /// replaced (written under another name, renamed over it), so whatever had the name before, a
+    /// hard link to a file elsewhere included, is never written or truncated.
+    @discardableResult
+    private func startJournal(_ destination: String, with prefix: ArraySlice<UInt8>, generation: UInt32,
+                              key: UInt32) throws(LogbookError) -> Journal {
+        let name = destination + ".journal"
+        let replaced = prefix.withUnsafeBytes { lb_file_replace_at(directory, name, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), $0.count, path) }
+        try check(replaced, "lb_file_replace_at", path: path, detailed: true)
+        let fd = lb_file_open_at(directory, name, O_RDWR, path)
+        try check(fd, "lb_file_open_at", path: path + "/" + name, detailed: true)
+        let journal = Journal(fd: fd, end: Int64(prefix.count), generation: generation, key: key)
+        if let old = journals.withLock({ table in defer { table[destination] = journal }; return table[destination] }) { close(old.fd) }
+        return journal
+    }
+
+    /// The open journal of `destination`, started empty when this store has none yet.
     private func openJournal(_ destination: String) throws(LogbookError) -> Journal {
         if let open = journals.withLock({ $0[destination] }) { return open }
-        let name = destination + ".journal"
-        let fd = lb_file_open_at(directory, name, O_RDWR | O_CREAT, path)
-        try check(fd, "lb_file_open_at", path: path + "/" + name, detailed: true)
-        return Journal(fd: fd, end: 0, generation: 0)
+        return try startJournal(destination, with: [], generation: 0, key: 0)
     }
 
     /// The bytes of `name`, nil when it does not exist.
@@ -332,7 +345,6 @@ public final class ExportCursorStore: @unchecked Sendable {
     /// directory fsync: about 0.3 ms here), and empties the journal.
     public func save(_ cursor: ExportCursor, as destination: String) throws(LogbookError) {
         var journal = try openJournal(destination)
-        if journals.withLock({ $0[destination] }) == nil { journals.withLock { $0[destination] = journal } }
         journal.generation &+= 1
         let bytes = cursor.encoded(generation: journal.generation)
         let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, destination + ".cursor", $0.baseAddress, $0.count, path) }

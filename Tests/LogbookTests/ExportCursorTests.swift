@@ -109,6 +109,21 @@ final class ExportCursorTests: XCTestCase {
             XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), base, "another cursor's journal skips nothing")
             XCTAssertEqual(try ExportCursorStore(path: dir).load("other"), ahead)
         }
+        // a hard link where the journal belongs (to a file elsewhere): loading and saving make a
+        // journal of their own, and the other file is neither written nor truncated
+        do {
+            let outside = makeTemporaryDirectory(self) + "/precious"
+            try Data("keep me".utf8).write(to: URL(fileURLWithPath: outside))
+            try FileManager.default.removeItem(atPath: dir + "/d.journal")
+            XCTAssertEqual(link(outside, dir + "/d.journal"), 0)
+            let store = try ExportCursorStore(path: dir)
+            var loaded = try store.load("d")
+            try store.save(loaded, as: "d")
+            loaded.exported += 1
+            try store.append(loaded, changedChunks: [1], as: "d")
+            XCTAssertEqual(try String(contentsOfFile: outside, encoding: .utf8), "keep me")
+            XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), loaded)
+        }
         // the snapshot damaged: refused, though the journal is whole
         let snapshot = dir + "/d.cursor"
         var bytes = try Data(contentsOf: URL(fileURLWithPath: snapshot))
