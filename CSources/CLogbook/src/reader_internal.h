@@ -116,6 +116,12 @@ typedef struct pending_record {
                                 read window back (see watermark) */
 } pending_record;
 
+/* What a walk may change of the records pending before it, to undo it. */
+typedef struct pending_state {
+    uint64_t last_sequence;
+    size_t length;
+} pending_state;
+
 /* Per session: the span of chunk anchors seen, to refine the tick rate. A 20 ms calibration at
  * open is good to ~50 ppm; anchors minutes apart pin it down far better. */
 typedef struct session_clock {
@@ -285,7 +291,26 @@ typedef struct chunk_start {
     uint8_t first[16];
 } chunk_start;
 
-/* Shared by the reader's files (defined in reader.c unless said). */
+/* Where a chunk reference's bytes are: an archive file's index when >= 0, else one of these. */
+#define SOURCE_RING (-1)
+#define SOURCE_MIRROR (-2)  /* a durable prefix in `mirror`: read before the ring's copy */
+
+/* The meta tables: (session, id) -> call site or logger name, chained. */
+static inline uint32_t lb_rd_name_hash(uint32_t session, uint32_t id) {
+    return (session * 2654435761u ^ id * 40503u) & (NAME_TABLE_SIZE - 1);
+}
+
+static inline name_entry *lb_rd_name_find(name_entry *const *table, uint32_t session, uint32_t id) {
+    for (name_entry *e = table[lb_rd_name_hash(session, id)]; e; e = e->next)
+        if (e->session == session && e->id == id) return e;
+    return NULL;
+}
+
+/* Shared by the reader's files, which depend on each other in this order only:
+ * reader.c (open, close, the pass) -> reader_chunks.c, reader_archive.c (listing and reading
+ * chunks) -> reader_records.c (a chunk's records) and reader_order.c (the window). */
+
+/* reader.c: containers, issues */
 int lb_rd_grow(void **array, size_t *capacity, size_t need, size_t element);
 lb_issue *lb_rd_add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
                           uint64_t length, const char *reason);
@@ -293,25 +318,51 @@ lb_issue *lb_rd_add_issuef(lb_reader *r, uint32_t kind, const char *file, uint64
                            uint64_t length, uint64_t records, const char *format, ...)
     __attribute__((format(printf, 7, 8)));
 const char *lb_rd_keep_string(lb_reader *r, char *s);
-void lb_rd_list_archive_directory(lb_reader *r);
-int lb_rd_read_after_power_loss(lb_reader *r);
-int lb_rd_read_header(lb_reader *r);
-seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence);
-int lb_rd_writer_alive(lb_reader *r);
-int lb_rd_chunk_buffer(lb_reader *r, uint32_t chunk_size);
-uint64_t lb_rd_chunk_floor(const chunk_start *start);
-void lb_rd_drop_consumed_pending(lb_reader *r);
+
+/* reader_records.c: meta, a chunk's walk, large records in pieces */
+void lb_rd_meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32_t length);
+void lb_rd_read_meta(lb_reader *r);
+void lb_rd_site_info_free(lb_site_info *s);
 void lb_rd_note_anchor(lb_reader *r, const lb_chunk_header *h);
+int lb_rd_read_after_power_loss(lb_reader *r);
+void lb_rd_walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size, const char *file, uint64_t file_offset, int complete, size_t *entry_mark, size_t *issue_mark, size_t *pending_mark, uint32_t *stop, int *corrupt, uint32_t *records, walk_tally *tally);
+void lb_rd_drop_pending(lb_reader *r, pending_record *p);
+void lb_rd_drop_consumed_pending(lb_reader *r);
+void lb_rd_orphan_pending(lb_reader *r, const lb_chunk_header *h);
+
+/* reader_chunks.c: the ring's chunks */
+int lb_rd_read_header(lb_reader *r);
+int lb_rd_chunk_buffer(lb_reader *r, uint32_t chunk_size);
+seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence);
+seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence);
 void lb_rd_note_claim(lb_reader *r, uint64_t claim);
 void lb_rd_note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop, uint32_t records, int corrupt, const walk_tally *tally, int archived, int active);
-void lb_rd_orphan_pending(lb_reader *r, const lb_chunk_header *h);
+uint32_t lb_rd_durable_through(const lb_reader *r, uint64_t sequence);
 void lb_rd_push_ref(ref_list *list, chunk_ref ref);
-seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence);
-void lb_rd_walk_chunk(lb_reader *r, uint32_t image_length, uint32_t chunk_size, const char *file, uint64_t file_offset, int complete, size_t *entry_mark, size_t *issue_mark, size_t *pending_mark, uint32_t *stop, int *corrupt, uint32_t *records, walk_tally *tally);
-void lb_rd_meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32_t length);
+uint64_t lb_rd_chunk_floor(const chunk_start *start);
+int lb_rd_compare_refs(const void *a, const void *b);
+int lb_rd_collect_ring(lb_reader *r, ref_list *refs);
+void lb_rd_collect_mirror(lb_reader *r, ref_list *refs);
+void lb_rd_read_mirror_chunk(lb_reader *r, const chunk_ref *ref);
+int lb_rd_read_ring_chunk(lb_reader *r, const chunk_ref *ref);
+int lb_rd_writer_alive(lb_reader *r);
+void lb_rd_adopt_archive_geometry(lb_reader *r);
+
+/* reader_archive.c: archive files */
+void lb_rd_list_archive_directory(lb_reader *r);
 const char *lb_rd_archive_label(lb_reader *r, archive_file *f);
 void lb_rd_collect_archive(lb_reader *r, size_t index, ref_list *refs);
 void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_copy_follows, int *walked);
 void lb_rd_close_archive_file(archive_file *f);
+
+/* reader_order.c: time order and the read window */
+int lb_rd_order_entries(const lb_entry *entries, uint32_t *order, size_t first, size_t count);
+window_run *lb_rd_run_acquire(lb_reader *r);
+uint8_t *lb_rd_spill_copy(window_run *run, const uint8_t *bytes, size_t length);
+void lb_rd_run_free(window_run *run);
+void lb_rd_finish_run(lb_reader *r);
+void lb_rd_drain(lb_reader *r, const order_key *floor);
+int lb_rd_compute_floors(lb_reader *r, const ref_list *refs);
+order_key lb_rd_watermark(const lb_reader *r, size_t next);
 
 #endif
