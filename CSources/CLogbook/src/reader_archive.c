@@ -138,47 +138,45 @@ static int open_archive_file(lb_reader *r, uint64_t number) {
     }
 }
 
-/* Reads the new frames of archive file `index`: meta entries at once, chunks as refs. Damage
- * (a frame head that fails its check) is reported and stepped over: the next valid head is
- * searched for, so one damaged frame hides only itself. */
-void lb_rd_collect_archive(lb_reader *r, size_t index, ref_list *refs) {
+/* Archive file `index` open and its source ready, or NULL when it cannot be read now (then
+ * reported and marked done when it never can). */
+static archive_file *ready_archive_file(lb_reader *r, size_t index) {
     archive_file *f = &r->archives[index];
-    if (f->done) return;
     if (f->fd < 0) {
         uint64_t number = f->number;
         int err = open_archive_file(r, number);
         f = &r->archives[index];
-        if (f->number != number) return;  /* relisted: the files moved; the next pass reads it */
+        if (f->number != number) return NULL;  /* relisted: the files moved; the next pass reads it */
         if (err) {
-            if (err == ENOENT) return;  /* deleted since the listing: next scan */
+            if (err == ENOENT) return NULL;  /* deleted since the listing: next scan */
             lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), 0, 0, 0,
                        "archive file cannot be opened: %s", strerror(err));
             f->done = 1;
-            return;
+            return NULL;
         }
     }
     struct stat st;
-    if (fstat(f->fd, &st) != 0) return;
+    if (fstat(f->fd, &st) != 0) return NULL;
     if (!S_ISREG(st.st_mode)) {
         lb_rd_add_issue(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), 0, 0,
                   "archive file is not a regular file (a FIFO, device or directory): not read");
         f->done = 1;
-        return;
+        return NULL;
     }
     if (!f->header_ok && !f->src.zst) {
         if (!f->damage) {
             f->damage = malloc(sizeof *f->damage);
-            if (!f->damage) return;
+            if (!f->damage) return NULL;
             *f->damage = (source_damage){r, lb_rd_archive_label(r, f)};
         }
         const char *problem = NULL;
         int rc = lb_archive_source_open(&f->src, f->fd, (uint64_t)st.st_size, source_damaged,
                                         f->damage, &problem);
-        if (rc == -ENOMEM) return;
+        if (rc == -ENOMEM) return NULL;
         if (rc) {
             lb_rd_add_issue(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), 0, (uint64_t)st.st_size, problem);
             f->done = 1;
-            return;
+            return NULL;
         }
         /* Read by what it holds; but its name must say the same (an uploader sends a .zst as
          * zstd, and `zstd -d` must work on it). */
@@ -191,90 +189,167 @@ void lb_rd_collect_archive(lb_reader *r, size_t index, ref_list *refs) {
                                    "renamed or replaced (read as what it holds)");
     }
     if (!f->src.zst) f->src.size = (uint64_t)st.st_size;  /* a .writing file grows */
-    uint64_t size = f->src.size;
-    if (!f->header_ok) {
-        lb_archive_file_header h;
-        ssize_t n = lb_archive_source_read(&f->src, &h, sizeof h, 0);
-        const char *problem = n == (ssize_t)sizeof h ? lb_archive_header_problem(&h, size)
-                                                     : "archive file is shorter than its header";
-        if (problem) {
-            if (f->kind == LB_ARCHIVE_NAME_WRITING && size < sizeof h) return;  /* being created */
-            /* A bundle that syncs: a file being written whose header never reached the disk held
-             * nothing synced (each batch is synced with it); the next archiver removes it. */
-            int torn = f->kind == LB_ARCHIVE_NAME_WRITING && lb_rd_read_after_power_loss(r);
-            lb_rd_add_issue(r, torn ? LB_ISSUE_TORN : size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
-                      lb_rd_archive_label(r, f), 0, size, problem);
-            f->done = 1;
-            return;
-        }
-        if (r->ring_mode && r->header_ok && h.ring_created_wall_ns != r->header.created_wall_ns) {
-            /* Another bundle's file (its ring was made at another time): its chunk sequences are
-             * not this ring's, so it is not read with this bundle. */
-            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), 0, size, 0,
-                       "archive file of another bundle (its ring was created at %llu ns, this "
-                       "one at %llu ns): not read; read it on its own",
-                       (unsigned long long)h.ring_created_wall_ns,
-                       (unsigned long long)r->header.created_wall_ns);
-            f->done = 1;
-            f->foreign = 1;
-            return;
-        }
-        if (f->in_directory && h.file_number != f->number)
-            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), 24, 8, 0,
-                       "archive file's header says number %llu, its name %llu: renamed or "
-                       "replaced", (unsigned long long)h.file_number,
-                       (unsigned long long)f->number);
-        if (lb_rd_chunk_buffer(r, h.chunk_size)) return;
-        f->chunk_size = h.chunk_size;
-        f->chunk_count = h.chunk_count;
-        f->ring_created_wall_ns = h.ring_created_wall_ns;
-        f->offset = sizeof h;
-        f->header_ok = 1;
+    return f;
+}
+
+/* Reads and checks the file header of `f` (`size` bytes), once. 1 when its frames can be read. */
+static int read_archive_header(lb_reader *r, archive_file *f, uint64_t size) {
+    if (f->header_ok) return 1;
+    lb_archive_file_header h;
+    ssize_t n = lb_archive_source_read(&f->src, &h, sizeof h, 0);
+    const char *problem = n == (ssize_t)sizeof h ? lb_archive_header_problem(&h, size)
+                                                 : "archive file is shorter than its header";
+    if (problem) {
+        if (f->kind == LB_ARCHIVE_NAME_WRITING && size < sizeof h) return 0;  /* being created */
+        /* A bundle that syncs: a file being written whose header never reached the disk held
+         * nothing synced (each batch is synced with it); the next archiver removes it. */
+        int torn = f->kind == LB_ARCHIVE_NAME_WRITING && lb_rd_read_after_power_loss(r);
+        lb_rd_add_issue(r, torn ? LB_ISSUE_TORN : size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
+                  lb_rd_archive_label(r, f), 0, size, problem);
+        f->done = 1;
+        return 0;
     }
+    if (r->ring_mode && r->header_ok && h.ring_created_wall_ns != r->header.created_wall_ns) {
+        /* Another bundle's file (its ring was made at another time): its chunk sequences are
+         * not this ring's, so it is not read with this bundle. */
+        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), 0, size, 0,
+                   "archive file of another bundle (its ring was created at %llu ns, this "
+                   "one at %llu ns): not read; read it on its own",
+                   (unsigned long long)h.ring_created_wall_ns,
+                   (unsigned long long)r->header.created_wall_ns);
+        f->done = 1;
+        f->foreign = 1;
+        return 0;
+    }
+    if (f->in_directory && h.file_number != f->number)
+        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), 24, 8, 0,
+                   "archive file's header says number %llu, its name %llu: renamed or "
+                   "replaced", (unsigned long long)h.file_number,
+                   (unsigned long long)f->number);
+    if (lb_rd_chunk_buffer(r, h.chunk_size)) return 0;
+    f->chunk_size = h.chunk_size;
+    f->chunk_count = h.chunk_count;
+    f->ring_created_wall_ns = h.ring_created_wall_ns;
+    f->offset = sizeof h;
+    f->header_ok = 1;
+    return 1;
+}
+
+/* A CHUNK frame of archive file `index` at `body`: its header checked, the chunk noted as
+ * archived, and a reference to it listed unless it was read already. -1 when its start cannot be
+ * read (the next pass tries again), else 0. */
+static int list_archived_chunk(lb_reader *r, size_t index, const lb_archive_frame_head *head,
+                               uint64_t body, const char *label, ref_list *refs) {
+    archive_file *f = &r->archives[index];
+    chunk_start start = {0};
+    size_t want = head->length >= sizeof start ? sizeof start : sizeof start.h;
+    if (lb_archive_source_read(&f->src, &start, want, body) != (ssize_t)want) return -1;
+    const lb_chunk_header h = start.h;
+    if (lb_chunk_header_check(&h, (uint32_t)(h.sequence % f->chunk_count), f->chunk_count) != 0) {
+        lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, body, head->length,
+                  "archived chunk header is not valid");
+        return 0;
+    }
+    lb_rd_note_anchor(r, &h);
+    f->chunk_frames++;
+    f->chunk_records += atomic_load(&h.record_count);
+    seen_chunk *seen = lb_rd_seen_add(r, h.sequence);
+    if (seen) {
+        seen->archived = 1;
+        seen->active = 0;  /* archived, so sealed: its records are in the header's count */
+        if (seen->gone) {
+            /* It left the ring before this scan listed its archived copy: it was not
+             * overwritten unread after all (see chunk_left_ring). */
+            seen->gone = 0;
+            r->gone_read -= seen->shown + seen->unreadable;
+            r->beginnings_overwritten += seen->beginnings_overwritten;
+            r->gone_beginnings -= seen->beginnings_overwritten;
+        }
+        if (!seen->claim_noted) lb_rd_note_claim(r, h.claim);
+        seen->claim_noted = 1;
+    }
+    if (!seen || (!seen->broken && seen->offset < head->length))
+        lb_rd_push_ref(refs, (chunk_ref){h.sequence, (int32_t)index, 0, body, head->length,
+                                   atomic_load(&h.record_count), head->body_crc,
+                                   h.session, lb_rd_chunk_floor(&start)});
+    return 0;
+}
+
+/* An END frame at `body`: kept when its checksum holds. */
+static void read_end_frame(lb_reader *r, archive_file *f, const lb_archive_frame_head *head,
+                           uint64_t body, const char *label) {
+    lb_archive_end end;
+    if (lb_archive_source_read(&f->src, &end, sizeof end, body) == (ssize_t)sizeof end &&
+        lb_crc32c(0, &end, sizeof end) == head->body_crc) {
+        f->end = end;
+        f->end_found = 1;
+    } else {
+        lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, head->length,
+                  "END frame fails its checksum");
+    }
+}
+
+/* Where the frame walk of `f` cannot read a valid frame at f->offset (`status`): steps over the
+ * damage and returns 1 to go on, or returns 0 when the walk ends here (the file's end, or its
+ * torn tail). */
+static int step_over_invalid_frame(lb_reader *r, archive_file *f, lb_frame_status status,
+                                   uint64_t size, const char *label) {
+    uint64_t damaged_until = status != LB_FRAME_OK && f->offset < size
+                                 ? lb_archive_source_damaged_until(&f->src, f->offset)
+                                 : 0;
+    if (damaged_until) {
+        /* A compressed file's data frame that cannot be read (reported by the source): the
+         * frames in it are lost; the END frame's account says how many records. */
+        f->damaged = 1;
+        f->end_found = 0;
+        f->offset = damaged_until;
+        return 1;
+    }
+    if (status == LB_FRAME_END) {
+        if (f->kind == LB_ARCHIVE_NAME_WRITING) return 0;  /* more may come */
+        if (f->offset < size)
+            lb_rd_add_issue(r, LB_ISSUE_TRUNCATED, label, f->offset, size - f->offset,
+                      "incomplete frame at the end of a complete archive file");
+        check_end_frame(r, f, size);
+        f->done = 1;
+        return 0;
+    }
+    if (f->kind == LB_ARCHIVE_NAME_WRITING && lb_rd_read_after_power_loss(r)) {
+        /* A bundle that syncs fdatasyncs each batch before it marks its chunks archived: a hole
+         * in the file being written is where the last synced write ends (the pages after it came
+         * back from before), and its chunks are still in the ring. The next archiver cuts the
+         * file there. */
+        lb_rd_add_issue(r, LB_ISSUE_TORN, label, f->offset, size - f->offset,
+                  "archive file being written ends here: what follows was written after the "
+                  "bundle's last sync and torn (a power loss)");
+        f->done = 1;
+        return 0;
+    }
+    uint64_t next = lb_archive_frame_resync(&f->src, f->offset, f->chunk_size);
+    lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, next - f->offset,
+              "archive frame head is not valid; skipped to the next valid frame");
+    f->damaged = 1;
+    f->end_found = 0;
+    f->offset = next;
+    return 1;
+}
+
+/* Reads the new frames of archive file `index`: meta entries at once, chunks as refs. Damage
+ * (a frame head that fails its check) is reported and stepped over: the next valid head is
+ * searched for, so one damaged frame hides only itself. */
+void lb_rd_collect_archive(lb_reader *r, size_t index, ref_list *refs) {
+    if (r->archives[index].done) return;
+    archive_file *f = ready_archive_file(r, index);
+    if (!f) return;
+    uint64_t size = f->src.size;
+    if (!read_archive_header(r, f, size)) return;
     const char *label = lb_rd_archive_label(r, f);
     for (;;) {
         lb_archive_frame_head head;
         lb_frame_status status = lb_archive_frame_read(&f->src, f->offset, f->chunk_size, &head);
-        uint64_t damaged_until = status != LB_FRAME_OK && f->offset < size
-                                     ? lb_archive_source_damaged_until(&f->src, f->offset)
-                                     : 0;
-        if (damaged_until) {
-            /* A compressed file's data frame that cannot be read (reported by the source): the
-             * frames in it are lost; the END frame's account says how many records. */
-            f->damaged = 1;
-            f->end_found = 0;
-            f->offset = damaged_until;
-            continue;
-        }
-        if (status == LB_FRAME_END) {
-            if (f->kind == LB_ARCHIVE_NAME_WRITING) return;  /* more may come */
-            if (f->offset < size)
-                lb_rd_add_issue(r, LB_ISSUE_TRUNCATED, label, f->offset, size - f->offset,
-                          "incomplete frame at the end of a complete archive file");
-            check_end_frame(r, f, size);
-            f->done = 1;
+        if (status != LB_FRAME_OK) {
+            if (step_over_invalid_frame(r, f, status, size, label)) continue;
             return;
-        }
-        if (status == LB_FRAME_INVALID && f->kind == LB_ARCHIVE_NAME_WRITING &&
-            lb_rd_read_after_power_loss(r)) {
-            /* A bundle that syncs fdatasyncs each batch before it marks its chunks archived: a
-             * hole in the file being written is where the last synced write ends (the pages after
-             * it came back from before), and its chunks are still in the ring. The next archiver
-             * cuts the file there. */
-            lb_rd_add_issue(r, LB_ISSUE_TORN, label, f->offset, size - f->offset,
-                      "archive file being written ends here: what follows was written after the "
-                      "bundle's last sync and torn (a power loss)");
-            f->done = 1;
-            return;
-        }
-        if (status == LB_FRAME_INVALID) {
-            uint64_t next = lb_archive_frame_resync(&f->src, f->offset, f->chunk_size);
-            lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, next - f->offset,
-                      "archive frame head is not valid; skipped to the next valid frame");
-            f->damaged = 1;
-            f->end_found = 0;
-            f->offset = next;
-            continue;
         }
         if (f->end_found) {
             lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, 0,
@@ -282,57 +357,14 @@ void lb_rd_collect_archive(lb_reader *r, size_t index, ref_list *refs) {
             f->end_found = 0;
         }
         uint64_t body = f->offset + LB_ARCHIVE_FRAME_HEAD_SIZE;
-        if (head.kind == LB_ARCHIVE_FRAME_META) {
-            archive_meta_frame(r, f, &head);
-        } else if (head.kind == LB_ARCHIVE_FRAME_CHUNK) {
-            chunk_start start = {0};
-            size_t want = head.length >= sizeof start ? sizeof start : sizeof start.h;
-            if (lb_archive_source_read(&f->src, &start, want, body) != (ssize_t)want) return;
-            const lb_chunk_header h = start.h;
-            if (lb_chunk_header_check(&h, (uint32_t)(h.sequence % f->chunk_count), f->chunk_count) != 0) {
-                lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, body, head.length,
-                          "archived chunk header is not valid");
-            } else {
-                lb_rd_note_anchor(r, &h);
-                f->chunk_frames++;
-                f->chunk_records += atomic_load(&h.record_count);
-                seen_chunk *seen = lb_rd_seen_add(r, h.sequence);
-                if (seen) {
-                    seen->archived = 1;
-                    seen->active = 0;  /* archived, so sealed: its records are in the header's count */
-                    if (seen->gone) {
-                        /* It left the ring before this scan listed its archived copy: it was not
-                         * overwritten unread after all (see chunk_left_ring). */
-                        seen->gone = 0;
-                        r->gone_read -= seen->shown + seen->unreadable;
-                        r->beginnings_overwritten += seen->beginnings_overwritten;
-                        r->gone_beginnings -= seen->beginnings_overwritten;
-                    }
-                    if (!seen->claim_noted) lb_rd_note_claim(r, h.claim);
-                    seen->claim_noted = 1;
-                }
-                if (!seen || (!seen->broken && seen->offset < head.length))
-                    lb_rd_push_ref(refs, (chunk_ref){h.sequence, (int32_t)index, 0, body, head.length,
-                                               atomic_load(&h.record_count), head.body_crc,
-                                               h.session, lb_rd_chunk_floor(&start)});
-            }
-        } else if (head.kind == LB_ARCHIVE_FRAME_END) {
-            lb_archive_end end;
-            if (lb_archive_source_read(&f->src, &end, sizeof end, body) == (ssize_t)sizeof end &&
-                lb_crc32c(0, &end, sizeof end) == head.body_crc) {
-                f->end = end;
-                f->end_found = 1;
-            } else {
-                lb_rd_add_issue(r, LB_ISSUE_CORRUPT, label, f->offset, head.length,
-                          "END frame fails its checksum");
-            }
-        }
+        if (head.kind == LB_ARCHIVE_FRAME_META) archive_meta_frame(r, f, &head);
+        else if (head.kind == LB_ARCHIVE_FRAME_CHUNK) {
+            if (list_archived_chunk(r, index, &head, body, label, refs)) return;
+        } else if (head.kind == LB_ARCHIVE_FRAME_END) read_end_frame(r, f, &head, body, label);
         /* Other kinds: a later format's frames, skipped. */
         f->offset += lb_archive_frame_span(head.length);
     }
 }
-
-
 
 /* The copy buffer holds an archived chunk image: its CRC must match the frame's. */
 void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_copy_follows,
