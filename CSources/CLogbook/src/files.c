@@ -295,3 +295,16 @@ int lb_pwrite_full(int fd, const void *buffer, size_t length, uint64_t offset) {
     }
     return 0;
 }
+
+int lb_file_range_is_zero(int fd, uint64_t from, uint64_t to) {
+    uint8_t block[4096];
+    while (from < to) {
+        size_t want = to - from < sizeof block ? (size_t)(to - from) : sizeof block;
+        ssize_t n = lb_pread_full(fd, block, want, from);
+        if (n <= 0) return n == 0;  /* the file ended: nothing more to look at */
+        for (ssize_t i = 0; i < n; i++)
+            if (block[i]) return 0;
+        from += (uint64_t)n;
+    }
+    return 1;
+}
