@@ -600,7 +600,7 @@ static void test_moving_fields_damage(void) {
         lb_cache_close(c);
         if (cases[i].mask) flip(path, cases[i].at, cases[i].mask);
         else {
-            uint64_t value;
+            uint64_t value = 0;
             int fd = open(path, O_RDWR);
             CHECK(fd >= 0 && pread(fd, &value, 8, cases[i].at) == 8);
             value += cases[i].add;
@@ -649,7 +649,7 @@ static void test_head_moved_into_a_frame(void) {
     lb_cache_options o;
     lb_cache *c = open_filled(path, "head-moved.cache", 64 << 10, 10, &o);
     lb_cache_close(c);
-    uint64_t head;
+    uint64_t head = 0;
     int fd = open(path, O_RDWR);
     CHECK(fd >= 0 && pread(fd, &head, 8, offsetof(lb_cache_header, head)) == 8);
     head += 8;

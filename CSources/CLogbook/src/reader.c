@@ -5,19 +5,6 @@
 #define _GNU_SOURCE
 #include "reader_internal.h"
 
-
-/* ---- small containers ---- */
-int lb_rd_grow(void **array, size_t *capacity, size_t need, size_t element) {
-    if (need <= *capacity) return 0;
-    size_t cap = *capacity ? *capacity : 64;
-    while (cap < need) cap *= 2;
-    void *p = realloc(*array, cap * element);
-    if (!p) return -ENOMEM;
-    *array = p;
-    *capacity = cap;
-    return 0;
-}
-
 /* The reader's big arrays (entries, their order, argument bytes) are anonymous mappings sized from
  * the chunk headers' record counts and pre-faulted in one MAP_POPULATE: building the index of a
  * large bundle was otherwise a third page-fault traps. (Transparent huge pages were tried: 2-5x
@@ -47,40 +34,6 @@ static int large_grow(void **array, size_t *capacity, size_t need, size_t elemen
     *array = p;
     *capacity = cap;
     return 0;
-}
-
-lb_issue *lb_rd_add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
-                           uint64_t length, const char *reason) {
-    if (lb_rd_grow((void **)&r->issues, &r->issue_capacity, r->issue_count + 1, sizeof(lb_issue)))
-        return NULL;
-    lb_issue *issue = &r->issues[r->issue_count++];
-    *issue = (lb_issue){kind, file, offset, length, reason, 0};
-    return issue;
-}
-
-/* A string the reader keeps until it is closed (issue reasons and file names with numbers). */
-const char *lb_rd_keep_string(lb_reader *r, char *s) {
-    if (!s) return NULL;
-    if (lb_rd_grow((void **)&r->owned, &r->owned_capacity, r->owned_count + 1, sizeof(char *))) {
-        free(s);
-        return NULL;
-    }
-    r->owned[r->owned_count++] = s;
-    return s;
-}
-
-__attribute__((format(printf, 7, 8)))
-lb_issue *lb_rd_add_issuef(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
-                            uint64_t length, uint64_t records, const char *format, ...) {
-    va_list args;
-    va_start(args, format);
-    char *text = NULL;
-    int n = vasprintf(&text, format, args);
-    va_end(args);
-    const char *reason = n >= 0 ? lb_rd_keep_string(r, text) : NULL;
-    lb_issue *issue = lb_rd_add_issue(r, kind, file, offset, length, reason ? reason : format);
-    if (issue) issue->records = records;
-    return issue;
 }
 
 static inline uint8_t *arena_copy(lb_reader *r, const uint8_t *bytes, size_t length) {

@@ -4,55 +4,6 @@
 #define _GNU_SOURCE
 #include "reader_internal.h"
 
-int lb_rd_chunk_buffer(lb_reader *r, uint32_t chunk_size) {
-    if (chunk_size <= r->chunk_capacity) return 0;
-    uint8_t *p = realloc(r->chunk, (size_t)chunk_size + COPY_SLACK);
-    if (!p) return -ENOMEM;
-    r->chunk = p;
-    r->chunk_capacity = chunk_size;
-    return 0;
-}
-
-/* ---- chunks already read ---- */
-static seen_chunk *seen_slot(seen_chunk *table, size_t capacity, uint64_t sequence) {
-    size_t i = (size_t)(sequence * 0x9E3779B97F4A7C15ull >> 20) & (capacity - 1);
-    while (table[i].sequence != 0 && table[i].sequence != sequence) i = (i + 1) & (capacity - 1);
-    return &table[i];
-}
-
-seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence) {
-    if (!r->seen_capacity) return NULL;
-    seen_chunk *s = seen_slot(r->seen, r->seen_capacity, sequence);
-    return s->sequence == sequence ? s : NULL;
-}
-
-/* The entry of `sequence`, made (nothing read yet) when there is none. NULL without memory (the
- * chunk may then be read again: duplicates, never a crash). The pointer is valid until the next
- * call. */
-seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence) {
-    seen_chunk *s = lb_rd_seen_find(r, sequence);
-    if (s) return s;
-    if ((r->seen_count + 1) * 2 > r->seen_capacity) {
-        size_t capacity = r->seen_capacity ? r->seen_capacity * 2 : 1024;
-        seen_chunk *table = calloc(capacity, sizeof *table);
-        if (!table) return NULL;
-        for (size_t i = 0; i < r->seen_capacity; i++)
-            if (r->seen[i].sequence) *seen_slot(table, capacity, r->seen[i].sequence) = r->seen[i];
-        free(r->seen);
-        r->seen = table;
-        r->seen_capacity = capacity;
-    }
-    s = seen_slot(r->seen, r->seen_capacity, sequence);
-    *s = (seen_chunk){.sequence = sequence, .offset = LB_CHUNK_HEADER_SIZE};
-    r->seen_count++;
-    return s;
-}
-
-void lb_rd_note_claim(lb_reader *r, uint64_t claim) {
-    if (lb_rd_grow((void **)&r->claims, &r->claim_capacity, r->claim_count + 1, sizeof *r->claims) == 0)
-        r->claims[r->claim_count++] = claim;
-}
-
 static int valid_geometry(uint32_t chunk_size, uint32_t chunk_count) {
     return chunk_size >= LB_CHUNK_SIZE_MIN && chunk_size <= LB_CHUNK_SIZE_MAX &&
            !(chunk_size & (chunk_size - 1)) && chunk_count >= 2 && chunk_count <= LB_CHUNK_COUNT_MAX;
@@ -129,74 +80,6 @@ static void drop_superseded_durable(lb_reader *r) {
     }
 }
 
-/* What the last sync made durable of chunk `sequence`: its records end at or after this offset
- * (0: nothing, or no sync listed it). */
-uint32_t lb_rd_durable_through(const lb_reader *r, uint64_t sequence) {
-    const lb_durable_entry *e = lb_durable_find(r->durable, r->durable_count, sequence);
-    return e ? e->committed : 0;
-}
-
-
-
-
-void lb_rd_push_ref(ref_list *list, chunk_ref ref) {
-    if (lb_rd_grow((void **)&list->refs, &list->capacity, list->count + 1, sizeof ref) == 0)
-        list->refs[list->count++] = ref;
-}
-
-
-uint64_t lb_rd_chunk_floor(const chunk_start *start) {
-    uint64_t word, ticks;
-    memcpy(&word, start->first, 8);
-    memcpy(&ticks, start->first + 8, 8);
-    uint8_t kind = lb_record_word_kind(word);
-    if (lb_record_word_check(word) == LB_RECORD_CHECK && (kind == LB_RECORD_FULL || kind == LB_RECORD_FIRST) &&
-        ticks < start->h.tick_anchor)
-        return ticks;
-    return start->h.tick_anchor;
-}
-
-/* Oldest first, so that the fragments of a large record arrive in order; archived copies (in file
- * order) before the ring's copy of the same chunk. */
-int lb_rd_compare_refs(const void *a, const void *b) {
-    const chunk_ref *x = a, *y = b;
-    if (x->sequence != y->sequence) return x->sequence < y->sequence ? -1 : 1;
-    if ((x->source < 0) != (y->source < 0)) return (x->source < 0) - (y->source < 0);
-    return (x->source > y->source) - (x->source < y->source);
-}
-
-/* ---- walking a chunk image (ring, mirror or archive) ---- */
-/* What a walk of chunk `sequence` found, kept for the next scans, verify and the follower's
- * account: where it stopped, the records it walked (all of them so far), the entries it made
- * (since entry_mark), what it could not show and why (tally), whether it broke off, whether the
- * copy came from an archive file, and whether the chunk was still active. */
-void lb_rd_note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop,
-                      uint32_t records, int corrupt, const walk_tally *tally, int archived,
-                      int active) {
-    seen_chunk *seen = lb_rd_seen_add(r, sequence);
-    if (!seen) return;
-    uint32_t shown = r->run->found - (uint32_t)entry_mark;
-    /* Records it could not show because the overwrite policy destroyed their beginning count as
-     * overwritten; damaged ones (tally->unreadable) do not: issues account for them. A chunk whose
-     * slot was reused already (its mirror copy read after) is all in the reuse's count: what was
-     * read of it is taken off, as chunk_left_ring does. */
-    if (seen->gone) {
-        r->gone_read += shown + tally->unreadable;
-        r->gone_beginnings += tally->beginnings_overwritten;
-    } else {
-        r->beginnings_overwritten += tally->beginnings_overwritten;
-    }
-    seen->beginnings_overwritten += tally->beginnings_overwritten;
-    seen->unreadable += tally->unreadable;
-    if (tally->trailing) seen->trailing = tally->trailing;
-    seen->offset = stop;
-    seen->records = records;
-    seen->shown += shown;
-    seen->broken = (uint8_t)corrupt;
-    if (archived) seen->archived = 1;
-    seen->active = (uint8_t)active;
-}
-
 /* A chunk this reader read (some of) left the ring: unless an archive file holds it, the records
  * it had read of it (shown, or accounted for by issues as damaged) are not among those the
  * overwrite policy destroyed unread. */
@@ -212,8 +95,6 @@ static void chunk_left_ring(lb_reader *r, uint64_t sequence) {
 }
 
 /* ---- the ring ---- */
-int lb_rd_writer_alive(lb_reader *r);
-
 /* A chunk left CLAIMING whose header is complete and valid (as recovery keeps it). */
 static int claiming_chunk_complete(const lb_chunk_header *h, uint32_t slot, uint32_t count) {
     return h->magic == LB_CHUNK_MAGIC && h->header_crc == lb_chunk_crc(h) && h->sequence &&
@@ -394,14 +275,6 @@ int lb_rd_read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     lb_rd_note_walk(r, ref->sequence, entry_mark, stop, records, corrupt, &tally, 0, !complete);
     r->run_counts = 1;
     return 0;
-}
-
-
-int lb_rd_writer_alive(lb_reader *r) {
-    if (r->lock_fd < 0) return 0;
-    struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
-    if (fcntl(r->lock_fd, F_OFD_GETLK, &fl) != 0) return 0;
-    return fl.l_type != F_UNLCK;
 }
 
 /* The ring header is damaged: read the ring's chunks with the geometry an archive file of this

@@ -306,11 +306,13 @@ static inline name_entry *lb_rd_name_find(name_entry *const *table, uint32_t ses
     return NULL;
 }
 
-/* Shared by the reader's files, which depend on each other in this order only:
- * reader.c (open, close, the pass) -> reader_chunks.c, reader_archive.c (listing and reading
- * chunks) -> reader_records.c (a chunk's records) and reader_order.c (the window). */
+/* Shared by the reader's files, which call each other one way only, in this order (a file calls
+ * only files after it; scripts/check-c-layers checks it): reader.c (open, close, a pass) ->
+ * reader_verify.c -> reader_chunks.c (the ring's chunks) -> reader_archive.c (archive files) ->
+ * reader_records.c (a chunk's records) -> reader_order.c (time order) -> reader_tables.c
+ * (bookkeeping) -> archive_source.c. */
 
-/* reader.c: containers, issues */
+/* reader_tables.c: containers, issues, the seen-chunk table, references, the durable mirror */
 int lb_rd_grow(void **array, size_t *capacity, size_t need, size_t element);
 lb_issue *lb_rd_add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
                           uint64_t length, const char *reason);
@@ -318,6 +320,16 @@ lb_issue *lb_rd_add_issuef(lb_reader *r, uint32_t kind, const char *file, uint64
                            uint64_t length, uint64_t records, const char *format, ...)
     __attribute__((format(printf, 7, 8)));
 const char *lb_rd_keep_string(lb_reader *r, char *s);
+int lb_rd_chunk_buffer(lb_reader *r, uint32_t chunk_size);
+seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence);
+seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence);
+void lb_rd_note_claim(lb_reader *r, uint64_t claim);
+void lb_rd_note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop, uint32_t records, int corrupt, const walk_tally *tally, int archived, int active);
+uint32_t lb_rd_durable_through(const lb_reader *r, uint64_t sequence);
+void lb_rd_push_ref(ref_list *list, chunk_ref ref);
+uint64_t lb_rd_chunk_floor(const chunk_start *start);
+int lb_rd_compare_refs(const void *a, const void *b);
+int lb_rd_writer_alive(lb_reader *r);
 
 /* reader_records.c: meta, a chunk's walk, large records in pieces */
 void lb_rd_meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32_t length);
@@ -332,20 +344,10 @@ void lb_rd_orphan_pending(lb_reader *r, const lb_chunk_header *h);
 
 /* reader_chunks.c: the ring's chunks */
 int lb_rd_read_header(lb_reader *r);
-int lb_rd_chunk_buffer(lb_reader *r, uint32_t chunk_size);
-seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence);
-seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence);
-void lb_rd_note_claim(lb_reader *r, uint64_t claim);
-void lb_rd_note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop, uint32_t records, int corrupt, const walk_tally *tally, int archived, int active);
-uint32_t lb_rd_durable_through(const lb_reader *r, uint64_t sequence);
-void lb_rd_push_ref(ref_list *list, chunk_ref ref);
-uint64_t lb_rd_chunk_floor(const chunk_start *start);
-int lb_rd_compare_refs(const void *a, const void *b);
 int lb_rd_collect_ring(lb_reader *r, ref_list *refs);
 void lb_rd_collect_mirror(lb_reader *r, ref_list *refs);
 void lb_rd_read_mirror_chunk(lb_reader *r, const chunk_ref *ref);
 int lb_rd_read_ring_chunk(lb_reader *r, const chunk_ref *ref);
-int lb_rd_writer_alive(lb_reader *r);
 void lb_rd_adopt_archive_geometry(lb_reader *r);
 
 /* reader_archive.c: archive files */

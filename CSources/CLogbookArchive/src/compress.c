@@ -147,6 +147,97 @@ static int write_skippable(int fd, uint64_t *at, const void *bytes, uint32_t len
     return rc;
 }
 
+/* Compresses each planned slice of `in` into a data frame written at *at of outfd, checked by
+ * decompressing it, and its seek table entry. 0 or -errno (*why says what). */
+static int write_data_frames(lb_compressor *c, int in, int outfd, uint64_t *at, lb_compress_result *out,
+                             const char **why) {
+    if (reserve((void **)&c->table, &c->table_capacity, c->slice_count * sizeof *c->table)) return -ENOMEM;
+    for (size_t i = 0; i < c->slice_count; i++) {
+        const slice *s = &c->slices[i];
+        size_t bound = ZSTD_compressBound(s->length);
+        if (reserve((void **)&c->input, &c->input_capacity, s->length) ||
+            reserve((void **)&c->check, &c->check_capacity, s->length) ||
+            reserve((void **)&c->output, &c->output_capacity, bound))
+            return -ENOMEM;
+        if (lb_pread_full(in, c->input, s->length, s->start) != (ssize_t)s->length) {
+            *why = "the file changed while it was compressed";
+            return -EIO;
+        }
+        size_t packed = ZSTD_compress2(c->cctx, c->output, bound, c->input, s->length);
+        if (ZSTD_isError(packed)) {
+            *why = ZSTD_getErrorName(packed);
+            return -EIO;
+        }
+        /* The copy must give back the same bytes before the original may go. */
+        size_t back = ZSTD_decompressDCtx(c->dctx, c->check, s->length, c->output, packed);
+        if (ZSTD_isError(back) || back != s->length || memcmp(c->check, c->input, s->length) != 0) {
+            *why = "a compressed frame does not decompress to the same bytes";
+            return -EIO;
+        }
+        c->table[i] = (lb_zst_seek_entry){(uint32_t)packed, s->length, lb_crc32c(0, c->input, s->length),
+                                          lb_crc32c(0, c->output, packed)};
+        int rc = lb_pwrite_full(outfd, c->output, packed, *at);
+        if (rc) return rc;
+        *at += packed;
+        out->uncompressed_bytes += s->length;
+    }
+    return 0;
+}
+
+/* After the data frames at *at: the listing (one zstd frame in a skippable frame), then the seek
+ * table and the footer in another. 0 or -errno. */
+static int write_listing_and_footer(lb_compressor *c, int outfd, uint64_t *at, const lb_compress_result *out) {
+    lb_zst_footer footer;
+    memset(&footer, 0, sizeof footer);
+    size_t bound = ZSTD_compressBound(c->listing_length);
+    if (reserve((void **)&c->output, &c->output_capacity, bound)) return -ENOMEM;
+    size_t packed = ZSTD_compress2(c->cctx, c->output, bound, c->listing, c->listing_length);
+    if (ZSTD_isError(packed)) return -EIO;
+    footer.listing_offset = *at;
+    footer.listing_length = (uint32_t)packed;
+    footer.listing_crc = lb_crc32c(0, c->output, packed);
+    int rc = write_skippable(outfd, at, c->output, (uint32_t)packed);
+    if (rc) return rc;
+    size_t table_bytes = c->slice_count * sizeof *c->table;
+    footer.uncompressed_size = out->uncompressed_bytes;
+    footer.frames_offset = LB_ZST_HEADER_FRAME_SIZE;
+    footer.table_offset = *at + 8;
+    footer.frame_count = (uint32_t)c->slice_count;
+    footer.table_crc = lb_crc32c(0, c->table, table_bytes);
+    memcpy(footer.magic, LB_ZST_FOOTER_MAGIC, 8);
+    footer.compression_level = (uint32_t)c->level;
+    footer.footer_crc = lb_crc32c(0, &footer, __builtin_offsetof(lb_zst_footer, footer_crc));
+    uint32_t head[2] = {LB_ZST_SKIPPABLE_MAGIC, (uint32_t)(table_bytes + sizeof footer)};
+    rc = lb_pwrite_full(outfd, head, sizeof head, *at);
+    if (!rc) rc = lb_pwrite_full(outfd, c->table, table_bytes, *at + 8);
+    if (!rc) rc = lb_pwrite_full(outfd, &footer, sizeof footer, *at + 8 + table_bytes);
+    *at += 8 + table_bytes + sizeof footer;
+    return rc;
+}
+
+/* Opens complete file `name` and checks its header into *header (st: its size). The descriptor, or
+ * -errno (*why says what). */
+static int open_to_compress(int dir_fd, const char *name, struct stat *st, lb_archive_file_header *header,
+                            const char **why) {
+    int in = lb_file_open_at(dir_fd, name, O_RDONLY, NULL);
+    if (in < 0) {
+        *why = "cannot open the file to compress";
+        return in;
+    }
+    int rc = 0;
+    if (fstat(in, st) != 0) rc = -errno;
+    else if (lb_pread_full(in, header, sizeof *header, 0) != (ssize_t)sizeof *header ||
+             lb_archive_header_problem(header, (uint64_t)st->st_size)) {
+        *why = "its header is damaged: the file stays uncompressed";
+        rc = -EPROTO;
+    }
+    if (rc) {
+        close(in);
+        return rc;
+    }
+    return in;
+}
+
 int lb_compressor_run(lb_compressor *c, int dir_fd, uint64_t number, lb_compress_result *out,
                       const char **why) {
     memset(out, 0, sizeof *out);
@@ -154,23 +245,16 @@ int lb_compressor_run(lb_compressor *c, int dir_fd, uint64_t number, lb_compress
     char name[LB_ARCHIVE_NAME_MAX], target[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, number, LB_ARCHIVE_NAME_COMPLETE);
     lb_archive_name_format(target, number, LB_ARCHIVE_NAME_COMPRESSING);
-    int in = lb_file_open_at(dir_fd, name, O_RDONLY, NULL);
-    if (in < 0) {
-        *why = "cannot open the file to compress";
-        return in;
-    }
     struct stat st;
     lb_archive_file_header header;
-    int rc = 0;
-    if (fstat(in, &st) != 0) rc = -errno;
-    else if (lb_pread_full(in, &header, sizeof header, 0) != (ssize_t)sizeof header ||
-             lb_archive_header_problem(&header, (uint64_t)st.st_size)) {
-        *why = "its header is damaged: the file stays uncompressed";
-        rc = -EPROTO;
+    int in = open_to_compress(dir_fd, name, &st, &header, why);
+    if (in < 0) {
+        if (!*why) *why = strerror(-in);
+        return in;
     }
     lb_archive_source src;
     lb_archive_source_plain(&src, in, (uint64_t)st.st_size);
-    if (!rc) rc = plan(c, &src, header.chunk_size, why);
+    int rc = plan(c, &src, header.chunk_size, why);
     int outfd = -1;
     if (!rc) {
         outfd = lb_file_create_at(dir_fd, target, NULL);
@@ -181,70 +265,8 @@ int lb_compressor_run(lb_compressor *c, int dir_fd, uint64_t number, lb_compress
     }
     uint64_t at = 0;
     if (!rc) rc = write_skippable(outfd, &at, &header, sizeof header);
-    if (!rc && reserve((void **)&c->table, &c->table_capacity, c->slice_count * sizeof *c->table))
-        rc = -ENOMEM;
-    for (size_t i = 0; !rc && i < c->slice_count; i++) {
-        const slice *s = &c->slices[i];
-        size_t bound = ZSTD_compressBound(s->length);
-        if (reserve((void **)&c->input, &c->input_capacity, s->length) ||
-            reserve((void **)&c->check, &c->check_capacity, s->length) ||
-            reserve((void **)&c->output, &c->output_capacity, bound)) {
-            rc = -ENOMEM;
-            break;
-        }
-        if (lb_pread_full(in, c->input, s->length, s->start) != (ssize_t)s->length) {
-            rc = -EIO;
-            *why = "the file changed while it was compressed";
-            break;
-        }
-        size_t packed = ZSTD_compress2(c->cctx, c->output, bound, c->input, s->length);
-        if (ZSTD_isError(packed)) {
-            rc = -EIO;
-            *why = ZSTD_getErrorName(packed);
-            break;
-        }
-        /* The copy must give back the same bytes before the original may go. */
-        size_t back = ZSTD_decompressDCtx(c->dctx, c->check, s->length, c->output, packed);
-        if (ZSTD_isError(back) || back != s->length || memcmp(c->check, c->input, s->length) != 0) {
-            rc = -EIO;
-            *why = "a compressed frame does not decompress to the same bytes";
-            break;
-        }
-        c->table[i] = (lb_zst_seek_entry){(uint32_t)packed, s->length, lb_crc32c(0, c->input, s->length),
-                                          lb_crc32c(0, c->output, packed)};
-        rc = lb_pwrite_full(outfd, c->output, packed, at);
-        at += packed;
-        out->uncompressed_bytes += s->length;
-    }
-    lb_zst_footer footer;
-    memset(&footer, 0, sizeof footer);
-    if (!rc) {
-        /* The listing: one zstd frame in a skippable frame. */
-        size_t bound = ZSTD_compressBound(c->listing_length);
-        if (reserve((void **)&c->output, &c->output_capacity, bound)) rc = -ENOMEM;
-        size_t packed = rc ? 0 : ZSTD_compress2(c->cctx, c->output, bound, c->listing, c->listing_length);
-        if (!rc && ZSTD_isError(packed)) rc = -EIO;
-        footer.listing_offset = at;
-        footer.listing_length = (uint32_t)packed;
-        footer.listing_crc = rc ? 0 : lb_crc32c(0, c->output, packed);
-        if (!rc) rc = write_skippable(outfd, &at, c->output, (uint32_t)packed);
-    }
-    if (!rc) {
-        size_t table_bytes = c->slice_count * sizeof *c->table;
-        footer.uncompressed_size = out->uncompressed_bytes;
-        footer.frames_offset = LB_ZST_HEADER_FRAME_SIZE;
-        footer.table_offset = at + 8;
-        footer.frame_count = (uint32_t)c->slice_count;
-        footer.table_crc = lb_crc32c(0, c->table, table_bytes);
-        memcpy(footer.magic, LB_ZST_FOOTER_MAGIC, 8);
-        footer.compression_level = (uint32_t)c->level;
-        footer.footer_crc = lb_crc32c(0, &footer, __builtin_offsetof(lb_zst_footer, footer_crc));
-        uint32_t head[2] = {LB_ZST_SKIPPABLE_MAGIC, (uint32_t)(table_bytes + sizeof footer)};
-        rc = lb_pwrite_full(outfd, head, sizeof head, at);
-        if (!rc) rc = lb_pwrite_full(outfd, c->table, table_bytes, at + 8);
-        if (!rc) rc = lb_pwrite_full(outfd, &footer, sizeof footer, at + 8 + table_bytes);
-        at += 8 + table_bytes + sizeof footer;
-    }
+    if (!rc) rc = write_data_frames(c, in, outfd, &at, out, why);
+    if (!rc) rc = write_listing_and_footer(c, outfd, &at, out);
     if (!rc && out->uncompressed_bytes != (uint64_t)st.st_size) rc = -EIO;
     if (!rc && fsync(outfd) != 0) {
         rc = -errno;

@@ -1,0 +1,447 @@
+/* archive_recovery.c — at open, before anything new is archived: the directory recovered (a torn
+ * tail cut off the file being written, nothing else ever cut), and every chunk the ring holds
+ * sealed or archived reconciled with the files: ARCHIVED only if an intact copy is found. */
+#define _GNU_SOURCE
+#include "archiver_internal.h"
+
+/* ---- recovery of the directory after a crash (or a clean close: the same path) ---- */
+
+/* The file being written whose header is not valid (`size` bytes): one cut short while being
+ * created holds nothing and its number was never published (that happens once its header is
+ * written), so it is removed and the number used again; any other is completed as it is, damaged
+ * (compression leaves it, readers report it). */
+static void set_aside_bad_header(archiver *a, uint64_t number, const char *name, uint64_t size,
+                                 int *removed) {
+    if (size <= sizeof(lb_archive_file_header)) {
+        unlinkat(a->dir_fd, name, 0);
+        *removed = 1;
+        return;
+    }
+    char to[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(to, number, LB_ARCHIVE_NAME_COMPLETE);
+    file_summary none = {0};
+    if (renameat(a->dir_fd, name, a->dir_fd, to) == 0) lb_ar_add_complete(a, number, size, 0, &none);
+}
+
+/* Cuts the current file at `at` and syncs it: 0, or the failure counted (the file then closed). */
+static int cut_current(archiver *a, const char *name, uint64_t at, const char *what) {
+    if (ftruncate(a->cur.fd, (off_t)at) == 0 && fsync(a->cur.fd) == 0) return 0;
+    int err = -errno;
+    close(a->cur.fd);
+    lb_ar_reset_current(a);
+    return lb_ar_fail(a, what, name, err);
+}
+
+/* A bundle that syncs (it has a `durable` file) fdatasyncs every batch before it marks its chunks
+ * archived: after a power loss, pages written since the last fdatasync can come back from before
+ * (a hole with frames after it, or a frame whose body fails its CRC), and none of their chunks was
+ * marked archived, so the ring still holds them. The current file is cut where the first unsound
+ * frame starts (its summary and *size then say what remains, *damage none), and they are archived
+ * again. 0 or the failure. */
+static int cut_unsynced_end(archiver *a, const char *name, const lb_archive_file_header *h,
+                            lb_archive_source *src, uint64_t *size, uint64_t *damage,
+                            int *ends_complete) {
+    struct stat durable;
+    int syncs = fstatat(a->b->dir_fd, "durable", &durable, AT_SYMLINK_NOFOLLOW) == 0 &&
+                S_ISREG(durable.st_mode);
+    uint64_t unsound = syncs && !*ends_complete ? lb_ar_first_unsound_frame(src, h->chunk_size) : UINT64_MAX;
+    if (unsound == UINT64_MAX) return 0;
+    memset(&a->cur.summary, 0, sizeof a->cur.summary);
+    lb_archive_source_plain(src, a->cur.fd, unsound);
+    lb_ar_walk_frames(src, h->chunk_size, h->chunk_count, lb_ar_summarize_chunk, &a->cur.summary,
+                      damage, ends_complete);
+    int rc = cut_current(a, name, unsound, "cannot cut the unsynced end of");
+    if (rc) return rc;
+    fprintf(stderr, "logbook: archiver: %s/%s is cut at offset %llu: what followed was written "
+                    "after the bundle's last sync and torn (a power loss); chunks the ring "
+                    "still holds are archived again\n", a->dir, name, (unsigned long long)unsound);
+    *size = unsound;
+    *damage = UINT64_MAX;
+    return 0;
+}
+
+/* What does not parse at `damage` in the current file: a torn tail (nothing valid after it, and an
+ * incomplete last frame, its head valid or not all there, or zeros) is cut off; anything else is
+ * damage, never cut (*damaged). Writes to the file are serialized (pwritev from this thread;
+ * io_uring runs buffered writes to one file in order), so a crash leaves a prefix of what was
+ * being written. 0 or the failure. */
+static int settle_damage(archiver *a, const char *name, const lb_archive_file_header *h,
+                         lb_archive_source *src, uint64_t valid_end, uint64_t damage,
+                         uint64_t *size, int *damaged) {
+    lb_archive_frame_head head;
+    lb_frame_status tail = lb_archive_frame_read(src, damage, h->chunk_size, &head);
+    int torn = valid_end == damage &&
+               (tail == LB_FRAME_END || lb_file_range_is_zero(a->cur.fd, damage, *size));
+    if (torn) {
+        int rc = cut_current(a, name, damage, "cannot cut the incomplete end of");
+        if (rc) return rc;
+        *size = damage;
+        return 0;
+    }
+    *damaged = 1;
+    fprintf(stderr, "logbook: archiver: %s/%s is damaged at offset %llu: completed as it is "
+                    "(readers report the damage); chunks the ring still holds are "
+                    "archived again\n", a->dir, name, (unsigned long long)damage);
+    return 0;
+}
+
+/* Opens writing file `number` and recovers it: a torn tail left by a crash (an incomplete last
+ * frame, or zeros) is cut off; anything else that does not parse is damage, never cut: the file
+ * is then completed as it is and readers report the damage. A file that already ends with its END
+ * frame (a crash between the END and the rename) is completed. The newest sound file of this ring
+ * becomes the current file. */
+static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
+    char name[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(name, number, LB_ARCHIVE_NAME_WRITING);
+    int fd = lb_file_open_at(a->dir_fd, name, O_RDWR, NULL);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        /* Not a file we can take over (a symlink, directory or FIFO put in its place, or
+         * unreadable): left alone; its chunks are reconciled like those of a missing file. */
+        const char *why = fd == -EINVAL ? "a FIFO, device or directory" : strerror(fd < 0 ? -fd : errno);
+        if (fd >= 0) close(fd);
+        fprintf(stderr, "logbook: archiver: %s/%s is not a regular file the archiver can resume "
+                        "(%s): left alone; chunks the ring still holds are archived again\n",
+                a->dir, name, why);
+        return 0;
+    }
+    lb_archive_file_header h;
+    uint64_t size = (uint64_t)st.st_size;
+    ssize_t got = lb_pread_full(fd, &h, sizeof h, 0);
+    const char *problem = got == (ssize_t)sizeof h ? lb_archive_header_problem(&h, size) : "short";
+    if (problem) {
+        close(fd);
+        set_aside_bad_header(a, number, name, size, removed);
+        return 0;
+    }
+    int same_ring = h.ring_created_wall_ns == a->b->ring->created_wall_ns &&
+                    h.chunk_count == a->b->chunk_count && h.chunk_size == a->b->chunk_size;
+    lb_ar_reset_current(a);
+    a->cur.fd = fd;
+    a->cur.number = number;
+    a->cur.created_wall_ns = (int64_t)h.created_wall_ns;
+    uint64_t damage;
+    int ends_complete;
+    lb_archive_source src;
+    lb_archive_source_plain(&src, fd, size);
+    uint64_t valid_end = lb_ar_walk_frames(&src, h.chunk_size, h.chunk_count, lb_ar_summarize_chunk,
+                                           &a->cur.summary, &damage, &ends_complete);
+    int rc = cut_unsynced_end(a, name, &h, &src, &size, &damage, &ends_complete);
+    int damaged = 0;
+    if (!rc && damage != UINT64_MAX) rc = settle_damage(a, name, &h, &src, valid_end, damage, &size, &damaged);
+    if (rc) return rc;
+    /* Frames go on at an 8-byte boundary after whatever the file holds. */
+    a->cur.size = (size + 7u) & ~(uint64_t)7u;
+    if (ends_complete) {
+        /* The END frame is there already (a crash before the rename): the file is completed as
+         * it is. A damaged one keeps its END frame too: it says what the file should hold. */
+        a->cur.size = size;
+        return lb_ar_finish_file(a, 1, 0);
+    }
+    if (!same_ring || damaged || !newest) return lb_ar_complete_current(a, 1);
+    return 0;
+}
+
+static int compare_u64(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* ---- reconciliation: which chunks of the ring are safely in the archive ---- */
+typedef struct ring_chunk {
+    uint64_t sequence, claim;
+    uint32_t slot, committed;
+    int found;
+} ring_chunk;
+
+typedef struct reconcile_context {
+    archiver *a;
+    lb_archive_source *src;
+    ring_chunk *chunks;
+    size_t count, unresolved;
+    uint8_t *buffer;
+} reconcile_context;
+
+static int compare_ring_chunks(const void *x, const void *y) {
+    const ring_chunk *a = x, *b = y;
+    return a->sequence < b->sequence ? -1 : a->sequence > b->sequence;
+}
+
+static ring_chunk *find_ring_chunk(reconcile_context *r, uint64_t sequence) {
+    size_t lo = 0, hi = r->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (r->chunks[mid].sequence < sequence) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < r->count && r->chunks[lo].sequence == sequence ? &r->chunks[lo] : NULL;
+}
+
+/* A chunk frame: an intact copy (same claim, same length, body CRC right) resolves its chunk. */
+static void reconcile_chunk(void *context, uint64_t body_offset, const lb_archive_frame_head *head,
+                            const lb_chunk_header *ch) {
+    reconcile_context *r = context;
+    ring_chunk *k = find_ring_chunk(r, ch->sequence);
+    if (!k || k->found || k->claim != ch->claim || k->committed != head->length) return;
+    if (lb_archive_source_read(r->src, r->buffer, head->length, body_offset) != (ssize_t)head->length ||
+        lb_crc32c(0, r->buffer, head->length) != head->body_crc)
+        return;
+    k->found = 1;
+    r->unresolved--;
+}
+
+/* Whether any unresolved chunk's sequence lies in [first, last]. */
+static int wants_range(const reconcile_context *r, uint64_t first, uint64_t last) {
+    for (size_t i = 0; i < r->count; i++)
+        if (!r->chunks[i].found && r->chunks[i].sequence >= first && r->chunks[i].sequence <= last)
+            return 1;
+    return 0;
+}
+
+static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_name_kind kind,
+                           const file_summary *summary) {
+    archiver *a = r->a;
+    if (summary && summary->known &&
+        (!summary->chunks || !wants_range(r, summary->first_sequence, summary->last_sequence)))
+        return;
+    char name[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(name, number, kind);
+    lb_archive_file_header h;
+    lb_archive_source src;
+    uint64_t problem;
+    int end_frame;
+    if (lb_ar_open_archive_source(a, name, &h, &src) != 0) return;
+    if (h.ring_created_wall_ns == a->b->ring->created_wall_ns && h.chunk_size == a->b->chunk_size &&
+        h.chunk_count == a->b->chunk_count) {
+        r->src = &src;
+        lb_ar_walk_frames(&src, h.chunk_size, h.chunk_count, reconcile_chunk, r, &problem, &end_frame);
+    }
+    lb_ar_close_source(&src);
+}
+
+/* Every chunk the ring holds SEALED or ARCHIVED is looked for in the files, newest file first:
+ * ARCHIVED if an intact copy is found (also a copy whose write completed just before a crash), or
+ * if it was archived into a file retention has deleted since; SEALED otherwise, so that it is
+ * archived (again) before its slot can be reused. */
+static int reconcile_ring(archiver *a) {
+    lb_bundle *b = a->b;
+    /* The files' chunks are behind the ring's counters too (its header page can be older than
+     * them after a power loss): a sequence or claim number is never handed out twice. */
+    if (a->cur.fd >= 0 && a->cur.summary.chunks)
+        lb_ring_counters_cover(b, a->cur.summary.last_sequence, a->cur.summary.last_claim, 0);
+    for (size_t i = 0; i < a->file_count; i++)
+        if (a->files[i].summary.known && a->files[i].summary.chunks)
+            lb_ring_counters_cover(b, a->files[i].summary.last_sequence,
+                                   a->files[i].summary.last_claim, 0);
+    reconcile_context r = {a, NULL, calloc(b->chunk_count, sizeof(ring_chunk)), 0, 0,
+                           malloc(b->chunk_size)};
+    if (!r.chunks || !r.buffer) {
+        free(r.chunks);
+        free(r.buffer);
+        return -ENOMEM;
+    }
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        uint32_t state = atomic_load(&h->state);
+        if ((state != LB_CHUNK_SEALED && state != LB_CHUNK_ARCHIVED) ||
+            lb_chunk_header_check(h, slot, b->chunk_count) != 0)
+            continue;
+        r.chunks[r.count++] = (ring_chunk){h->sequence, h->claim, slot, atomic_load(&h->committed), 0};
+    }
+    if (r.count > 1) qsort(r.chunks, r.count, sizeof *r.chunks, compare_ring_chunks);
+    r.unresolved = r.count;
+    if (r.unresolved && a->cur.fd >= 0)
+        reconcile_file(&r, a->cur.number, LB_ARCHIVE_NAME_WRITING, NULL);
+    for (size_t i = a->file_count; i-- > 0 && r.unresolved;) {
+        complete_file *f = &a->files[i];
+        reconcile_file(&r, f->number, lb_ar_file_kind(f), &f->summary);
+    }
+    /* An archived chunk whose file retention deleted has no copy left, and needs none: its claim
+     * is below the retired claim the ring header recorded before the deletion. */
+    uint64_t retired_claim = atomic_load(&b->ring->archive_retired_claim);
+    uint64_t reverted = 0;
+    for (size_t i = 0; i < r.count; i++) {
+        lb_chunk_header *h = lb_chunk_at(b, r.chunks[i].slot);
+        int retired = !r.chunks[i].found && r.chunks[i].claim < retired_claim &&
+                      atomic_load(&h->state) == LB_CHUNK_ARCHIVED;
+        uint32_t want = r.chunks[i].found || retired ? LB_CHUNK_ARCHIVED : LB_CHUNK_SEALED;
+        if (atomic_exchange(&h->state, want) == LB_CHUNK_ARCHIVED && want == LB_CHUNK_SEALED)
+            reverted++;
+    }
+    free(r.chunks);
+    free(r.buffer);
+    if (reverted)
+        fprintf(stderr, "logbook: archiver: %llu chunks marked archived have no intact copy in %s; "
+                        "archiving them again\n", (unsigned long long)reverted, a->dir);
+    lb_bundle_chunks_released(a->b);
+    return 0;
+}
+
+static void note_damage(void *context, uint64_t offset, uint64_t length, const char *what) {
+    (void)offset;
+    (void)length;
+    (void)what;
+    *(int *)context = 1;
+}
+
+/* A complete archive file found at open (`name`): added to the list with what its END frame says,
+ * unless it belongs to another bundle (said once: `*foreign` counts them). */
+static void list_complete_file(archiver *a, const char *name, lb_archive_name_kind kind,
+                               uint64_t number, unsigned *foreign) {
+    int file = lb_file_open_at(a->dir_fd, name, O_RDONLY, NULL);
+    struct stat st;
+    if (file < 0) return;
+    if (fstat(file, &st) != 0) {
+        close(file);
+        return;
+    }
+    lb_archive_file_header h;
+    lb_archive_source src;
+    int damaged = 0;
+    int opened = lb_archive_source_open(&src, file, (uint64_t)st.st_size, note_damage, &damaged,
+                                        NULL) == 0;
+    int header_ok = opened && lb_archive_source_read(&src, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+                    !lb_archive_header_problem(&h, src.size);
+    if (header_ok && h.ring_created_wall_ns != a->b->ring->created_wall_ns) {
+        /* Another bundle's file (a directory shared by mistake): never ours to delete. */
+        if (!(*foreign)++)
+            fprintf(stderr, "logbook: archiver: %s/%s belongs to another bundle: left alone, "
+                            "not counted for retention\n", a->dir, name);
+    } else {
+        file_summary summary;
+        if (opened) lb_ar_read_end_frame(&src, a->b->chunk_size, &summary);
+        else memset(&summary, 0, sizeof summary);
+        complete_file *f = lb_ar_add_complete(a, number, (uint64_t)st.st_size,
+                                              kind == LB_ARCHIVE_NAME_UNSYNCED, &summary);
+        if (f) {
+            f->compressed = kind == LB_ARCHIVE_NAME_COMPRESSED;
+            f->created_wall_ns = header_ok ? (int64_t)h.created_wall_ns : 0;
+            /* A compressed file with a sound seek table: the one kept when its .lba is there
+             * too (a crash between the rename and the delete). */
+            f->sound_zst = f->compressed && !damaged;
+        }
+    }
+    if (opened) lb_archive_source_close(&src);
+    close(file);
+}
+
+/* The same number twice: a .lba and the .lba.zst made of it. A sound .zst was fsynced and checked
+ * before its rename: the .lba goes. Otherwise the .zst goes, and the .lba is compressed again.
+ * Then what is left to compress and announce is marked. */
+static void settle_twins(archiver *a) {
+    size_t kept_files = 0;
+    for (size_t i = 0; i < a->file_count; i++) {
+        complete_file *f = &a->files[i];
+        complete_file *twin = i + 1 < a->file_count && a->files[i + 1].number == f->number
+                                  ? &a->files[i + 1] : NULL;
+        if (twin && twin->compressed != f->compressed) {
+            complete_file *zst = f->compressed ? f : twin, *plain = f->compressed ? twin : f;
+            complete_file *loser = zst->sound_zst ? plain : zst;
+            char name[LB_ARCHIVE_NAME_MAX];
+            lb_archive_name_format(name, loser->number, lb_ar_file_kind(loser));
+            unlinkat(a->dir_fd, name, 0);
+            a->files[kept_files++] = zst->sound_zst ? *zst : *plain;
+            i++;
+            continue;
+        }
+        a->files[kept_files++] = *f;
+    }
+    if (kept_files != a->file_count) fsync_dir(a);
+    a->file_count = kept_files;
+    for (size_t i = 0; i < a->file_count; i++) {
+        complete_file *f = &a->files[i];
+        /* Complete files of this ring not compressed yet (a crash came first, or an earlier run
+         * did not compress) are compressed now, and announced then. A damaged one (no readable
+         * END frame) is left as it is. The others were announced by the run that made them. */
+        f->pending = a->compressor && !f->compressed && !f->unsynced && f->summary.known;
+        f->announced = !f->pending;
+    }
+}
+
+/* Resumes the files being written (numbers writing[0..count), ascending; `highest` the highest
+ * number in the directory) and sets the next file number. 0 or the first failure. */
+static int resume_writing_files(archiver *a, const uint64_t *writing, size_t count, uint64_t highest) {
+    /* Never reuse a number, not even one whose file went missing: readers would take the new
+     * file for the old one (only a file removed below, that never had a header, gives its number
+     * back). */
+    a->next_number = highest + 1;
+    int rc = 0;
+    for (size_t i = 0; i < count; i++) {
+        int removed = 0;
+        int resumed = resume_file(a, writing[i], i + 1 == count, &removed);
+        if (!rc) rc = resumed;
+        if (removed && writing[i] == highest) {
+            uint64_t below = 0;
+            for (size_t k = 0; k < a->file_count; k++)
+                if (a->files[k].number > below) below = a->files[k].number;
+            for (size_t k = 0; k < i; k++)
+                if (writing[k] > below) below = writing[k];
+            a->next_number = below + 1;
+        }
+    }
+    uint64_t recorded = atomic_load(&a->b->ring->archive_next_number);
+    if (recorded > a->next_number) a->next_number = recorded;
+    if (a->cur.fd >= 0 && a->cur.number >= a->next_number) a->next_number = a->cur.number + 1;
+    return rc;
+}
+
+/* Files retention had already retired (the ring header says so) but a crash kept: they go now,
+ * so that what the header counts and what the directory holds agree. */
+static void remove_retired_files(archiver *a) {
+    uint64_t first_kept = atomic_load(&a->b->ring->archive_first_number);
+    size_t kept = 0;
+    for (size_t i = 0; i < a->file_count; i++) {
+        complete_file *f = &a->files[i];
+        char name[LB_ARCHIVE_NAME_MAX];
+        lb_archive_name_format(name, f->number, lb_ar_file_kind(f));
+        if (f->number < first_kept && unlinkat(a->dir_fd, name, 0) == 0) continue;
+        a->files[kept++] = *f;
+    }
+    if (kept != a->file_count) fsync_dir(a);
+    a->file_count = kept;
+}
+
+int lb_ar_recover_directory(archiver *a) {
+    int fd = dup(a->dir_fd);
+    if (fd < 0) return -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -errno;
+    }
+    uint64_t *writing = NULL;
+    size_t writing_count = 0, writing_capacity = 0;
+    uint64_t highest = 0;
+    unsigned foreign = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        uint64_t number;
+        lb_archive_name_kind kind = lb_archive_name_parse(e->d_name, &number);
+        if (!kind) continue;
+        if (kind == LB_ARCHIVE_NAME_COMPRESSING) {
+            /* A compression a crash cut short: its .lba is still there. */
+            unlinkat(a->dir_fd, e->d_name, 0);
+            continue;
+        }
+        if (number > highest) highest = number;
+        if (kind == LB_ARCHIVE_NAME_WRITING) {
+            if (grow((void **)&writing, &writing_capacity, writing_count + 1, sizeof *writing) == 0)
+                writing[writing_count++] = number;
+            continue;
+        }
+        list_complete_file(a, e->d_name, kind, number, &foreign);
+    }
+    settle_twins(a);
+    closedir(d);
+    if (writing_count > 1) qsort(writing, writing_count, sizeof *writing, compare_u64);
+    int rc = resume_writing_files(a, writing, writing_count, highest);
+    free(writing);
+    remove_retired_files(a);
+    if (!rc && a->cur.fd >= 0 && a->cur.size + LB_ARCHIVE_END_FRAME_SIZE >= a->o.max_file_size)
+        rc = lb_ar_roll_current(a);
+    /* Always, whatever failed above: a chunk is marked archived only with an intact copy. */
+    int reconciled = reconcile_ring(a);
+    if (!rc) rc = reconciled;
+    lb_ar_enforce_retention(a);
+    return rc;
+}
