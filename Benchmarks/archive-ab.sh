@@ -16,9 +16,12 @@ mkdir -p "$dir"
 git worktree add --detach "$work/old" "$rev" >/dev/null 2>&1
 for side in old new; do
   src=.; [ "$side" = old ] && src="$work/old"
+  # Each side's C libraries from its own CSources/Makefile (the one C recipe).
+  make -s -C "$src/CSources" O="$work/lib-$side" CFLAGS=-O2 "$work/lib-$side/liblogbook-archive.a" \
+    "$work/lib-$side/liblogbook-read.a" "$work/lib-$side/liblogbook.a" > /dev/null
   cc -O2 -pthread -I"$src/CSources/CLogbook/include" -I"$src/CSources/CLogbookArchive/include" \
-    Benchmarks/Archive/ab_bench.c "$src"/CSources/CLogbook/src/*.c "$src"/CSources/CLogbookArchive/src/*.c \
-    -luring -lzstd -o "$work/ab_$side"
+    Benchmarks/Archive/ab_bench.c "$work/lib-$side/liblogbook-archive.a" "$work/lib-$side/liblogbook-read.a" \
+    "$work/lib-$side/liblogbook.a" -luring -lzstd -o "$work/ab_$side"
 done
 for _ in $(seq "$pairs"); do
   for side in old new; do
