@@ -608,9 +608,12 @@ static inline int lb_record_commit(lb_writer *w, uint32_t site) {
         uint64_t zero = 0;
         memcpy(next, &zero, 8);
     }
-    atomic_store_explicit((_Atomic uint64_t *)(void *)r,
-                          (uint64_t)length | w->tag_bits | ((uint64_t)LB_RECORD_FULL << 24),
-                          memory_order_release);
+    /* The builtin rather than a cast to an _Atomic pointer: the same release store, and Swift's
+     * importer, which compiles this function into every Swift module that logs, cannot represent
+     * an _Atomic cast (it printed a note into every client's build). */
+    __atomic_store_n((uint64_t *)(void *)r,
+                     (uint64_t)length | w->tag_bits | ((uint64_t)LB_RECORD_FULL << 24),
+                     __ATOMIC_RELEASE);
     lb_chunk_header *chunk = w->chunk;
     atomic_store_explicit(&chunk->committed, (uint32_t)(next - (uint8_t *)chunk),
                           memory_order_release);
