@@ -226,14 +226,14 @@ extension LogBundle {
     /// chunk, archives everything sealed and completes the file (``ArchiveOptions/onFileRolled``
     /// runs). Throws `ENOTSUP` when the bundle has no archiver.
     public func rollArchive() throws(LogbookError) {
-        try check(lb_archive_roll(raw), "lb_archive_roll", path: path)
+        try check(lb_archive_roll(raw), .archiver, "lb_archive_roll", path: path)
     }
 
     /// Seals every thread's chunk and waits until all of it is archived and fsynced: what was
     /// logged before the call then survives power loss. Throws the archiver's error (e.g.
     /// `ENOSPC`), or `ETIMEDOUT`.
     public func syncArchive(timeout: Duration = .seconds(30)) throws(LogbookError) {
-        try check(lb_archive_sync(raw, UInt32(clamping: wholeMilliseconds(timeout))), "lb_archive_sync", path: path)
+        try check(lb_archive_sync(raw, UInt32(clamping: wholeMilliseconds(timeout))), .archiver, "lb_archive_sync", path: path)
     }
 
     /// The archiver's statistics, or `nil` when the bundle has none.

@@ -210,14 +210,14 @@ public final class LogBundle: @unchecked Sendable {
                     return lb_bundle_open_archived(path, &options, &archiveOptions, &bundle)
                 }
             }
-            try check(result, "lb_bundle_open_archived", path: path, detailed: true)
+            try check(result, .bundle, "lb_bundle_open_archived", path: path, detailed: true)
             archiveCallbacks = callbacks
         } else {
             let result = withOptionalCString(spec) { spec in
                 options.filter = spec
                 return lb_bundle_open(path, &options, &bundle)
             }
-            try check(result, "lb_bundle_open", path: path, detailed: true)
+            try check(result, .bundle, "lb_bundle_open", path: path, detailed: true)
             archiveCallbacks = nil
         }
         raw = bundle!
@@ -228,7 +228,7 @@ public final class LogBundle: @unchecked Sendable {
     /// C core's words, instead of being clamped into a value the caller never gave.
     private static func checkRepresentable(path: String, archived: Bool, _ checks: [(Bool, String)]) throws(LogbookError) {
         guard let problem = checks.first(where: { !$0.0 }) else { return }
-        throw LogbookError(operation: archived ? "lb_bundle_open_archived" : "lb_bundle_open", path: path,
+        throw LogbookError(subject: .bundle, operation: archived ? "lb_bundle_open_archived" : "lb_bundle_open", path: path,
                            errno: EINVAL, detail: problem.1)
     }
 
@@ -244,13 +244,13 @@ public final class LogBundle: @unchecked Sendable {
     /// The logger with this name (created on first use; the same control for every call).
     public func logger(_ name: String) throws(LogbookError) -> Logger {
         var control: UnsafeMutablePointer<lb_logger>?
-        try check(lb_logger_register(raw, name, &control), "lb_logger_register", path: path)
+        try check(lb_logger_register(raw, name, &control), .bundle, "lb_logger_register", path: path)
         return Logger(bundle: self, control: control!)
     }
 
     /// Seals every thread's open chunk so readers see it complete, and schedules writeback.
     public func flush() throws(LogbookError) {
-        try check(lb_bundle_flush(raw), "lb_bundle_flush", path: path)
+        try check(lb_bundle_flush(raw), .bundle, "lb_bundle_flush", path: path)
     }
 
     /// Makes every record logged before the call durable: it survives a power loss or a kernel
@@ -260,7 +260,7 @@ public final class LogBundle: @unchecked Sendable {
     /// file). Blocks for the disk; one sync runs at a time. From the first sync on, the archiver
     /// syncs each batch before it frees the chunks' slots, and ``close()`` ends with a sync.
     public func sync() throws(LogbookError) {
-        try check(lb_bundle_sync(raw), "lb_bundle_sync", path: path)
+        try check(lb_bundle_sync(raw), .bundle, "lb_bundle_sync", path: path)
     }
 
     /// Seals all chunks and releases the writer lock. Later log calls are dropped and counted
@@ -271,7 +271,7 @@ public final class LogBundle: @unchecked Sendable {
     /// ``flush()``, ``logger(_:)`` and the archive calls after it.
     public func close() throws(LogbookError) {
         defer { archiveCallbacks?.finish() }
-        try check(lb_bundle_shutdown(raw), "lb_bundle_shutdown", path: path)
+        try check(lb_bundle_shutdown(raw), .bundle, "lb_bundle_shutdown", path: path)
     }
 
     /// What has been written and dropped so far.

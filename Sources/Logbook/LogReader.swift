@@ -303,7 +303,7 @@ public final class LogReader {
 
     private static func openReader(_ path: String) throws(LogbookError) -> OpaquePointer {
         var reader: OpaquePointer?
-        try check(lb_reader_open(path, &reader), "lb_reader_open", path: path, detailed: true)
+        try check(lb_reader_open(path, &reader), .reader, "lb_reader_open", path: path, detailed: true)
         return reader!
     }
 
@@ -314,7 +314,7 @@ public final class LogReader {
         lb_reader_discard_entries(raw)
         hasScanned = true
         let result = lb_reader_scan(raw)
-        if result < 0 { try check(Int32(result), "lb_reader_scan", path: path) }
+        if result < 0 { try check(Int32(result), .reader, "lb_reader_scan", path: path) }
         var entries: [LogEntry] = []
         entries.reserveCapacity(Int(result))
         forEachHeld { entries.append($0) }
@@ -454,7 +454,7 @@ public final class LogReader {
     /// Call it once per reader.
     public func verify() throws(LogbookError) -> VerifySummary {
         var summary = lb_verify_summary()
-        try check(lb_reader_verify(raw, &summary), "lb_reader_verify", path: path)
+        try check(lb_reader_verify(raw, &summary), .reader, "lb_reader_verify", path: path)
         return VerifySummary(summary)
     }
 
@@ -478,18 +478,18 @@ public final class LogReader {
     /// each scan).
     public func bundleIdentity() throws(LogbookError) -> BundleIdentity {
         let rc = lb_reader_ring_replaced(raw)
+        try check(rc, .reader, "lb_reader_ring_replaced", path: path)
         switch rc {
         case 0: return .same
         case 1: return .replaced
-        case 2: return .removed
-        default: throw LogbookError(operation: "lb_reader_ring_replaced", path: path, errno: -rc)
+        default: return .removed  // 2
         }
     }
 
     /// Geometry, writer state, chunk states and counters; sessions known from the last scan.
     public func info() throws(LogbookError) -> BundleInfo {
         var info = lb_ring_info()
-        try check(lb_reader_ring_info(raw, &info), "lb_reader_ring_info", path: path)
+        try check(lb_reader_ring_info(raw, &info), .reader, "lb_reader_ring_info", path: path)
         let sessions = (0..<lb_reader_session_count(raw)).compactMap { index -> BundleInfo.Session? in
             guard let s = lb_reader_session(raw, index)?.pointee else { return nil }
             return BundleInfo.Session(
@@ -527,7 +527,7 @@ public final class LogReader {
     /// directory, or the one file it was opened on.
     public func archiveFiles() throws(LogbookError) -> ArchiveDirectoryInfo {
         var info = lb_archive_info()
-        try check(lb_reader_archive_info(raw, &info), "lb_reader_archive_info", path: path)
+        try check(lb_reader_archive_info(raw, &info), .reader, "lb_reader_archive_info", path: path)
         return ArchiveDirectoryInfo(
             files: info.files, writingFiles: info.writing_files, unsyncedFiles: info.unsynced_files,
             compressedFiles: info.compressed_files, bytes: info.bytes,

@@ -203,7 +203,7 @@ extension LogReader {
                 }, opaque)
             }
             if let failure = context.failure { throw failure }
-            if result < 0 { try check(Int32(result), "lb_reader_stream", path: path) }
+            if result < 0 { try check(Int32(result), .reader, "lb_reader_stream", path: path) }
         }
     }
 }

@@ -188,9 +188,7 @@ struct Export: ParsableCommand {
         Thread.detachNewThread {
             var byte: UInt8 = 0
             while true {
-                let n = read(readEnd, &byte, 1)
-                if n < 0 && errno == EINTR { continue }
-                guard n == 1 else { return }
+                guard retryingInterrupts({ read(readEnd, &byte, 1) }) == 1 else { return }
                 Export.stopping.withLock { $0 = true }
                 Export.running.withLock { $0?.cancel() }
                 Export.wake.signal()

@@ -40,11 +40,8 @@ struct Output {
         renderer.bytes.withUnsafeBytes { bytes in
             var offset = 0
             while offset < bytes.count {
-                let n = write(1, bytes.baseAddress! + offset, bytes.count - offset)
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    exit(errno == EPIPE ? 0 : 1)
-                }
+                let n = retryingInterrupts { write(1, bytes.baseAddress! + offset, bytes.count - offset) }
+                if n < 0 { exit(errno == EPIPE ? 0 : 1) }
                 offset += n
             }
         }

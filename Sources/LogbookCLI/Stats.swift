@@ -103,38 +103,37 @@ func readStatistics(_ bundle: String, grouping: LogStatistics.Grouping, selectio
 /// Writes `bytes` to a temporary file beside `path`, then renames it over `path`: a reader of the
 /// report never sees half of it. A symlink at `path` is replaced, not followed; anything else that
 /// is not a regular file (a device such as /dev/null, a FIFO, a socket, a directory) is refused.
-func writeFileAtomically(_ path: String, _ bytes: [UInt8]) throws {
+func writeFileAtomically(_ path: String, _ bytes: [UInt8]) throws(LogbookError) {
     var existing = stat()
     if lstat(path, &existing) == 0 {
         let type = existing.st_mode & S_IFMT
         guard type == S_IFREG || type == S_IFLNK else {
-            throw LogbookError(operation: "refusing to replace a file that is not a regular file", path: path, errno: EEXIST)
+            throw LogbookError(subject: .file, operation: "rename", path: path, errno: EEXIST,
+                               detail: "refusing to replace a file that is not a regular file")
         }
     }
     let temporary = path + ".tmp-\(getpid())"
-    let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
-    guard fd >= 0 else { throw LogbookError(operation: "open", path: temporary, errno: errno) }
-    var offset = 0
-    while offset < bytes.count {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
-        if n < 0 {
-            if errno == EINTR { continue }
-            let error = errno
+    let fd = try systemCall(.file, "open", path: temporary) { open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644) }
+    do throws(LogbookError) {
+        do throws(LogbookError) {
+            var offset = 0
+            while offset < bytes.count {
+                let n = try systemCall(.file, "write", path: temporary) {
+                    bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+                }
+                offset += n
+            }
+            try systemCall(.file, "fsync", path: temporary) { fsync(fd) }
+        } catch {
             close(fd)
-            unlink(temporary)
-            throw LogbookError(operation: "write", path: temporary, errno: error)
+            throw error
         }
-        offset += n
-    }
-    if fsync(fd) != 0 || close(fd) != 0 {
-        let error = errno
+        // Never retried: Linux releases the descriptor even when close fails, with EINTR too.
+        if close(fd) != 0 { throw LogbookError(subject: .file, operation: "close", path: temporary, errno: errno) }
+        try systemCall(.file, "rename", path: path) { rename(temporary, path) }
+    } catch {
         unlink(temporary)
-        throw LogbookError(operation: "fsync", path: temporary, errno: error)
-    }
-    if rename(temporary, path) != 0 {
-        let error = errno
-        unlink(temporary)
-        throw LogbookError(operation: "rename", path: path, errno: error)
+        throw error
     }
 }
 

@@ -41,7 +41,7 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
                 encoding: MessageEncoding<Message> = .json) throws(LogbookError) {
         // A negative size is named as the caller wrote it, not as the 0 it would be clamped to.
         guard maximumBytes >= 0 else {
-            throw LogbookError(operation: "MessageCache", path: file, errno: EINVAL,
+            throw LogbookError(subject: .cache, operation: "MessageCache.init", path: file, errno: EINVAL,
                                detail: "maximumBytes \(maximumBytes) is negative (the file's whole size, at least 8192)")
         }
         var options = lb_cache_options()
@@ -51,14 +51,14 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
         options.durability = durability == .power ? LB_CACHE_DURABLE_POWER.rawValue : LB_CACHE_DURABLE_PROCESS.rawValue
         if let maximumCount {
             guard maximumCount > 0 else {
-                throw LogbookError(operation: "MessageCache", path: file, errno: EINVAL,
+                throw LogbookError(subject: .cache, operation: "MessageCache.init", path: file, errno: EINVAL,
                                    detail: "maximumCount \(maximumCount) is not positive (nil means no limit)")
             }
             options.maximum_count = UInt64(maximumCount)
         }
         if let maximumAge {
             guard maximumAge > .zero else {
-                throw LogbookError(operation: "MessageCache", path: file, errno: EINVAL,
+                throw LogbookError(subject: .cache, operation: "MessageCache.init", path: file, errno: EINVAL,
                                    detail: "maximumAge \(maximumAge) is not positive (nil means no limit)")
             }
             // Nanoseconds, saturating: an age past what 64 bits hold is no limit.
@@ -69,8 +69,8 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
         }
         var opened: OpaquePointer?
         let rc = lb_cache_open(file, &options, &opened)
-        try check(rc, "lb_cache_open", path: file, detailed: true)
-        guard let opened else { throw LogbookError(operation: "lb_cache_open", path: file, errno: EIO) }
+        try check(rc, .cache, "lb_cache_open", path: file, detailed: true)
+        guard let opened else { throw LogbookError(subject: .cache, operation: "lb_cache_open", path: file, errno: EIO) }
         path = file
         cache = opened
         self.encoding = encoding
@@ -114,7 +114,7 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
         case EBADF: "this process is a fork of the one that opened the cache, which stays its writer"
         default: nil
         }
-        return LogbookError(operation: "lb_cache_append", path: path, errno: -rc, detail: detail)
+        return LogbookError(subject: .cache, operation: "lb_cache_append", path: path, errno: -rc, detail: detail)
     }
 
     /// Every message, oldest first (damaged ones skipped: ``reader()`` reports them): what the
@@ -146,13 +146,13 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
     /// consumer's cursor, so that an uploader drains the cache without reading it again.
     public func remove(through sequence: UInt64) throws(LogbookError) {
         let rc = lb_cache_remove_through(cache, sequence)
-        if rc != 0 { throw LogbookError(operation: "lb_cache_remove_through", path: path, errno: -rc) }
+        try check(rc, .cache, "lb_cache_remove_through", path: path)
     }
 
     /// Makes every append so far survive power loss (what ``Durability/power`` does per append).
     public func sync() throws(LogbookError) {
         let rc = lb_cache_sync(cache)
-        if rc != 0 { throw LogbookError(operation: "lb_cache_sync", path: path, errno: -rc) }
+        try check(rc, .cache, "lb_cache_sync", path: path)
     }
 
     public var statistics: Statistics {
@@ -247,13 +247,13 @@ public final class CacheReader<Message: Codable> {
     public init(file: String, encoding: MessageEncoding<Message>, copyLimit: Int? = 4 << 20) throws(LogbookError) {
         var opened: OpaquePointer?
         let rc = lb_cache_reader_open(file, &opened)
-        try check(rc, "lb_cache_reader_open", path: file, detailed: true)
-        guard let opened else { throw LogbookError(operation: "lb_cache_reader_open", path: file, errno: EIO) }
+        try check(rc, .cache, "lb_cache_reader_open", path: file, detailed: true)
+        guard let opened else { throw LogbookError(subject: .cache, operation: "lb_cache_reader_open", path: file, errno: EIO) }
         let limit = copyLimit.map { UInt64(max($0, 0)) } ?? UInt64.max
         let set = lb_cache_reader_set_window(opened, limit)
         if set != 0 {
             lb_cache_reader_close(opened)
-            throw LogbookError(operation: "CacheReader", path: file, errno: -set,
+            throw LogbookError(subject: .cache, operation: "lb_cache_reader_set_window", path: file, errno: -set,
                                detail: "copy limit \(copyLimit.map(String.init) ?? "nil") is under 4096 bytes")
         }
         path = file
@@ -267,7 +267,7 @@ public final class CacheReader<Message: Codable> {
     public func next() throws(LogbookError) -> CachedBytes? {
         var message = lb_cache_message()
         let rc = lb_cache_reader_next(reader, &message)
-        if rc < 0 { throw LogbookError(operation: "lb_cache_reader_next", path: path, errno: -rc) }
+        try check(rc, .cache, "lb_cache_reader_next", path: path)
         if rc == 0 { return nil }
         let bytes = message.length == 0 ? [] : Array(UnsafeBufferPointer(start: message.bytes, count: Int(message.length)))
         return CachedBytes(sequence: message.sequence, wallNanoseconds: message.wall_ns, bytes: bytes)

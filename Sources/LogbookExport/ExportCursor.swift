@@ -242,7 +242,7 @@ public final class ExportCursorStore: @unchecked Sendable {
 
     public init(path: String) throws(LogbookError) {
         let directory = lb_dir_open_private(path, "cursor directory", 1)
-        try check(directory, "lb_dir_open_private", path: path, detailed: true)
+        try check(directory, .exportCursor, "lb_dir_open_private", path: path, detailed: true)
         self.path = path
         self.directory = directory
     }
@@ -264,7 +264,7 @@ public final class ExportCursorStore: @unchecked Sendable {
             return ExportCursor()
         }
         guard var cursor = ExportCursor(decoding: snapshot) else {
-            throw LogbookError(operation: "ExportCursor", path: path + "/" + destination + ".cursor", errno: EPROTO,
+            throw LogbookError(subject: .exportCursor, operation: "ExportCursorStore.load", path: path + "/" + destination + ".cursor", errno: EPROTO,
                                detail: "the cursor file is damaged (its checksum or size is wrong)")
         }
         var generation = ExportCursor.generation(of: snapshot)
@@ -289,9 +289,9 @@ public final class ExportCursorStore: @unchecked Sendable {
                               key: UInt32) throws(LogbookError) -> Journal {
         let name = destination + ".journal"
         let replaced = prefix.withUnsafeBytes { lb_file_replace_at(directory, name, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), $0.count, path) }
-        try check(replaced, "lb_file_replace_at", path: path, detailed: true)
+        try check(replaced, .exportCursor, "lb_file_replace_at", path: path, detailed: true)
         let fd = lb_file_open_at(directory, name, O_RDWR, path)
-        try check(fd, "lb_file_open_at", path: path + "/" + name, detailed: true)
+        try check(fd, .exportCursor, "lb_file_open_at", path: path + "/" + name, detailed: true)
         let journal = Journal(fd: fd, end: Int64(prefix.count), generation: generation, key: key)
         if let old = journals.withLock({ table in defer { table[destination] = journal }; return table[destination] }) { close(old.fd) }
         return journal
@@ -307,15 +307,13 @@ public final class ExportCursorStore: @unchecked Sendable {
     private func read(_ name: String) throws(LogbookError) -> [UInt8]? {
         let fd = lb_file_open_at(directory, name, O_RDONLY, path)
         if fd == -ENOENT { return nil }
-        try check(fd, "lb_file_open_at", path: path + "/" + name, detailed: true)
+        try check(fd, .exportCursor, "lb_file_open_at", path: path + "/" + name, detailed: true)
         defer { close(fd) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw LogbookError(operation: "read", path: path + "/" + name, errno: errno)
+            let n = try systemCall(.exportCursor, "read", path: path + "/" + name) {
+                buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
             }
             if n == 0 { break }
             bytes += buffer[..<n]
@@ -329,11 +327,11 @@ public final class ExportCursorStore: @unchecked Sendable {
     public func lock(_ destination: String) throws(LogbookError) {
         let name = destination + ".lock"
         let fd = lb_file_open_at(directory, name, O_RDWR | O_CREAT, path)
-        try check(fd, "lb_file_open_at", path: path + "/" + name, detailed: true)
+        try check(fd, .exportCursor, "lb_file_open_at", path: path + "/" + name, detailed: true)
         let locked = lb_file_lock_exclusive(fd)
         if locked != 0 {
             close(fd)
-            throw LogbookError(operation: "ExportCursorStore", path: path + "/" + destination + ".cursor", errno: -locked,
+            throw LogbookError(subject: .exportCursor, operation: "ExportCursorStore.lock", path: path + "/" + destination + ".cursor", errno: -locked,
                                detail: locked == -EWOULDBLOCK ? "another exporter uses this cursor (the same destination and source)" : nil)
         }
         lockDescriptors.withLock { $0.append(fd) }
@@ -348,11 +346,9 @@ public final class ExportCursorStore: @unchecked Sendable {
         journal.generation &+= 1
         let bytes = cursor.encoded(generation: journal.generation)
         let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, destination + ".cursor", $0.baseAddress, $0.count, path) }
-        try check(result, "lb_file_replace_at", path: path, detailed: true)
+        try check(result, .exportCursor, "lb_file_replace_at", path: path, detailed: true)
         // The snapshot holds everything: entries left in the journal are of older generations.
-        if ftruncate(journal.fd, 0) != 0 {
-            throw LogbookError(operation: "ftruncate", path: path + "/" + destination + ".journal", errno: errno)
-        }
+        try systemCall(.exportCursor, "ftruncate", path: path + "/" + destination + ".journal") { ftruncate(journal.fd, 0) }
         journal.end = 0
         journal.key = Self.key(of: bytes, destination: destination)
         journals.withLock { $0[destination] = journal }
@@ -365,10 +361,12 @@ public final class ExportCursorStore: @unchecked Sendable {
         journal.generation &+= 1
         let bytes = cursor.journalEntry(changedChunks: chunks, generation: journal.generation, snapshot: journal.key)
         var done = 0
+        let journalPath = path + "/" + destination + ".journal"
         while done < bytes.count {
-            let n = bytes.withUnsafeBytes { pwrite(journal.fd, $0.baseAddress! + done, $0.count - done, off_t(journal.end) + off_t(done)) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { throw LogbookError(operation: "pwrite", path: path + "/" + destination + ".journal", errno: n < 0 ? errno : EIO) }
+            let n = try systemCall(.exportCursor, "pwrite", path: journalPath) {
+                bytes.withUnsafeBytes { pwrite(journal.fd, $0.baseAddress! + done, $0.count - done, off_t(journal.end) + off_t(done)) }
+            }
+            if n == 0 { throw LogbookError(subject: .exportCursor, operation: "pwrite", path: journalPath, errno: EIO) }
             done += n
         }
         journal.end += Int64(bytes.count)

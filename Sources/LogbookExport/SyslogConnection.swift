@@ -1,4 +1,5 @@
 import Foundation
+import Logbook
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -77,15 +78,13 @@ public final class SyslogConnection {
     func receive(into buffer: inout [UInt8], timeout: Double) -> Bool {
         guard fd >= 0 else { return false }
         var entry = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        var ready: Int32
-        repeat { ready = poll(&entry, 1, Int32(max(0, min(timeout, 86_400)) * 1000)) } while ready < 0 && errno == EINTR
+        let ready = retryingInterrupts { poll(&entry, 1, Int32(max(0, min(timeout, 86_400)) * 1000)) }
         if ready < 0 {
             disconnect()
             return false
         }
         if ready == 0 { return true }
-        var n = 0
-        repeat { n = recv(fd, readBuffer, Self.readBufferSize, Int32(MSG_DONTWAIT)) } while n < 0 && errno == EINTR
+        let n = retryingInterrupts { recv(fd, readBuffer, Self.readBufferSize, Int32(MSG_DONTWAIT)) }
         let failed = n < 0 ? errno : 0
         if n > 0 {
             buffer.append(contentsOf: UnsafeRawBufferPointer(start: readBuffer, count: n))
@@ -129,9 +128,10 @@ public final class SyslogConnection {
         }
         var sent = 0
         while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            let n = retryingInterrupts {
+                bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            }
             if n < 0 {
-                if errno == EINTR { continue }
                 failedAfterWriting = sent > 0
                 disconnect()
                 return false

@@ -97,7 +97,7 @@ public struct LogbookService: Service {
             } catch {
                 if error.isClosed { return false }
                 // ENOTSUP: the bundle has no archiver, nothing to sync.
-                if error.errno != ENOTSUP || error.operation != "lb_archive_sync" {
+                if error.errno != ENOTSUP || error.subject != .archiver {
                     failure = failure ?? error
                 }
             }

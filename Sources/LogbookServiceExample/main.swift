@@ -33,8 +33,7 @@ import Musl
 func say(_ line: String, to descriptor: Int32 = STDOUT_FILENO) {
     var bytes = Array((line + "\n").utf8)[...]
     while !bytes.isEmpty {
-        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
-        if written < 0 && errno == EINTR { continue }
+        let written = retryingInterrupts { bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) } }
         guard written > 0 else { return }
         bytes = bytes.dropFirst(written)
     }

@@ -47,7 +47,7 @@ public final class LogCapture: @unchecked Sendable {
         let base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp")
         var template = Array("\(base)/logcapture-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
-            throw LogbookError(operation: "mkdtemp", path: base, errno: errno)
+            throw LogbookError(subject: .file, operation: "mkdtemp", path: base, errno: errno)
         }
         path = String(cString: made) + "/capture.logbook"
         bundle = try LogBundle(

@@ -55,17 +55,17 @@ public final class Spool {
     /// Opens (or creates, 0700) the spool at `path`; throws when another process uses it.
     public init(path: String, clock: @escaping () -> Int64 = Spool.wallClock) throws(LogbookError) {
         let directory = lb_dir_open_private(path, "spool directory", 1)
-        try check(directory, "lb_dir_open_private", path: path, detailed: true)
+        try check(directory, .spool, "lb_dir_open_private", path: path, detailed: true)
         let lock = lb_file_open_at(directory, "lock", O_RDWR | O_CREAT, path)
         if lock < 0 {
             close(directory)
-            try check(lock, "lb_file_open_at", path: path, detailed: true)
+            try check(lock, .spool, "lb_file_open_at", path: path, detailed: true)
         }
         let locked = lb_file_lock_exclusive(lock)
         if locked != 0 {
             close(lock)
             close(directory)
-            throw LogbookError(operation: "Spool", path: path, errno: -locked,
+            throw LogbookError(subject: .spool, operation: "Spool.init", path: path, errno: -locked,
                                detail: locked == -EWOULDBLOCK ? "another process uses this spool (or another Uploader of this process)" : nil)
         }
         self.path = path
@@ -108,18 +108,17 @@ public final class Spool {
         let path: String
 
         init(_ path: String) throws(LogbookError) {
-            let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-            if fd < 0 { throw LogbookError(operation: "open", path: path, errno: errno) }
+            let fd = try systemCall(.file, "open", path: path) { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK) }
             var status = stat()
-            guard fstat(fd, &status) == 0 else {
-                let failure = errno
+            do throws(LogbookError) {
+                try systemCall(.file, "fstat", path: path) { fstat(fd, &status) }
+                guard status.st_mode & S_IFMT == S_IFREG else {
+                    throw LogbookError(subject: .spool, operation: "Spool.submit", path: path, errno: EINVAL,
+                                       detail: "only a regular file can be uploaded")
+                }
+            } catch {
                 close(fd)
-                throw LogbookError(operation: "fstat", path: path, errno: failure)
-            }
-            guard status.st_mode & S_IFMT == S_IFREG else {
-                close(fd)
-                throw LogbookError(operation: "Spool.submit", path: path, errno: EINVAL,
-                                   detail: "only a regular file can be uploaded")
+                throw error
             }
             descriptor = fd
             byteCount = Int(status.st_size)
@@ -129,11 +128,7 @@ public final class Spool {
         deinit { close(descriptor) }
 
         func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int) throws(LogbookError) -> Int {
-            while true {
-                let n = pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset))
-                if n >= 0 { return n }
-                if errno != EINTR { throw LogbookError(operation: "read", path: path, errno: errno) }
-            }
+            try systemCall(.file, "pread", path: path) { pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset)) }
         }
 
         func contentIdentifier() throws(LogbookError) -> String {
@@ -141,10 +136,8 @@ public final class Spool {
             var buffer = [UInt8](repeating: 0, count: 1 << 16)
             var offset = 0
             while true {
-                let n = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(offset)) }
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    throw LogbookError(operation: "read", path: path, errno: errno)
+                let n = try systemCall(.file, "pread", path: path) {
+                    buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, off_t(offset)) }
                 }
                 if n == 0 { break }
                 offset += n
@@ -186,9 +179,8 @@ public final class Spool {
         let data = id + ".data"
         // Link the inode opened above, not whatever the name points to by now.
         if linking && linkat(AT_FDCWD, "/proc/self/fd/\(source.descriptor)", directory, data, AT_SYMLINK_FOLLOW) == 0 {
-            let synced = fsync(source.descriptor) == 0 ? 0 : -errno
-            try check(synced, "fsync", path: file)
-            if fsync(directory) != 0 { throw LogbookError(operation: "fsync", path: path, errno: errno) }
+            try systemCall(.file, "fsync", path: file) { fsync(source.descriptor) }
+            try systemCall(.spool, "fsync", path: path) { fsync(directory) }
         } else {
             do {
                 try copy(source, to: data)
@@ -217,7 +209,7 @@ public final class Spool {
         let item = try record(id, byteCount: bytes.count, source: "")
         let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, id + ".data", $0.baseAddress, $0.count, path) }
         if result < 0 { unlinkat(directory, id + ".state", 0) }
-        try check(result, "lb_file_replace_at", path: path, detailed: true)
+        try check(result, .spool, "lb_file_replace_at", path: path, detailed: true)
         return item
     }
 
@@ -232,7 +224,7 @@ public final class Spool {
             unlinkat(directory, id + ".state", 0)
             return nil
         }
-        try check(fd, "lb_file_open_at", path: dataPath(id))
+        try check(fd, .spool, "lb_file_open_at", path: dataPath(id))
         defer { close(fd) }
         var same = existing.byteCount == byteCount
         if same {
@@ -248,7 +240,7 @@ public final class Spool {
             }
         }
         guard same else {
-            throw LogbookError(operation: "Spool.submit", path: path, errno: EEXIST,
+            throw LogbookError(subject: .spool, operation: "Spool.submit", path: path, errno: EEXIST,
                                detail: "item '\(id)' is already spooled with other content (wait for its outcome, or use another id)")
         }
         return existing
@@ -278,7 +270,7 @@ public final class Spool {
 
     private func requireValid(_ id: String) throws(LogbookError) {
         guard Self.isValidIdentifier(id) else {
-            throw LogbookError(operation: "Spool.submit", path: path, errno: EINVAL,
+            throw LogbookError(subject: .spool, operation: "Spool.submit", path: path, errno: EINVAL,
                                detail: "item identifier '\(escapingControlCharacters(id))' is not 1 to 128 of A-Z a-z 0-9 . _ - (not starting with a dot)")
         }
     }
@@ -286,37 +278,37 @@ public final class Spool {
     private func copy(_ source: borrowing Source, to name: String) throws(LogbookError) {
         let temporary = name + ".new"
         let target = lb_file_create_at(directory, temporary, path)
-        try check(target, "lb_file_create_at", path: path, detailed: true)
-        var failure: Int32 = 0
-        var buffer = [UInt8](repeating: 0, count: 1 << 16)
-        var offset = 0
-        copying: while true {
-            let n = buffer.withUnsafeMutableBytes { pread(source.descriptor, $0.baseAddress, $0.count, off_t(offset)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                failure = -errno
-                break
-            }
-            if n == 0 { break }
-            offset += n
-            var written = 0
-            while written < n {
-                let m = buffer.withUnsafeBytes { write(target, $0.baseAddress! + written, n - written) }
-                if m < 0 {
-                    if errno == EINTR { continue }
-                    failure = -errno
-                    break copying
+        try check(target, .spool, "lb_file_create_at", path: path, detailed: true)
+        let temporaryPath = path + "/" + temporary
+        do throws(LogbookError) {
+            defer { close(target) }
+            var buffer = [UInt8](repeating: 0, count: 1 << 16)
+            var offset = 0
+            while true {
+                let n = try systemCall(.file, "pread", path: source.path) {
+                    buffer.withUnsafeMutableBytes { pread(source.descriptor, $0.baseAddress, $0.count, off_t(offset)) }
                 }
-                written += m
+                if n == 0 { break }
+                offset += n
+                var done = 0
+                while done < n {
+                    let m = try systemCall(.spool, "write", path: temporaryPath) {
+                        buffer.withUnsafeBytes { write(target, $0.baseAddress! + done, n - done) }
+                    }
+                    done += m
+                }
             }
-        }
-        if failure == 0 && fsync(target) != 0 { failure = -errno }
-        close(target)
-        if failure == 0 && renameat(directory, temporary, directory, name) != 0 { failure = -errno }
-        if failure == 0 && fsync(directory) != 0 { failure = -errno }
-        if failure != 0 {
+            try systemCall(.spool, "fsync", path: temporaryPath) { fsync(target) }
+        } catch {
             unlinkat(directory, temporary, 0)
-            throw LogbookError(operation: "Spool.submit", path: path + "/" + name, errno: -failure)
+            throw error
+        }
+        do throws(LogbookError) {
+            try systemCall(.spool, "renameat", path: path + "/" + name) { renameat(directory, temporary, directory, name) }
+            try systemCall(.spool, "fsync", path: path) { fsync(directory) }
+        } catch {
+            unlinkat(directory, temporary, 0)
+            throw error
         }
     }
 
@@ -326,14 +318,14 @@ public final class Spool {
     public func update(_ item: SpooledItem) throws(LogbookError) {
         let bytes = SpoolStateRecord.encode(item)
         let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, item.id + ".state", $0.baseAddress, $0.count, path) }
-        try check(result, "lb_file_replace_at", path: path, detailed: true)
+        try check(result, .spool, "lb_file_replace_at", path: path, detailed: true)
     }
 
     /// Removes an item: its content first, then its state (a crash between leaves a state without
     /// content, which the next `contents()` removes).
     public func remove(_ id: String) throws(LogbookError) {
-        for name in [id + ".data", id + ".state"] where unlinkat(directory, name, 0) != 0 && errno != ENOENT {
-            throw LogbookError(operation: "unlinkat", path: path + "/" + name, errno: errno)
+        for name in [id + ".data", id + ".state"] {
+            try systemCall(.spool, "unlinkat", path: path + "/" + name, ignoring: ENOENT) { unlinkat(directory, name, 0) }
         }
         _ = fsync(directory)
     }
@@ -342,30 +334,29 @@ public final class Spool {
     public func moveAside(_ id: String, to name: String) throws(LogbookError) {
         let target = try subdirectory(name)
         defer { close(target) }
-        for file in [id + ".data", id + ".state"] where renameat(directory, file, target, file) != 0 && errno != ENOENT {
-            throw LogbookError(operation: "renameat", path: path + "/" + file, errno: errno)
+        for file in [id + ".data", id + ".state"] {
+            try systemCall(.spool, "renameat", path: path + "/" + file, ignoring: ENOENT) { renameat(directory, file, target, file) }
         }
         _ = fsync(target)
         _ = fsync(directory)
     }
 
     private func subdirectory(_ name: String) throws(LogbookError) -> Int32 {
-        if mkdirat(directory, name, 0o700) != 0 && errno != EEXIST {
-            throw LogbookError(operation: "mkdirat", path: path + "/" + name, errno: errno)
-        }
+        try systemCall(.spool, "mkdirat", path: path + "/" + name, ignoring: EEXIST) { mkdirat(directory, name, 0o700) }
         let target = lb_dir_open_private(path + "/" + name, "spool directory", 0)
-        try check(target, "lb_dir_open_private", path: path + "/" + name, detailed: true)
+        try check(target, .spool, "lb_dir_open_private", path: path + "/" + name, detailed: true)
         return target
     }
 
     private func readState(_ id: String) throws(LogbookError) -> SpooledItem? {
         let fd = lb_file_open_at(directory, id + ".state", O_RDONLY, nil)
         if fd == -ENOENT { return nil }
-        try check(fd, "lb_file_open_at", path: path + "/" + id + ".state")
+        try check(fd, .spool, "lb_file_open_at", path: path + "/" + id + ".state")
         defer { close(fd) }
         var bytes = [UInt8](repeating: 0, count: SpoolStateRecord.maximumSize + 1)
-        let n = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
-        guard n >= 0 else { throw LogbookError(operation: "pread", path: path + "/" + id + ".state", errno: errno) }
+        let n = try systemCall(.spool, "pread", path: path + "/" + id + ".state") {
+            bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        }
         return SpoolStateRecord.decode(Array(bytes[0..<n]), id: id, byteCount: dataByteCount(id))
     }
 

@@ -223,7 +223,7 @@ public final class Uploader: Sendable {
         guard let id else { return }
         let looksLikeAHash = id.utf8.count == 64 && id.utf8.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
         if looksLikeAHash || id.hasPrefix("lba-") {
-            throw LogbookError(operation: "Uploader.submit", path: configuration.spool, errno: EINVAL,
+            throw LogbookError(subject: .uploader, operation: "Uploader.submit", path: configuration.spool, errno: EINVAL,
                                detail: "item identifier '\(id)' has the shape of Logbook's own (64 hex digits, or lba-…): choose another")
         }
     }
@@ -250,7 +250,7 @@ public final class Uploader: Sendable {
 
     private func requireWithinQuota(_ byteCount: Int, _ file: String?) throws(LogbookError) {
         if let maxBytes = configuration.quota.maxBytes, byteCount > maxBytes {
-            throw LogbookError(operation: "Uploader.submit", path: file ?? configuration.spool, errno: EFBIG,
+            throw LogbookError(subject: .uploader, operation: "Uploader.submit", path: file ?? configuration.spool, errno: EFBIG,
                                detail: "\(byteCount) bytes is more than the spool's quota of \(maxBytes) bytes")
         }
     }
@@ -785,14 +785,13 @@ extension Uploader {
     /// time and the file's number), stable across launches and unique per bundle, without reading
     /// the whole file.
     public static func archiveIdentifier(ofFile path: String) throws(LogbookError) -> String {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW)
-        if fd < 0 { throw LogbookError(operation: "open", path: path, errno: errno) }
+        let fd = try systemCall(.file, "open", path: path) { open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW) }
         defer { close(fd) }
         // The header: at the start, or after the 8 bytes of a zstd skippable frame's head (.lba.zst).
         var start = [UInt8](repeating: 0, count: 8 + MemoryLayout<lb_archive_file_header>.size)
         let n = start.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
         guard n > 0, let header = start.withUnsafeBytes({ Self.archiveHeader(in: UnsafeRawBufferPointer(rebasing: $0[0..<n])) }) else {
-            throw LogbookError(operation: "Uploader.archiveIdentifier", path: path, errno: EPROTO,
+            throw LogbookError(subject: .uploader, operation: "Uploader.archiveIdentifier", path: path, errno: EPROTO,
                                detail: "not a Logbook archive file (its header is missing or damaged)")
         }
         return "lba-\(header.ring_created_wall_ns)-\(header.file_number)"
@@ -842,12 +841,12 @@ extension Uploader {
         var status = stat()
         if stat(path + "/archive", &status) == 0 && status.st_mode & S_IFMT == S_IFDIR { directory = path + "/archive" }
         let fd = lb_dir_open_private(directory, "archive directory", 0)
-        try check(fd, "lb_dir_open_private", path: directory, detailed: true)
+        try check(fd, .file, "lb_dir_open_private", path: directory, detailed: true)
         close(fd)
         let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
         let isBundle = directory != path || files.contains("ring")
         guard isBundle || files.contains(where: { $0.hasPrefix("archive-") && $0.contains(".lba") }) else {
-            throw LogbookError(operation: "Uploader.submitArchives", path: path, errno: EINVAL,
+            throw LogbookError(subject: .uploader, operation: "Uploader.submitArchives", path: path, errno: EINVAL,
                                detail: "neither a bundle nor a directory of archive files")
         }
         var submitted: [SpooledItem] = []
@@ -862,7 +861,7 @@ extension Uploader {
             do throws(LogbookError) {
                 var entry = stat()
                 guard lstat(file, &entry) == 0, entry.st_mode & S_IFMT == S_IFREG else {
-                    throw LogbookError(operation: "Uploader.submitArchives", path: file, errno: EINVAL,
+                    throw LogbookError(subject: .uploader, operation: "Uploader.submitArchives", path: file, errno: EINVAL,
                                        detail: "not a regular file (a symbolic link, FIFO or directory): not uploaded")
                 }
                 id = try Self.archiveIdentifier(ofFile: file)
