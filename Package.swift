@@ -87,14 +87,58 @@ let package = Package(
             ]
         ),
         .target(name: "CLogbookTestSupport", dependencies: ["CLogbook", "CLogbookArchive"], path: "Tests/CLogbookTestSupport"),
+        // Tests: one target per module under test, each named after it; what they share (temporary
+        // directories, running programs, the test servers, type-checking snippets) is LogbookTestKit.
+        // CI runs the classes whose names end in `ConcurrencyTests` under ThreadSanitizer as well.
+        .target(name: "LogbookTestKit", dependencies: ["Logbook"], path: "Tests/LogbookTestKit"),
+        // The core and its C layers (the C test programs too: CProgramTests).
         .testTarget(
             name: "LogbookTests",
             dependencies: [
-                "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookLogging", "LogbookTesting", "LogbookUpload", "LogbookCache", "LogbookExport",
-                "LogbookStatistics", "LogbookMetrics", "LogbookLifecycle", .product(name: "Logging", package: "swift-log"),
+                "Logbook", "CLogbook", "CLogbookArchive", "CLogbookTestSupport", "LogbookTestKit", "LogbookTesting",
+                "LogbookLogging", .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The README's and the DocC articles' examples compile against every module.
+        .testTarget(
+            name: "LogbookDocumentationTests",
+            dependencies: [
+                "LogbookTestKit", "Logbook", "LogbookLogging", "LogbookTesting", "LogbookUpload", "LogbookExport",
+                "LogbookCache", "LogbookStatistics", "LogbookMetrics", "LogbookLifecycle",
+            ]
+        ),
+        .testTarget(
+            name: "LogbookLoggingTests",
+            dependencies: ["Logbook", "LogbookLogging", "LogbookTesting", "LogbookTestKit", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(name: "LogbookTestingTests", dependencies: ["Logbook", "LogbookTesting", "LogbookTestKit"]),
+        .testTarget(name: "LogbookUploadTests", dependencies: ["Logbook", "CLogbook", "CLogbookUpload", "LogbookUpload", "LogbookTestKit"]),
+        .testTarget(
+            name: "LogbookExportTests",
+            dependencies: ["Logbook", "LogbookExport", "LogbookUpload", "LogbookTesting", "LogbookTestKit"]
+        ),
+        .testTarget(name: "LogbookCacheTests", dependencies: ["Logbook", "CLogbook", "LogbookCache", "LogbookTestKit"]),
+        .testTarget(name: "LogbookStatisticsTests", dependencies: ["Logbook", "LogbookStatistics", "LogbookTestKit"]),
+        .testTarget(
+            name: "LogbookMetricsTests",
+            dependencies: [
+                "Logbook", "CLogbook", "LogbookMetrics", "LogbookUpload", "LogbookExport", "LogbookTestKit",
+                .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
+        ),
+        .testTarget(
+            name: "LogbookLifecycleTests",
+            dependencies: [
+                "Logbook", "LogbookLifecycle", "LogbookTestKit", .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The `logbook` command as a user runs it.
+        .testTarget(
+            name: "LogbookCLITests",
+            dependencies: ["Logbook", "LogbookLogging", "LogbookExport", "LogbookTestKit", .product(name: "Logging", package: "swift-log")]
         ),
     ]
 )

@@ -1,4 +1,5 @@
 import Foundation
+import LogbookTestKit
 import XCTest
 @testable import Logbook
 

@@ -1,5 +1,6 @@
 import CLogbook
 import Foundation
+import LogbookTestKit
 import Synchronization
 import XCTest
 @testable import Logbook
@@ -9,99 +10,8 @@ import XCTest
 /// records it cost and the rest is read; the states a crash can leave (a partial `.zst.writing`, a
 /// `.lba` beside its `.zst`) are read once and cleaned up by the next open; plain files of an
 /// earlier run are compressed; the quota counts bytes on disk.
-final class CompressedArchiveTests: XCTestCase {
-    /// The footer of a compressed file and its seek table (docs/FORMAT.md).
-    struct Layout {
-        var frames: [(offset: Int, length: Int, uncompressed: Int)]
-        var listingOffset: Int
-        var tableOffset: Int
-        var size: Int
-    }
-
-    func layout(_ file: String) throws -> Layout {
-        let data = try Data(contentsOf: URL(fileURLWithPath: file))
-        func u64(_ at: Int) -> Int { Int(data[at..<at + 8].withUnsafeBytes { $0.loadUnaligned(as: UInt64.self) }) }
-        func u32(_ at: Int) -> Int { Int(data[at..<at + 4].withUnsafeBytes { $0.loadUnaligned(as: UInt32.self) }) }
-        let footer = data.count - 64
-        XCTAssertEqual(String(decoding: data[footer + 48..<footer + 56], as: UTF8.self), "LBZSTEND")
-        var frames: [(Int, Int, Int)] = []
-        var at = u64(footer + 8)
-        for i in 0..<u32(footer + 40) {
-            let entry = u64(footer + 32) + i * 16
-            frames.append((at, u32(entry), u32(entry + 4)))
-            at += u32(entry)
-        }
-        return Layout(frames: frames, listingOffset: u64(footer + 16), tableOffset: u64(footer + 32), size: data.count)
-    }
-
-    func archiveNames(_ path: String) throws -> [String] {
-        try FileManager.default.contentsOfDirectory(atPath: path + "/archive").filter { $0.hasPrefix("archive-") }.sorted()
-    }
-
-    /// A record of varied size: short and long strings, metadata on some.
-    func message(_ i: Int) -> String { "request \(i) path \(String(repeating: "p", count: (i * 37) % 700))" }
-
-    /// A lossless bundle whose records fill compressed files of 4 MiB (several data frames each).
-    func makeBundle(records: Int = 60_000, maxFileSize: Int = 4 << 20, level: Int? = 1,
-                    rolled: Locked<[ArchivedFile]>? = nil) throws -> String {
-        let path = makeTemporaryDirectory(self) + "/z.logbook"
-        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless,
-                                   losslessWaitMilliseconds: 30_000,
-                                   archive: ArchiveOptions(maxFileSize: maxFileSize, maxFiles: nil, quota: nil,
-                                                           compressionLevel: level,
-                                                           onFileRolled: { file in rolled?.withLock { $0.append(file) } }))
-        let log = try bundle.logger("z")
-        for i in 0..<records {
-            if i % 10 == 0 {
-                log.info("\(message(i))", metadata: ["user": "u\(i)", "size": .init(i)])
-            } else {
-                log.info("\(message(i))")
-            }
-        }
-        try bundle.close()
-        return path
-    }
-
-    func readAll(_ path: String) throws -> (messages: [String], issues: [LogIssue], summary: VerifySummary?) {
-        let reader = try LogReader(path: path)
-        var messages: [String] = []
-        try reader.scan { messages.append($0.message) }
-        let summary = FileManager.default.fileExists(atPath: path + "/ring") ? try reader.verify() : nil
-        return (messages, reader.issues, summary)
-    }
-
-    func testCompressedFilesHoldEveryRecordOnceAndAreAnnouncedByTheirFinalName() throws {
-        let rolled = Locked<[ArchivedFile]>([])
-        let path = try makeBundle(rolled: rolled)
-        let names = try archiveNames(path)
-        XCTAssertGreaterThanOrEqual(names.count, 2)
-        XCTAssertTrue(names.allSatisfy { $0.hasSuffix(".lba.zst") }, "\(names)")
-        let files = rolled.withLock { $0 }
-        XCTAssertEqual(files.map { ($0.path as NSString).lastPathComponent }, names, "each file announced once, by its final name")
-        for file in files {
-            let size = try FileManager.default.attributesOfItem(atPath: file.path)[.size] as! NSNumber
-            XCTAssertEqual(file.bytes, size.uint64Value)
-            XCTAssertTrue(file.isCompressed)
-            XCTAssertGreaterThan(file.uncompressedBytes, 3 * file.bytes)
-            let frames = try layout(file.path).frames
-            XCTAssertEqual(frames.map(\.uncompressed).reduce(0, +), Int(file.uncompressedBytes))
-            XCTAssertTrue(frames.allSatisfy { $0.uncompressed <= 1 << 20 }, "frames of at most ~1 MiB")
-            // One file on its own.
-            let single = try readAll(file.path)
-            XCTAssertEqual(single.issues.map(\.description), [])
-            XCTAssertEqual(UInt64(single.messages.count), file.records)
-        }
-        let (messages, issues, summary) = try readAll(path)
-        XCTAssertEqual(issues.map(\.description), [])
-        XCTAssertEqual(messages, (0..<60_000).map(message))
-        XCTAssertEqual(summary?.recordsExpected, 60_000)
-        XCTAssertEqual(summary?.recordsLost, 0)
-        // Streaming reads the same.
-        var streamed: [String] = []
-        try LogReader(path: path).stream { streamed.append($0.entry.message) }
-        XCTAssertEqual(streamed, messages)
-    }
-
+/// Those of its tests that CI also runs under ThreadSanitizer are in `CompressedArchiveConcurrencyTests`.
+final class CompressedArchiveTests: XCTestCase, CompressedArchiveTestCase {
     /// A flipped byte in one data frame: that frame's chunks are reported with their record
     /// count, every other record is read, and verify accounts for all of them.
     func testDamagedDataFrameCostsOnlyItsRecordsAndSaysHowMany() throws {
@@ -232,43 +142,10 @@ final class CompressedArchiveTests: XCTestCase {
         }
     }
 
-    /// What a crash can leave: a `.lba.zst.writing` (compression cut short) and a `.lba` beside
-    /// its `.lba.zst` (killed between the rename and the delete). Readers read each record once
-    /// with no issue; the next open removes the leftovers.
-    func testCrashLeftoversAreReadOnceAndCleanedUp() throws {
-        let path = try makeBundle(records: 30_000, maxFileSize: 1 << 20, level: nil)
-        let names = try archiveNames(path)
-        XCTAssertTrue(names.allSatisfy { $0.hasSuffix(".lba") }, "\(names)")
-        let keep = makeTemporaryDirectory(self)
-        for name in names.prefix(2) { try FileManager.default.copyItem(atPath: path + "/archive/" + name, toPath: keep + "/" + name) }
-        // Reopened with compression: the plain files of the earlier run are compressed and announced.
-        let rolled = Locked<[ArchivedFile]>([])
-        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless,
-                                   archive: ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil,
-                                                           onFileRolled: { file in rolled.withLock { $0.append(file) } }))
-        try bundle.close()
-        XCTAssertEqual(try archiveNames(path), names.map { $0 + ".zst" })
-        XCTAssertEqual(rolled.withLock { $0.count }, names.count)
-        // The states a kill leaves, planted: the .lba back beside its .zst, a partial .zst.writing.
-        try FileManager.default.copyItem(atPath: keep + "/" + names[0], toPath: path + "/archive/" + names[0])
-        let partial = path + "/archive/" + names[1] + ".zst.writing"
-        let zst = try Data(contentsOf: URL(fileURLWithPath: path + "/archive/" + names[1] + ".zst"))
-        try zst.prefix(zst.count / 2).write(to: URL(fileURLWithPath: partial))
-        let (messages, issues, summary) = try readAll(path)
-        XCTAssertEqual(issues.map(\.description), [])
-        XCTAssertEqual(messages, (0..<30_000).map(message))
-        XCTAssertEqual(summary?.recordsLost, 0)
-        // The next open keeps one copy of each.
-        try LogBundle(path: path, capacity: 1 << 20, chunkSize: 64 << 10, wrapPolicy: .lossless,
-                      archive: ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil)).close()
-        XCTAssertEqual(try archiveNames(path), names.map { $0 + ".zst" })
-        XCTAssertEqual(try readAll(path).messages.count, 30_000)
-    }
-
     /// A follower that opened a `.lba.writing` while it was being created keeps reading that file
     /// (the same bytes) after it was completed, compressed and its `.lba` deleted: what its name
     /// says now (`.lba.zst`) is not what the open file holds, and that is no damage. Found by
-    /// `FollowerTests` in CI: "a plain archive file under a compressed file's name".
+    /// `FollowerConcurrencyTests` in CI: "a plain archive file under a compressed file's name".
     func testAFileCompressedWhileAFollowerReadsItIsReadOnceWithoutAnIssue() throws {
         let path = try makeBundle(records: 20_000, maxFileSize: 1 << 20, level: nil)
         let plainName = try XCTUnwrap(try archiveNames(path).first)
@@ -299,79 +176,6 @@ final class CompressedArchiveTests: XCTestCase {
         // A new reader opens the .lba.zst and reads the same.
         XCTAssertEqual(try readAll(directory).messages, expected)
         XCTAssertEqual(try readAll(directory).issues.map(\.description), [])
-    }
-
-    /// The quota counts bytes on disk: compressed, the same quota keeps several times the records.
-    func testQuotaCountsCompressedBytes() throws {
-        var kept: [Int] = []
-        for level in [nil, 1] as [Int?] {
-            let path = makeTemporaryDirectory(self) + "/quota.logbook"
-            let quota = 256 << 10
-            let bundle = try LogBundle(path: path, capacity: 256 << 10, chunkSize: 16 << 10, wrapPolicy: .lossless,
-                                       losslessWaitMilliseconds: 30_000,
-                                       archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: quota,
-                                                               compressionLevel: level))
-            let log = try bundle.logger("quota")
-            // (Rolling waits for compression: files waiting for it count whole, so a compressor
-            // far behind makes retention delete sooner.)
-            for i in 0..<60_000 {
-                log.info("\(message(i % 50))")
-                if i % 150 == 149 { try bundle.rollArchive() }
-            }
-            try bundle.close()
-            let names = try archiveNames(path)
-            let bytes = try names.map {
-                (try FileManager.default.attributesOfItem(atPath: path + "/archive/" + $0)[.size] as! NSNumber).intValue
-            }.reduce(0, +)
-            XCTAssertLessThanOrEqual(bytes, quota, "\(names)")
-            let (messages, issues, _) = try readAll(path + "/archive")
-            XCTAssertEqual(issues.filter(\.isFailure).map(\.description), [])
-            kept.append(messages.count)
-        }
-        XCTAssertGreaterThan(kept[1], 3 * kept[0], "compressed, the quota holds several times the records: \(kept)")
-    }
-
-    /// Compression far behind (level 19, a writer at full speed): the quota still holds, because a
-    /// file waiting for compression that must go is announced uncompressed and deleted; every file
-    /// is announced exactly once.
-    ///
-    /// Behind on any machine: a spinning thread per core keeps the compressor, which runs at idle
-    /// priority (SCHED_IDLE), from all but a sliver of CPU while the writer logs. (Without them, a
-    /// fast core against a slow fsync let compression keep up.)
-    func testQuotaHoldsWhileCompressionIsBehind() throws {
-        let hogs = CPUHogs()
-        defer { hogs.stop() }
-        let path = makeTemporaryDirectory(self) + "/behind.logbook"
-        let quota = 1 << 20, fileSize = 256 << 10
-        let rolled = Locked<[ArchivedFile]>([])
-        let bundle = try LogBundle(path: path, capacity: 256 << 10, chunkSize: 16 << 10, wrapPolicy: .lossless,
-                                   losslessWaitMilliseconds: 30_000,
-                                   archive: ArchiveOptions(maxFileSize: fileSize, maxFiles: nil, quota: quota, compressionLevel: 19,
-                                                           onFileRolled: { file in rolled.withLock { $0.append(file) } }))
-        let log = try bundle.logger("behind")
-        var peak = 0
-        for i in 0..<60_000 {
-            log.info("\(message(i))")
-            if i % 1000 == 999 {
-                let names = try archiveNames(path)
-                let bytes = names.compactMap { try? FileManager.default.attributesOfItem(atPath: path + "/archive/" + $0)[.size] as? NSNumber }
-                    .map(\.intValue).reduce(0, +)
-                peak = max(peak, bytes)
-            }
-        }
-        hogs.stop()
-        try bundle.close()
-        // The quota, plus at most the file being compressed beside its partial copy.
-        XCTAssertLessThanOrEqual(peak, quota + 2 * fileSize)
-        let files = rolled.withLock { $0 }
-        XCTAssertEqual(files.map(\.number), Array(1...UInt64(files.count)), "each file announced once, in order")
-        XCTAssertTrue(files.contains { !$0.isCompressed }, "some were announced uncompressed to make room")
-        let reader = try LogReader(path: path)
-        var count = 0
-        try reader.scan { _ in count += 1 }
-        let summary = try reader.verify()
-        XCTAssertEqual(reader.issues.filter(\.isFailure).map(\.description), [])
-        XCTAssertEqual(UInt64(count) + summary.recordsRetired, 60_000)
     }
 
     /// A roll returns once its file (and those before it) are announced, not once compression has
@@ -435,31 +239,5 @@ final class CompressedArchiveTests: XCTestCase {
             XCTAssertTrue(try archiveNames(path).allSatisfy { $0.hasSuffix(".lba.zst") })
             XCTAssertEqual(try readAll(path).messages, (0..<5000).map(message), "level \(level)")
         }
-    }
-}
-
-/// A thread per core spinning at normal priority until `stop()`: work at idle priority (SCHED_IDLE,
-/// as the archiver's compressor) gets almost no CPU meanwhile, however fast the machine is.
-final class CPUHogs: @unchecked Sendable {
-    private let running = Locked(true)
-    private let group = DispatchGroup()
-
-    init() {
-        for _ in 0..<max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) {
-            group.enter()
-            Thread.detachNewThread { [self] in
-                var spins = 0
-                while true {
-                    spins &+= 1
-                    if spins % 4096 == 0, !running.withLock({ $0 }) { break }
-                }
-                group.leave()
-            }
-        }
-    }
-
-    func stop() {
-        running.withLock { $0 = false }
-        group.wait()
     }
 }

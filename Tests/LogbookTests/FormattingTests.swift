@@ -1,3 +1,4 @@
+import LogbookTestKit
 import XCTest
 @testable import Logbook
 

@@ -1,11 +1,13 @@
 import CLogbook
 import Foundation
+import LogbookTestKit
 import XCTest
 @testable import Logbook
 
 /// Power loss and kernel crashes (FORMAT.md "Power loss"): a record whose pages come from two
 /// moments is never shown, and what a sync made durable is held to by verify. The simulator that
 /// composes crash images page by page is `Tests/CTests/power_loss.c` (CProgramTests).
+/// Those of its tests that CI also runs under ThreadSanitizer are in `PowerLossConcurrencyTests`.
 final class PowerLossTests: XCTestCase {
     /// Replaces page `page` of chunk slot `slot` of `path`'s ring with the same page of `from`.
     private func copyPage(of from: String, into path: String, slot: Int, page: Int, chunkSize: Int) throws {
@@ -325,37 +327,6 @@ final class PowerLossTests: XCTestCase {
         XCTAssertEqual(try reader.readAll().count, 0)
         _ = try reader.verify()
         XCTAssertTrue(reader.issues.contains { $0.isFailure && $0.reason.contains("a sync made") }, "\(reader.issues)")
-    }
-
-    /// Syncs from the interval thread and from a caller, while four threads log into a ring that
-    /// wraps (overwrite) or waits for its archiver (lossless): every record is read back once or
-    /// counted overwritten, and verify passes. Run under ThreadSanitizer in CI.
-    func testSyncsWhileThreadsLogLoseNothing() throws {
-        for policy in [WrapPolicy.overwrite, .lossless] {
-            let path = makeTemporaryDirectory(self) + "/busy-\(policy).logbook"
-            let archive: ArchiveOptions? = policy == .lossless
-                ? ArchiveOptions(maxFileSize: 1 << 20, maxFiles: nil, quota: nil, compressionLevel: nil) : nil
-            let bundle = try LogBundle(path: path, capacity: 256 << 10, chunkSize: 16 << 10, wrapPolicy: policy,
-                                       losslessWaitMilliseconds: 60_000, archive: archive,
-                                       durability: .interval(.milliseconds(1)))
-            let log = try bundle.logger("busy")
-            let perThread = 5_000
-            let threads = (0..<4).map { t in
-                Thread {
-                    for i in 0..<perThread { log.info("thread \(t) record \(i) \(String(repeating: "b", count: i % 200))") }
-                }
-            }
-            threads.forEach { $0.start() }
-            for _ in 0..<50 { try bundle.sync() }
-            while threads.contains(where: { !$0.isFinished }) { try bundle.sync() }
-            try bundle.close()
-            let reader = try LogReader(path: path)
-            let messages = try reader.readAll().map(\.message)
-            let summary = try reader.verify()
-            XCTAssertEqual(Set(messages).count, messages.count, "no record twice")
-            XCTAssertEqual(UInt64(messages.count) + summary.recordsOverwritten, UInt64(4 * perThread), "\(policy)")
-            XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(reader.issues)")
-        }
     }
 
     /// `sync()` after close is refused, never a silent success.

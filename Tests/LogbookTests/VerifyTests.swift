@@ -1,5 +1,6 @@
 import CLogbook
 import Foundation
+import LogbookTestKit
 import XCTest
 @testable import Logbook
 

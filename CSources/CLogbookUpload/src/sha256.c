@@ -1,6 +1,6 @@
 /* SHA-256 as FIPS 180-4 section 6.2 specifies it, with the x86 SHA extensions where the CPU has
  * them; both paths are checked against its vectors and sha256sum
- * (Tests/LogbookTests/SHA256Tests.swift, which switches with lb_sha256_use_portable). */
+ * (Tests/LogbookUploadTests/SHA256Tests.swift, which switches with lb_sha256_use_portable). */
 #include "logbook_sha256.h"
 #include <string.h>
 
