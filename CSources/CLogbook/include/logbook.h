@@ -591,8 +591,11 @@ static inline void lb_record_put_redacted(lb_writer *w, uint8_t type) {
 }
 
 /* Commits the record with its call site: zeroes the next header slot, then release-stores the
- * header. Returns 0, or -EMSGSIZE / -ENOSPC / -EBADF / -EDEADLK / -EIO when the record was dropped
- * (and counted). A record begun before lb_bundle_shutdown and committed after shutdown gave up
+ * header. Returns 0, or when the record was dropped (and counted): -EMSGSIZE (too large),
+ * -ENOSPC (no chunk free: every chunk owned by a writer), -ENOBUFS (a lossless ring full: the
+ * archiver freed no chunk within lossless_wait_ms, counted `ring_full`; a large record is dropped
+ * so too, whatever its size), -EBADF (closed), -EDEADLK (logged from inside a logging call) or
+ * -EIO. A record begun before lb_bundle_shutdown and committed after shutdown gave up
  * waiting for it (2 s) and detached the ring returns -EBADF (dropped, counted `closed`); one
  * committed before the ring was detached reached the file and returns 0. */
 static inline int lb_record_commit(lb_writer *w, uint32_t site) {
@@ -761,9 +764,13 @@ typedef int (*lb_entry_visitor)(void *context, const lb_entry *entry);
  * 64 MiB of chunks, whatever the bundle; lb_reader_window_peak says how many). Time order is exact
  * once the writer has stopped, but for a record whose timestamp is older than 64 MiB of records
  * written after it (a record whose arguments took long to evaluate while other threads wrote):
- * it comes when it is read. While a writer runs, a record committed late after taking its
- * timestamp may come after a later one. Returns the number of entries visited, or -errno when the bundle cannot be read at
- * all. When `visit` returns nonzero, no more entries are handed out by this call, but it still
+ * it comes when it is read. While a writer runs, each call hands out its own entries in order, but
+ * across calls a record can come after later ones: one committed late after taking its timestamp,
+ * and one whose chunk a call could not read yet while it read later chunks (the chunk's archive
+ * file not listed yet, or the beginning of a fragment in it awaited). A directory of more archive
+ * files than half the process's descriptor limit is read a batch of the oldest files at a time,
+ * each closed once read. Returns the number of entries visited, or -errno when the bundle cannot
+ * be read at all. When `visit` returns nonzero, no more entries are handed out by this call, but it still
  * reads to the end of what is new (without decoding), so that the reader stays whole: the records
  * not handed out count as read (verify does not report them) and the next call starts after them.
  * Issues, lb_reader_overwritten and lb_reader_verify work as after lb_reader_scan. */
@@ -825,7 +832,10 @@ int lb_arg_next(const uint8_t *args, uint32_t args_length, uint32_t *offset, lb_
 enum lb_issue_kind {
     LB_ISSUE_CORRUPT = 1,       /* bytes that should be valid are not: verify fails */
     LB_ISSUE_TRUNCATED = 2,     /* a file is shorter than it should be: verify fails */
-    LB_ISSUE_TORN = 3,          /* an incomplete write at a crash (meta tail, lone fragment) */
+    LB_ISSUE_TORN = 3,          /* an incomplete write: at a crash (meta tail, lone fragment),
+                                   or a large record its writer gave up midway (dropped and
+                                   counted, e.g. when a lossless ring filled): no record is lost
+                                   that the counters do not account for */
     LB_ISSUE_UNKNOWN_SITE = 4,  /* a record names a site that no meta entry defines */
     LB_ISSUE_MISSING = 5,       /* a file, chunks or records the bundle says it holds are not
                                    there: verify fails */

@@ -5,6 +5,8 @@
 #define _GNU_SOURCE
 #include "reader_internal.h"
 
+#include <sys/resource.h>
+
 /* The reader's big arrays (entries, their order, argument bytes) are anonymous mappings sized from
  * the chunk headers' record counts and pre-faulted in one MAP_POPULATE: building the index of a
  * large bundle was otherwise a third page-fault traps. (Transparent huge pages were tried: 2-5x
@@ -383,7 +385,38 @@ static int refresh_ring(lb_reader *r) {
  * and with it the beginning of a large record whose end is in the next chunk. Chunks are read
  * after both listings: archive files' meta frames, which define what chunks refer to, are read
  * when they are listed. */
+/* The most archive files one pass keeps open: half the descriptors this process may have. */
+static size_t archive_open_limit(void) {
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1024;
+    return limit.rlim_cur / 2 < 16 ? 16 : (size_t)(limit.rlim_cur / 2);
+}
+
+/* More archive files wait to be read than may be open at once (a directory of thousands): this
+ * pass lists only the oldest of them, as many as may be open, and nothing of the ring, whose
+ * chunks are newer; the pass closes them once read and lb_reader_stream runs another. 1 when it
+ * did so. */
+static int list_oldest_archive_files(lb_reader *r, ref_list *refs) {
+    lb_rd_list_archive_directory(r);
+    size_t open = 0, waiting = 0, limit = archive_open_limit();
+    for (size_t i = 0; i < r->archive_count; i++) {
+        if (r->archives[i].fd >= 0) open++;
+        else if (!r->archives[i].done) waiting++;
+    }
+    r->archives_deferred = 0;
+    if (open + waiting <= limit || open >= limit) return 0;
+    for (size_t i = 0; i < r->archive_count && open < limit; i++) {
+        if (r->archives[i].done) continue;
+        if (r->archives[i].fd < 0) open++;
+        lb_rd_collect_archive(r, i, refs);
+    }
+    r->archives_deferred = 1;
+    if (refs->count) qsort(refs->refs, refs->count, sizeof *refs->refs, lb_rd_compare_refs);
+    return 1;
+}
+
 static int list_chunks(lb_reader *r, ref_list *refs) {
+    if (list_oldest_archive_files(r, refs)) return 0;
     const int ring_listed_first = r->ring_mode && r->ring_fd >= 0 && r->geometry_known;
     if (ring_listed_first) {
         int rc = lb_rd_collect_ring(r, refs);
@@ -435,7 +468,7 @@ static int list_archived_meanwhile(lb_reader *r, ref_list *refs, size_t at) {
 /* Another archived copy of a chunk already read: a good second copy means the chunk was archived
  * twice; a damaged one is damage. Its records are shown once. */
 static void report_second_copy(lb_reader *r, const chunk_ref *ref) {
-    archive_file *f = &r->archives[ref->source];
+    archive_file *f = lb_rd_ref_file(r, ref);
     int intact = f->fd >= 0 &&
                  lb_archive_source_read(&f->src, r->chunk, ref->length, ref->offset) == (ssize_t)ref->length &&
                  lb_crc32c(0, r->chunk, ref->length) == ref->body_crc;
@@ -480,6 +513,10 @@ static int read_listed_chunk(lb_reader *r, ref_list *refs, size_t i, uint64_t *r
 
 /* One pass over what is new: chunks in sequence order, through the window to r->visit. */
 static long read_pass(lb_reader *r) {
+    /* Taken before anything is listed: a writer gone by then wrote all it ever will into what this
+     * pass lists. One that stops during the pass may still finish a large record this pass began
+     * (its last fragment committed after the listing): the next pass reads it. */
+    const int writer_gone = !lb_rd_writer_alive(r);
     if (r->ring_mode) {
         int rc = refresh_ring(r);
         if (rc) return rc;
@@ -501,8 +538,9 @@ static long read_pass(lb_reader *r) {
         if (f->done && f->fd >= 0) lb_rd_close_archive_file(f);
     }
 
-    /* A large record whose beginning the walk found but whose writer is gone will never finish. */
-    if (r->pending_count && !lb_rd_writer_alive(r)) {
+    /* A large record whose beginning the walk found but whose writer is gone will never finish
+     * (unless its next fragment is in what a pass of the oldest archive files left to read). */
+    if (r->pending_count && writer_gone && !r->archives_deferred) {
         while (r->pending_count) {
             pending_record *p = &r->pending[r->pending_count - 1];
             lb_rd_add_issue(r, LB_ISSUE_TORN, p->first_file, p->first_file_offset, p->length,
@@ -527,7 +565,9 @@ static long stream(lb_reader *r, const lb_read_filter *filter, lb_entry_visitor 
     r->memo = NULL;
     r->memo_count = r->memo_capacity = 0;
     r->memo_last = NULL;
-    long rc = read_pass(r);
+    long rc;
+    do rc = read_pass(r);
+    while (rc >= 0 && r->archives_deferred && !r->stopped);
     r->visit = NULL;
     r->filtering = 0;
     return rc;

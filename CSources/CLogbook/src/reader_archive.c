@@ -5,19 +5,9 @@
 #include "reader_internal.h"
 
 /* ---- archive files ---- */
-void lb_rd_list_archive_directory(lb_reader *r) {
-    if (!r->archive_dir) return;
-    DIR *d = opendir(r->archive_dir);
-    if (!d) {
-        r->archive_dir_missing = errno == ENOENT;
-        if (errno != ENOENT && !r->archive_dir_reported) { /* said once, never skipped in silence */
-            r->archive_dir_reported = 1;
-            lb_rd_add_issuef(r, LB_ISSUE_MISSING, "archive", 0, 0, 0, "the archive directory cannot be read: %s",
-                       strerror(errno));
-        }
-        return;
-    }
-    r->archive_dir_missing = 0;
+/* Adds the archive files `d` lists that r->archives lacks, in number order; a file renamed since
+ * (.lba.writing to .lba, .lba to .lba.zst) keeps its entry under its new name. */
+static void add_listed_files(lb_reader *r, DIR *d) {
     struct dirent *e;
     while ((e = readdir(d))) {
         uint64_t number;
@@ -50,7 +40,53 @@ void lb_rd_list_archive_directory(lb_reader *r) {
         r->archives[at] = (archive_file){.number = number, .name = name, .fd = -1, .kind = kind,
                                          .in_directory = 1};
     }
+}
+
+/* Whether the numbers listed have a hole: archive files are numbered without gaps (retention
+ * deletes the oldest), so a hole is a file deleted or damaged, or one a listing missed. */
+static int numbers_have_a_hole(const lb_reader *r) {
+    for (size_t i = 1; i < r->archive_count; i++)
+        if (r->archives[i].number > r->archives[i - 1].number + 1) return 1;
+    return 0;
+}
+
+void lb_rd_list_archive_directory(lb_reader *r) {
+    if (!r->archive_dir) return;
+    DIR *d = opendir(r->archive_dir);
+    if (!d) {
+        r->archive_dir_missing = errno == ENOENT;
+        if (errno != ENOENT && !r->archive_dir_reported) { /* said once, never skipped in silence */
+            r->archive_dir_reported = 1;
+            lb_rd_add_issuef(r, LB_ISSUE_MISSING, "archive", 0, 0, 0, "the archive directory cannot be read: %s",
+                       strerror(errno));
+        }
+        return;
+    }
+    r->archive_dir_missing = 0;
+    /* A file renamed while readdir runs (the archiver completing or compressing it) can be missed
+     * by that listing, and its chunks read after later ones. A hole in the numbers is listed
+     * again, at most twice (a file really missing stays a hole; verify reports it). */
+    add_listed_files(r, d);
+    for (int again = 0; again < 2 && numbers_have_a_hole(r); again++) {
+        rewinddir(d);
+        add_listed_files(r, d);
+    }
     closedir(d);
+}
+
+/* The archive file a chunk reference was listed from, found by its number when a later listing
+ * moved it in r->archives (archives are kept in number order; a file a readdir missed while it
+ * was renamed is inserted before later ones when the next listing finds it). */
+archive_file *lb_rd_ref_file(lb_reader *r, const chunk_ref *ref) {
+    archive_file *f = &r->archives[ref->source];
+    if (f->number == ref->file_number) return f;
+    size_t low = 0, high = r->archive_count;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (r->archives[middle].number < ref->file_number) low = middle + 1;
+        else high = middle;
+    }
+    return &r->archives[low];  /* entries are never removed: the number is there */
 }
 
 /* The name issues carry: the file's base name, kept for the reader's lifetime. */
@@ -148,7 +184,12 @@ static archive_file *ready_archive_file(lb_reader *r, size_t index) {
         f = &r->archives[index];
         if (f->number != number) return NULL;  /* relisted: the files moved; the next pass reads it */
         if (err) {
-            if (err == ENOENT) return NULL;  /* deleted since the listing: next scan */
+            /* Gone though the directory was listed again: deleted (retention) since the listing;
+             * what it held is counted as retired. Not looked for again. */
+            if (err == ENOENT) {
+                f->done = 1;
+                return NULL;
+            }
             lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), 0, 0, 0,
                        "archive file cannot be opened: %s", strerror(err));
             f->done = 1;
@@ -271,7 +312,7 @@ static int list_archived_chunk(lb_reader *r, size_t index, const lb_archive_fram
     if (!seen || (!seen->broken && seen->offset < head->length))
         lb_rd_push_ref(refs, (chunk_ref){h.sequence, (int32_t)index, 0, body, head->length,
                                    atomic_load(&h.record_count), head->body_crc,
-                                   h.session, lb_rd_chunk_floor(&start)});
+                                   h.session, lb_rd_chunk_floor(&start), f->number});
     return 0;
 }
 
@@ -369,7 +410,7 @@ void lb_rd_collect_archive(lb_reader *r, size_t index, ref_list *refs) {
 /* The copy buffer holds an archived chunk image: its CRC must match the frame's. */
 void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_copy_follows,
                                 int *walked) {
-    archive_file *f = &r->archives[ref->source];
+    archive_file *f = lb_rd_ref_file(r, ref);
     *walked = 0;
     seen_chunk *seen = lb_rd_seen_find(r, ref->sequence);
     if (seen && (seen->broken || seen->offset >= ref->length)) return;  /* the ring had it */

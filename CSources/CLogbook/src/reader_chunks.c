@@ -164,7 +164,7 @@ int lb_rd_collect_ring(lb_reader *r, ref_list *refs) {
         }
         if (seen && (seen->broken || atomic_load(&h.committed) <= seen->offset)) continue;
         lb_rd_push_ref(refs, (chunk_ref){h.sequence, -1, slot, 0, 0, atomic_load(&h.record_count), 0,
-                                   h.session, lb_rd_chunk_floor(&start)});
+                                   h.session, lb_rd_chunk_floor(&start), 0});
     }
     return 0;
 }
@@ -186,7 +186,7 @@ void lb_rd_collect_mirror(lb_reader *r, ref_list *refs) {
             start.h.sequence != e->sequence || lb_chunk_header_check(&start.h, slot, count) < 0)
             continue;
         lb_rd_push_ref(refs, (chunk_ref){e->sequence, SOURCE_MIRROR, slot, (uint64_t)slot * size,
-                                   e->committed, e->records, 0, start.h.session, lb_rd_chunk_floor(&start)});
+                                   e->committed, e->records, 0, start.h.session, lb_rd_chunk_floor(&start), 0});
     }
 }
 

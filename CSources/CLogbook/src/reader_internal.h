@@ -193,6 +193,8 @@ struct lb_reader {
                                cut short, if the writer is dead) */
     int archive_dir_missing;
     int archive_dir_reported;                   /* an unreadable archive directory was reported */
+    int archives_deferred;   /* the last pass read only the oldest archive files: more than may be
+                                open at once were waiting (lb_reader_stream reads on) */
     /* records overwritten before this reader could read them (lb_reader_overwritten) */
     int overwritten_baseline_set;
     uint64_t overwritten_baseline, overwritten_now;
@@ -275,6 +277,10 @@ typedef struct chunk_ref {
     uint32_t body_crc; /* archive: the frame's CRC-32C of the image */
     uint32_t session;  /* of its header: with the anchor, the least key its records can have */
     uint64_t anchor;   /* its tick anchor, taken at claim before any record was written */
+    uint64_t file_number; /* archive: the file's number. `source` is where the file was in
+                             r->archives when listed; a later listing can insert a file before it
+                             (one readdir missed while it was renamed), so the number is what
+                             identifies it (lb_rd_ref_file) */
 } chunk_ref;
 
 typedef struct ref_list {
@@ -356,6 +362,7 @@ const char *lb_rd_archive_label(lb_reader *r, archive_file *f);
 void lb_rd_collect_archive(lb_reader *r, size_t index, ref_list *refs);
 void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_copy_follows, int *walked);
 void lb_rd_close_archive_file(archive_file *f);
+archive_file *lb_rd_ref_file(lb_reader *r, const chunk_ref *ref);
 
 /* reader_order.c: time order and the read window */
 int lb_rd_order_entries(const lb_entry *entries, uint32_t *order, size_t first, size_t count);

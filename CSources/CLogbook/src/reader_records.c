@@ -549,14 +549,17 @@ static int fragment_beginning_may_come(lb_reader *r, uint64_t chunk, uint64_t pr
     seen_chunk *self = lb_rd_seen_find(r, chunk);
     if (self && self->deferrals >= 3) return 0;
     seen_chunk *seen = lb_rd_seen_find(r, previous);
-    if (seen && (seen->broken || seen->gone)) return 0;
+    /* Gone from a lossless ring is not gone: its archived copy is still to be read (the listing
+     * that should have had it can miss a file being renamed as it is read). */
+    const int lossless = r->header.wrap_policy == LB_WRAP_LOSSLESS;
+    if (seen && (seen->broken || (seen->gone && !lossless))) return 0;
     const uint32_t count = r->header.chunk_count, size = r->header.chunk_size;
     lb_chunk_header h;
     uint64_t at = LB_RING_HEADER_SIZE + (previous % count) * (uint64_t)size;
     if (lb_pread_full(r->ring_fd, &h, sizeof h, at) != (ssize_t)sizeof h) return 0;
     if (h.sequence == previous && lb_chunk_header_check(&h, (uint32_t)(previous % count), count) >= 0)
         return !seen || atomic_load(&h.committed) > seen->offset;
-    return r->header.wrap_policy == LB_WRAP_LOSSLESS && !(seen && seen->archived);
+    return lossless && !(seen && seen->archived);
 }
 
 /* Whether the overwrite policy destroyed the beginning of a large record whose next fragment found

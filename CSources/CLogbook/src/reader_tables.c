@@ -127,7 +127,8 @@ int lb_rd_compare_refs(const void *a, const void *b) {
     const chunk_ref *x = a, *y = b;
     if (x->sequence != y->sequence) return x->sequence < y->sequence ? -1 : 1;
     if ((x->source < 0) != (y->source < 0)) return (x->source < 0) - (y->source < 0);
-    return (x->source > y->source) - (x->source < y->source);
+    if (x->source < 0) return (x->source > y->source) - (x->source < y->source);
+    return (x->file_number > y->file_number) - (x->file_number < y->file_number);
 }
 
 /* ---- walking a chunk image (ring, mirror or archive) ---- */
