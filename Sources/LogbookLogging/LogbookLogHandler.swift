@@ -33,12 +33,13 @@ public struct LogbookLogHandler: LogHandler {
     /// - Parameters:
     ///   - label: the swift-log label, used as the Logbook logger name.
     ///   - bundle: the bundle that records this handler's calls.
-    ///   - logLevel: this handler's own level. The default records everything, leaving the choice to
-    ///     the bundle's filter; swift-log's usual default is `.info`.
+    ///   - logLevel: this handler's own level: `.info` by default, as swift-log's own handlers, so
+    ///     that a framework's trace and debug lines (Hummingbird's, Vapor's) are not recorded unless
+    ///     asked for. `.trace` leaves the choice to the bundle's filter (`LOGBOOK_FILTER`).
     ///   - metadata: handler metadata, added to every call's.
     ///   - metadataProvider: swift-log's metadata provider, asked at every call.
     public init(
-        label: String, bundle: LogBundle, logLevel: Logging.Logger.Level = .trace,
+        label: String, bundle: LogBundle, logLevel: Logging.Logger.Level = .info,
         metadata: Logging.Logger.Metadata = [:], metadataProvider: Logging.Logger.MetadataProvider? = nil
     ) {
         self.label = label
@@ -51,7 +52,7 @@ public struct LogbookLogHandler: LogHandler {
 
     /// Makes Logbook the process's swift-log backend (`LoggingSystem.bootstrap`, once per process).
     public static func bootstrap(
-        _ bundle: LogBundle, logLevel: Logging.Logger.Level = .trace,
+        _ bundle: LogBundle, logLevel: Logging.Logger.Level = .info,
         metadataProvider: Logging.Logger.MetadataProvider? = nil
     ) {
         LoggingSystem.bootstrap(

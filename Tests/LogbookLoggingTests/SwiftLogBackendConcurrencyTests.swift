@@ -15,7 +15,7 @@ final class SwiftLogBackendConcurrencyTests: XCTestCase {
 
     func makeLogger(_ capture: LogCapture, _ label: String, metadataProvider: Logging.Logger.MetadataProvider? = nil) -> Logging.Logger {
         Logging.Logger(label: label) { label in
-            LogbookLogHandler(label: label, bundle: capture.bundle, metadataProvider: metadataProvider)
+            LogbookLogHandler(label: label, bundle: capture.bundle, logLevel: .trace, metadataProvider: metadataProvider)
         }
     }
 
@@ -165,6 +165,22 @@ final class SwiftLogBackendConcurrencyTests: XCTestCase {
         XCTAssertEqual(entry.source, "OldModule")
         XCTAssertEqual(entry.file, "Old/File.swift")
         XCTAssertEqual(entry.line, 7)
+    }
+
+    /// Bootstrapped as the README shows, the handler records from `.info` up, as swift-log's own
+    /// handlers: a framework's trace and debug lines are not recorded unless asked for.
+    func testTheHandlerRecordsFromInfoUpByDefault() throws {
+        let capture = try LogCapture()
+        let logger = Logging.Logger(label: "framework") { LogbookLogHandler(label: $0, bundle: capture.bundle) }
+        XCTAssertEqual(logger.logLevel, .info)
+        logger.trace("request lifecycle")
+        logger.debug("router matched")
+        logger.info("request done")
+        XCTAssertEqual(try capture.entries().map(\.message), ["request done"])
+        var verbose = logger
+        verbose.logLevel = .trace
+        verbose.debug("asked for")
+        try capture.expect(.debug, logger: "framework", message: "asked for")
     }
 
     func testFilterAppliesToLabelsAndSkipsTheMessage() throws {
