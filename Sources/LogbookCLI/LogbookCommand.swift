@@ -283,12 +283,20 @@ struct Verify: ParsableCommand {
         // Streamed: every record is checked (no filter), memory bounded by the read window.
         do { try reader.stream { _ in count += 1 } } catch let error as LogbookError { unreadable = error }
         let summary = unreadable == nil ? try? reader.verify() : nil
-        let issues = reader.issues
+        // Records the overwrite policy destroyed are what an overwrite ring is for: a count on its
+        // own line, not an issue.
+        let issues = reader.issues.filter { $0.kind != .overwritten }
+        let overwrittenIssues = reader.issues.filter { $0.kind == .overwritten }
+        let overwritten = overwrittenIssues.reduce(UInt64(0)) { $0 + $1.records }
         for issue in issues { say("\(issue)") }
         let failures = issues.filter(\.isFailure).count
         if let unreadable {
             say("unreadable: \(unreadable)")
             throw ExitCode(1)
+        }
+        if !overwrittenIssues.isEmpty {
+            let records = overwritten > 0 ? "\(overwritten) records" : "records"
+            say("overwritten: \(records) destroyed by the overwrite policy before they were read or archived (expected of an overwrite ring, not damage)")
         }
         say("\(count) entries, \(issues.count) issues, \(failures) failures")
         if let summary {

@@ -129,6 +129,25 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(objects[0]["file"] as? String, "LogbookCLITests/CLITests.swift")
     }
 
+    /// Records the overwrite policy destroyed are a count on a line of their own, not an issue:
+    /// verify of a wrapped overwrite ring says how many and passes with 0 issues.
+    func testVerifyCountsOverwrittenRecordsApartFromIssues() throws {
+        let path = makeTemporaryDirectory(self) + "/wrapped.logbook"
+        let bundle = try LogBundle(path: path, capacity: 32 << 10, chunkSize: 4096, idleSealMilliseconds: 0)
+        let log = try bundle.logger("wrap")
+        for i in 0..<5_000 { log.info("record \(i) of a ring far too small to hold them all") }
+        try bundle.close()
+        let result = try runProgram(logbook, ["verify", path])
+        XCTAssertEqual(result.status, 0, result.output)
+        let lines = result.output.split(separator: "\n").map(String.init)
+        let overwritten = lines.filter { $0.hasPrefix("overwritten: ") }
+        XCTAssertEqual(overwritten.count, 1, result.output)
+        let count = overwritten.first.flatMap { UInt64($0.dropFirst("overwritten: ".count).prefix { $0.isNumber }) } ?? 0
+        XCTAssertGreaterThan(count, 0, result.output)
+        XCTAssertTrue(lines.contains { $0.hasSuffix(" entries, 0 issues, 0 failures") }, result.output)
+        XCTAssertFalse(lines.contains { $0.hasPrefix("overwritten ring") }, "policy reported as an issue:\n\(result.output)")
+    }
+
     func testVerifyAndInfo() throws {
         let clean = try runProgram(logbook, ["verify", bundlePath])
         XCTAssertEqual(clean.status, 0, clean.output)
