@@ -3,7 +3,7 @@ import CLogbookArchive
 import Synchronization
 
 /// How the archiver persists the ring: rolling files in a directory, kept within a count and a
-/// disk quota. Pass it to ``LogBundle/init(path:capacity:chunkSize:wrapPolicy:idleSealMilliseconds:losslessWaitMilliseconds:archive:durability:filter:applyEnvironmentFilter:)``.
+/// disk quota. Pass it to ``LogBundle/init(path:capacity:chunkSize:wrapPolicy:idleSealMilliseconds:losslessWaitMilliseconds:archive:durability:filter:applyEnvironmentFilter:createParentDirectories:permissions:)``.
 ///
 /// The defaults suit binary chunks: 16 MiB files (256 chunks of 64 KiB, about 350,000 typical
 /// records), rolled after 24 hours, 16 files within 256 MiB.

@@ -151,9 +151,29 @@ public final class LogBundle: @unchecked Sendable {
         }
     }
 
+    /// Who may read a bundle (`lb_options.permissions`). Nobody but its owner ever writes to it.
+    public enum Permissions: Sendable, Equatable {
+        /// The directory 0700, its files 0600: only this user reads it (the default).
+        case `private`
+        /// The directory 0750, its files 0640, the archive's too: the members of this user's group
+        /// (a log shipper, an operator's account) read it with `logbook show` or ``LogReader``.
+        /// Applied at every open, so an existing private bundle opened so becomes group readable
+        /// (and stays so until changed with `chmod`: `.private` leaves an existing bundle's modes
+        /// as they are).
+        case groupReadable
+
+        var raw: UInt32 {
+            switch self {
+            case .private: return UInt32(LB_PERMISSIONS_PRIVATE.rawValue)
+            case .groupReadable: return UInt32(LB_PERMISSIONS_GROUP_READABLE.rawValue)
+            }
+        }
+    }
+
     /// Opens (or creates) the bundle at `path`.
     /// - Parameters:
-    ///   - path: the bundle directory, created (0700, files 0600) if it does not exist.
+    ///   - path: the bundle directory, created (0700, files 0600) if it does not exist. Its parent
+    ///     must exist unless `createParentDirectories`.
     ///   - capacity: ring bytes, used when the bundle is created (an existing bundle keeps its size).
     ///   - chunkSize: bytes per chunk, a power of two from 4 KiB to 16 MiB.
     ///   - wrapPolicy: what happens when the ring is full.
@@ -167,6 +187,10 @@ public final class LogBundle: @unchecked Sendable {
     ///   - applyEnvironmentFilter: apply `LOGBOOK_FILTER` on top of `filter` (its rules replace those
     ///     for the same pattern). A malformed value is ignored with a line on stderr and in
     ///     ``environmentFilterWarning``: a typo in the environment never stops a program from logging.
+    ///   - createParentDirectories: create the missing directories above the bundle directory too
+    ///     (with its mode), resolved with the same checks (a symlink on the way is followed only
+    ///     when this user or root owns it). `false`: a missing parent throws `ENOENT`.
+    ///   - permissions: who may read the bundle (see ``Permissions``); `.private` by default.
     public init(
         path: String,
         capacity: Int = 16 << 20,
@@ -177,7 +201,9 @@ public final class LogBundle: @unchecked Sendable {
         archive: ArchiveOptions? = nil,
         durability: Durability = .none,
         filter: LogFilter = LogFilter(),
-        applyEnvironmentFilter: Bool = true
+        applyEnvironmentFilter: Bool = true,
+        createParentDirectories: Bool = false,
+        permissions: Permissions = .private
     ) throws(LogbookError) {
         try Self.checkRepresentable(path: path, archived: archive != nil, [
             (capacity >= 0, "capacity \(capacity) bytes is negative"),
@@ -199,6 +225,8 @@ public final class LogBundle: @unchecked Sendable {
         options.lossless_wait_ms = UInt32(clamping: losslessWaitMilliseconds)
         options.ignore_environment_filter = applyEnvironmentFilter ? 0 : 1
         options.sync_interval_ms = UInt32(clamping: durability.milliseconds)
+        options.create_parents = createParentDirectories ? 1 : 0
+        options.permissions = permissions.raw
         var bundle: OpaquePointer?
         let spec = filter.rules.isEmpty ? nil : filter.description
         if let archive {

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -539,6 +540,147 @@ static void test_forked_child_closes_without_hanging(int archived) {
     lb_reader_close(r);
 }
 
+static unsigned mode_of(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0 ? (unsigned)(st.st_mode & 07777) : 01;
+}
+
+/* create_parents: every missing component is made (the bundle directory's mode, whatever the
+ * umask), the bundle directory checked as always; without it a missing parent is -ENOENT. */
+static void test_missing_parents_are_created_when_asked(void) {
+    char path[512], parent[512];
+    snprintf(path, sizeof path, "%s/parents/a/b/app.logbook", dir);
+    snprintf(parent, sizeof parent, "%s/parents/a", dir);
+    lb_options o;
+    small_options(&o);
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open(path, &o, &b) == -ENOENT);
+    CHECK(!exists(parent));
+    o.create_parents = 1;
+    mode_t saved = umask(0);  /* a permissive umask must not widen what is made */
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    umask(saved);
+    if (b) CHECK(lb_bundle_close(b) == 0);
+    CHECK(mode_of(parent) == 0700);
+    CHECK(mode_of(path) == 0700);
+    /* A symlink planted by another user on the way is still not followed. */
+    if (geteuid() == 0) {
+        char target[512], link[512], through[600];
+        snprintf(target, sizeof target, "%s/parents/elsewhere", dir);
+        snprintf(link, sizeof link, "%s/parents/planted", dir);
+        snprintf(through, sizeof through, "%s/x/app.logbook", link);
+        CHECK(mkdir(target, 0777) == 0 && symlink(target, link) == 0 && lchown(link, other_uid, other_uid) == 0);
+        CHECK(lb_bundle_open(through, &o, &b) == -ELOOP);
+        char inside[600];
+        snprintf(inside, sizeof inside, "%s/x", target);
+        CHECK(!exists(inside));
+    }
+}
+
+static int count_entry(void *context, const lb_entry *entry) {
+    (void)entry;
+    ++*(long *)context;
+    return 0;
+}
+
+/* The entries a reader in a child running as user `nobody` of group `gid` reads from `path`, or
+ * the reader's -errno (as the child's exit status: 0-255 fits a negated errno or a count / 10). */
+static long reads_as_other_user(const char *path, gid_t gid) {
+    int pipe_fds[2];
+    if (pipe(pipe_fds) != 0) return -1000;
+    pid_t child = fork();
+    if (child == 0) {
+        close(pipe_fds[0]);
+        long result = -1000;
+        if (setgroups(0, NULL) == 0 && setgid(gid) == 0 && setuid(other_uid) == 0) {
+            lb_reader *r;
+            int rc = lb_reader_open(path, &r);
+            if (rc) result = rc;
+            else {
+                long n = 0;
+                long streamed = lb_reader_stream(r, NULL, count_entry, &n);
+                result = streamed < 0 ? streamed : n;
+                lb_reader_close(r);
+            }
+        }
+        if (write(pipe_fds[1], &result, sizeof result) != (ssize_t)sizeof result) _exit(1);
+        _exit(0);
+    }
+    close(pipe_fds[1]);
+    long result = -1000;
+    if (read(pipe_fds[0], &result, sizeof result) != (ssize_t)sizeof result) result = -1000;
+    close(pipe_fds[0]);
+    waitpid(child, NULL, 0);
+    return result;
+}
+
+/* LB_PERMISSIONS_GROUP_READABLE: the directory 0750 and every file 0640 (ring, meta, lock, the
+ * mirror and durable files, the archive directory and its files, compressed ones too), exactly,
+ * under a umask that would take the group's bits away; applied again when an existing private
+ * bundle is opened with it. A private bundle stays 0700/0600. */
+static void test_group_readable_bundles(void) {
+    char path[512], name[600];
+    snprintf(path, sizeof path, "%s/group-readable.logbook", dir);
+    mode_t saved = umask(077);
+    lb_options o;
+    small_options(&o);
+    o.sync_interval_ms = 60000;  /* the mirror and durable files exist from the open */
+    lb_archive_options a;
+    lb_archive_options_init(&a);
+    a.compression_level = 1;
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open_archived(path, &o, &a, &b) == 0);  /* private first */
+    lb_logger *log = NULL;
+    if (b) CHECK(lb_logger_register(b, "net", &log) == 0);
+    for (int i = 0; log && i < 1000; i++) LB_INFO(log, "private record {}", i);
+    if (b) CHECK(lb_archive_roll(b) == 0);
+    if (b) CHECK(lb_bundle_close(b) == 0);
+    CHECK(mode_of(path) == 0700);
+    snprintf(name, sizeof name, "%s/ring", path);
+    CHECK(mode_of(name) == 0600);
+    snprintf(name, sizeof name, "%s/archive/archive-0000000001.lba.zst", path);
+    CHECK(mode_of(name) == 0600);
+
+    o.permissions = LB_PERMISSIONS_GROUP_READABLE;
+    b = NULL;
+    CHECK(lb_bundle_open_archived(path, &o, &a, &b) == 0);
+    if (b) CHECK(lb_logger_register(b, "net", &log) == 0);
+    for (int i = 0; b && i < 1000; i++) LB_INFO(log, "shared record {}", i);
+    if (b) CHECK(lb_archive_roll(b) == 0);
+    if (b) CHECK(lb_bundle_close(b) == 0);
+    umask(saved);
+    CHECK(mode_of(path) == 0750);
+    const char *files[] = {"ring", "meta", "lock", "mirror", "durable"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        snprintf(name, sizeof name, "%s/%s", path, files[i]);
+        if (mode_of(name) != 0640) fprintf(stderr, "%s: mode %04o\n", name, mode_of(name));
+        CHECK(mode_of(name) == 0640);
+    }
+    snprintf(name, sizeof name, "%s/archive", path);
+    CHECK(mode_of(name) == 0750);
+    for (int number = 1; number <= 2; number++) {
+        snprintf(name, sizeof name, "%s/archive/archive-%010d.lba.zst", path, number);
+        if (mode_of(name) != 0640) fprintf(stderr, "%s: mode %04o\n", name, mode_of(name));
+        CHECK(mode_of(name) == 0640);
+    }
+    /* Another user of the owner's group reads it all; of another group, nothing. */
+    if (geteuid() == 0) {
+        CHECK(chmod(dir, 0755) == 0);  /* the test's own directory (mkdtemp: 0700) on the way */
+        long in_group = reads_as_other_user(path, getegid()), outside = reads_as_other_user(path, other_uid);
+        if (in_group != 2000 || outside != -EACCES)
+            fprintf(stderr, "read as nobody: in the group %ld entries, outside it %ld\n", in_group, outside);
+        CHECK(in_group == 2000);
+        CHECK(outside == -EACCES);
+        CHECK(chmod(dir, 0700) == 0);
+    } else {
+        printf("skipped: reading as another user of the group (needs root)\n");
+    }
+    o.permissions = 7;
+    b = NULL;
+    CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
+    CHECK_DETAIL("permissions 7");
+}
+
 int main(void) {
     setenv("LOGBOOK_CLOCK", "monotonic", 1);
     unsetenv("LOGBOOK_FILTER");
@@ -556,6 +698,8 @@ int main(void) {
     test_file_replacement_is_atomic_and_follows_the_rules();
     test_closed_bundle_never_writes_meta();
     test_retention_never_deletes_another_bundles_files();
+    test_missing_parents_are_created_when_asked();
+    test_group_readable_bundles();
     test_forked_child_closes_without_hanging(0);
     test_forked_child_closes_without_hanging(1);
     char cmd[512];

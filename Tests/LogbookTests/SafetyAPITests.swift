@@ -20,6 +20,35 @@ final class SafetyAPITests: XCTestCase {
         }
     }
 
+    /// `createParentDirectories` makes the missing directories above the bundle (0700, like it);
+    /// without it a missing parent is ENOENT. `permissions: .groupReadable` makes the directory
+    /// 0750 and its files 0640, whatever the umask.
+    func testParentsAndGroupReadableBundles() throws {
+        let base = makeTemporaryDirectory(self)
+        let path = base + "/srvapp/logs/app.logbook"
+        XCTAssertThrowsError(try LogBundle(path: path, capacity: 1 << 20)) { error in
+            XCTAssertEqual((error as? LogbookError)?.errno, ENOENT, "\(error)")
+        }
+        let saved = umask(0o077)
+        defer { umask(saved) }
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, createParentDirectories: true, permissions: .groupReadable)
+        try bundle.logger("srv").info("up")
+        try bundle.close()
+        func mode(_ path: String) throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
+        }
+        XCTAssertEqual(try mode(base + "/srvapp"), 0o750)
+        XCTAssertEqual(try mode(base + "/srvapp/logs"), 0o750)
+        XCTAssertEqual(try mode(path), 0o750)
+        for file in ["ring", "meta", "lock"] { XCTAssertEqual(try mode(path + "/" + file), 0o640, file) }
+        let reader = try LogReader(path: path)
+        XCTAssertEqual(try reader.readAll().map(\.message), ["up"])
+        let privatePath = base + "/private/app.logbook"
+        try LogBundle(path: privatePath, capacity: 1 << 20, createParentDirectories: true).close()
+        XCTAssertEqual(try mode(base + "/private"), 0o700)
+        XCTAssertEqual(try mode(privatePath + "/ring"), 0o600)
+    }
+
     func testReaderOnAnythingButABundleOrArchiveThrowsNamingThePath() throws {
         let root = makeTemporaryDirectory(self)
         let empty = root + "/empty"

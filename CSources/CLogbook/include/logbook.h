@@ -77,14 +77,29 @@ typedef struct lb_options {
                                  process crash, and a power loss keeps what the kernel wrote back,
                                  a torn record never shown). Costs a second file the ring's size
                                  (`mirror`) and the disk writes of what is logged */
+    uint32_t create_parents;  /* 1: create the bundle directory's missing parents too (each made
+                                 with the bundle directory's mode; the path is resolved as below,
+                                 and the bundle directory checked as always); 0 (default): a
+                                 missing parent is -ENOENT */
+    uint32_t permissions;     /* lb_permissions: who may read the bundle. Applied at every open
+                                 for writing, to the directory, its files and the archive's */
 } lb_options;
+
+/* Who may read a bundle. Nobody but its owner may ever write to it. */
+typedef enum lb_permissions {
+    LB_PERMISSIONS_PRIVATE = 0,        /* directories 0700, files 0600 (the default) */
+    LB_PERMISSIONS_GROUP_READABLE = 1, /* directories 0750, files 0640: the members of the owner's
+                                          group (a log shipper, an operator) read it, with
+                                          `logbook show` or the reader */
+} lb_permissions;
 
 /* Defaults: 16 MiB ring of 64 KiB chunks, overwrite, idle chunks sealed after 1000 ms, a lossless
  * writer waits up to 100 ms for the archiver (long enough for a slow fsync, short enough that a
  * stalled disk never hangs the program: it loses records, counted, instead). */
 void lb_options_init(lb_options *options);
 
-/* Opens the bundle directory at `path` for writing, creating it (0700, files 0600) if needed.
+/* Opens the bundle directory at `path` for writing, creating it (0700, files 0600, or as
+ * `permissions` says) if needed, and its missing parents with `create_parents`.
  * An existing bundle keeps its geometry (capacity and chunk size from the options are ignored) and
  * its records; new records follow them.
  *

@@ -29,6 +29,16 @@ int lb_dir_check_private(int dir_fd, const char *role, const char *path);
  * otherwise). The descriptor, or -errno with a detail. */
 int lb_dir_open_private(const char *path, const char *role, int create);
 
+/* lb_dir_open_private with the mode of the directories it creates (0700 or 0750; set exactly,
+ * whatever the umask) and, with `create_parents`, every missing component of the path created so,
+ * not only the last. */
+int lb_dir_open_private_mode(const char *path, const char *role, int create, int create_parents,
+                             mode_t mode);
+
+/* Sets the mode of an open file or directory this user owns to `mode` exactly (fchmod), unless it
+ * has it already. 0 or -errno. */
+int lb_fd_set_mode(int fd, mode_t mode);
+
 /* Opens `name` in `dir_fd` with `flags` (O_RDONLY, O_RDWR, optionally O_CREAT) plus O_CLOEXEC,
  * O_NOFOLLOW and O_NONBLOCK (a FIFO never blocks the open; the flag is cleared again unless the
  * caller asked for it): the descriptor, -ENOENT, -ELOOP for a symlink, -EINVAL for anything but a

@@ -352,6 +352,11 @@ static int valid_options(const lb_options *o) {
                             LB_WRAP_OVERWRITE, LB_WRAP_LOSSLESS);
         return 0;
     }
+    if (o->permissions != LB_PERMISSIONS_PRIVATE && o->permissions != LB_PERMISSIONS_GROUP_READABLE) {
+        lb_error_detail_set("permissions %u are neither private (%u) nor group readable (%u)", o->permissions,
+                            LB_PERMISSIONS_PRIVATE, LB_PERMISSIONS_GROUP_READABLE);
+        return 0;
+    }
     uint64_t count = o->capacity / o->chunk_size;
     if (count < 2 || count > LB_CHUNK_COUNT_MAX) {
         lb_error_detail_set("capacity %llu bytes holds %llu chunks of %u bytes; a ring needs 2 to %u "
@@ -542,7 +547,9 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     rc = lb_filter_open(b, options);  /* before any logger can be registered */
     if (rc) goto fail;
 
-    b->dir_fd = lb_dir_open_private(path, "bundle directory", 1);
+    b->group_readable = options->permissions == LB_PERMISSIONS_GROUP_READABLE;
+    b->dir_fd = lb_dir_open_private_mode(path, "bundle directory", 1, options->create_parents != 0,
+                                         LB_DIR_MODE(b));
     if (b->dir_fd < 0) { rc = b->dir_fd; goto fail; }
     b->lock_fd = lb_file_open_at(b->dir_fd, "lock", O_RDWR | O_CREAT, path);
     if (b->lock_fd < 0) { rc = b->lock_fd; goto fail; }
@@ -563,6 +570,13 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
         rc = open_existing_files(b, options, &header);
     }
     if (rc) goto fail;
+    /* Group readable: applied at every open for writing, so an existing bundle becomes so too. */
+    if (lb_bundle_share(b, b->dir_fd, 1) || lb_bundle_share(b, b->lock_fd, 0) ||
+        lb_bundle_share(b, b->ring_fd, 0) || lb_bundle_share(b, b->meta_fd, 0)) {
+        rc = -errno;
+        lb_error_detail_set("'%s' cannot be made group readable: %s", path, strerror(errno));
+        goto fail;
+    }
     b->chunk_size = header.chunk_size;
     b->chunk_count = header.chunk_count;
     b->wrap_policy = header.wrap_policy;

@@ -76,6 +76,8 @@ typedef struct path_walk {
     const char *role;       /* "bundle directory" */
     const char *path;       /* as the caller gave it, for messages */
     int symlinks;           /* followed so far (at most 40, as the kernel) */
+    int create_parents;     /* create every missing component, not only the last */
+    mode_t mode;            /* of the directories created */
 } path_walk;
 
 static int walk_fail(path_walk *w, int at, int err, const char *what, const char *prefix, int length) {
@@ -96,8 +98,9 @@ static int walk_fail(path_walk *w, int at, int err, const char *what, const char
     return -err;
 }
 
-/* Opens directory `rest` relative to `at` (consumed), creating its last component (0700) when
- * `create` and it is missing. `display` is the text `rest` lies in, for messages. */
+/* Opens directory `rest` relative to `at` (consumed), creating its last component (mode
+ * w->mode) when `create` and it is missing, and every missing component with w->create_parents.
+ * `display` is the text `rest` lies in, for messages. */
 static int walk_from(path_walk *w, int at, const char *display, const char *rest, int create) {
     char component[NAME_MAX + 1];
     for (;;) {
@@ -118,10 +121,16 @@ static int walk_from(path_walk *w, int at, const char *display, const char *rest
         int fd;
         do fd = openat(at, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         while (fd < 0 && errno == EINTR);
-        if (fd < 0 && errno == ENOENT && last && create) {
-            if (mkdirat(at, component, 0700) != 0 && errno != EEXIST)
+        if (fd < 0 && errno == ENOENT && create && (last || w->create_parents)) {
+            if (mkdirat(at, component, w->mode) != 0 && errno != EEXIST)
                 return walk_fail(w, at, errno, NULL, display, prefix);
             fd = openat(at, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            /* Made by this user: its mode exactly, whatever the umask took away. */
+            if (fd >= 0 && lb_fd_set_mode(fd, w->mode) != 0) {
+                int err = errno;
+                close(fd);
+                return walk_fail(w, at, err, NULL, display, prefix);
+            }
         }
         if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
             int err = errno;
@@ -153,8 +162,20 @@ static int walk_from(path_walk *w, int at, const char *display, const char *rest
     }
 }
 
+int lb_fd_set_mode(int fd, mode_t mode) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return -errno;
+    if ((st.st_mode & 07777) == mode) return 0;
+    return fchmod(fd, mode) == 0 ? 0 : -errno;
+}
+
 int lb_dir_open_private(const char *path, const char *role, int create) {
-    path_walk w = {role, path, 0};
+    return lb_dir_open_private_mode(path, role, create, 0, 0700);
+}
+
+int lb_dir_open_private_mode(const char *path, const char *role, int create, int create_parents,
+                             mode_t mode) {
+    path_walk w = {role, path, 0, create_parents, mode};
     if (!*path) {
         lb_error_detail_set("%s: the path is empty", role);
         return -ENOENT;

@@ -261,11 +261,20 @@ typedef struct lb_abandoned_chunk {
     uint32_t header_records, header_end;  /* the chunk's header just before the remap */
 } lb_abandoned_chunk;
 
+/* The modes of a bundle's directories and files (lb_options.permissions). */
+#define LB_DIR_MODE(b) ((b)->group_readable ? 0750 : 0700)
+#define LB_FILE_MODE(b) ((b)->group_readable ? 0640 : 0600)
+
+/* A file or directory of the bundle made group readable when the bundle is (its mode set exactly);
+ * a private bundle's are left as they are. 0 or -errno. */
+static inline int lb_bundle_share(const struct lb_bundle *b, int fd, int directory);
+
 struct lb_bundle {
     lb_bundle_hot hot;             /* must stay first: read by inline lb_site_lookup */
     char *path;
     int dir_fd;                    /* the bundle directory, checked: every file is opened in it */
     int ring_fd, meta_fd, lock_fd;
+    int group_readable;            /* LB_PERMISSIONS_GROUP_READABLE: every file 0640, directory 0750 */
     lb_ring_header *ring;
     size_t map_length;
     uint8_t *chunks;
@@ -408,5 +417,10 @@ void lb_bundle_attach_archiver(lb_bundle *b, void *archiver, int (*stop)(void *a
 void lb_bundle_chunks_released(lb_bundle *b);
 /* The bundle's directory and geometry, for the archiver. */
 static inline const char *lb_bundle_path(const lb_bundle *b) { return b->path; }
+
+static inline int lb_bundle_share(const struct lb_bundle *b, int fd, int directory) {
+    if (!b->group_readable || fd < 0) return 0;
+    return lb_fd_set_mode(fd, directory ? 0750 : 0640);
+}
 
 #endif

@@ -198,8 +198,9 @@ static int link_custom_directory(lb_bundle *b, const char *dir) {
 static int open_archive_directory(archiver *a, const char *custom) {
     lb_bundle *b = a->b;
     if (custom) {
-        int fd = lb_dir_open_private(custom, "archive directory", 1);
+        int fd = lb_dir_open_private_mode(custom, "archive directory", 1, 0, LB_DIR_MODE(b));
         if (fd < 0) return fd;
+        lb_bundle_share(b, fd, 1);
         int rc = link_custom_directory(b, custom);
         if (rc) {
             close(fd);
@@ -207,7 +208,7 @@ static int open_archive_directory(archiver *a, const char *custom) {
         }
         return fd;
     }
-    if (mkdirat(b->dir_fd, "archive", 0700) != 0 && errno != EEXIST) {
+    if (mkdirat(b->dir_fd, "archive", (mode_t)LB_DIR_MODE(b)) != 0 && errno != EEXIST) {
         int err = errno;
         lb_error_detail_set("cannot create archive directory '%s': %s", a->dir, strerror(err));
         return -err;
@@ -220,6 +221,7 @@ static int open_archive_directory(archiver *a, const char *custom) {
         return -err;
     }
     int rc = lb_dir_check_private(fd, "archive directory", a->dir);
+    if (!rc) rc = lb_bundle_share(b, fd, 1);
     if (rc) {
         close(fd);
         return rc;

@@ -261,6 +261,8 @@ int lb_compressor_run(lb_compressor *c, int dir_fd, uint64_t number, lb_compress
         if (outfd < 0) {
             rc = outfd;
             *why = "cannot create the compressed file";
+        } else {
+            lb_fd_set_mode(outfd, st.st_mode & 0777);  /* readable by whom the original was */
         }
     }
     uint64_t at = 0;
