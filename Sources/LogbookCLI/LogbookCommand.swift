@@ -133,8 +133,11 @@ struct Show: ParsableCommand {
 
     @OptionGroup var selection: RecordSelection
 
-    @Option(help: "Only entries whose message matches this regular expression.")
+    @Option(help: "Only entries whose message, or one of whose metadata pairs as `key=value`, matches this regular expression.")
     var grep: String?
+
+    @Option(name: .customLong("where"), help: ArgumentHelp("Only entries whose metadata has this key with this value (`request_id=abc`; repeat for several, all must hold).", valueName: "key=value"))
+    var conditions: [String] = []
 
     @Flag(help: "Append the call site (file:line) and thread to each text line.")
     var source = false
@@ -153,10 +156,16 @@ struct Show: ParsableCommand {
 
         var output = Output()
         let format: LineRenderer.Format = json ? .json : .text(includeSource: source)
+        let wanted = try conditions.map { condition -> (key: String, value: String) in
+            guard let equals = condition.firstIndex(of: "="), equals != condition.startIndex else {
+                throw ValidationError("--where: '\(escapingControlCharacters(condition))' is not key=value")
+            }
+            return (String(condition[..<equals]), String(condition[condition.index(after: equals)...]))
+        }
         let emit: (LogRecord) -> Void
-        if let pattern {
+        if pattern != nil || !wanted.isEmpty {
             emit = { record in
-                if (try? pattern.firstMatch(in: record.message)) == nil { return }
+                guard Self.matches(record, pattern: pattern, wanted: wanted) else { return }
                 output.record(record, as: format)
             }
         } else {
@@ -265,6 +274,27 @@ struct Show: ParsableCommand {
             output.flush()
             fail("\(error)")
         }
+    }
+}
+
+extension Show {
+    /// --grep: the message or a metadata pair as `key=value` (the value as `show` prints it)
+    /// matches; --where: every key is there with that value. Metadata is decoded only when the
+    /// message alone does not decide.
+    static func matches(_ record: LogRecord, pattern: Regex<AnyRegexOutput>?, wanted: [(key: String, value: String)]) -> Bool {
+        var metadata: LogMetadata?
+        func pairs() -> LogMetadata {
+            if let metadata { return metadata }
+            let decoded = record.entry.metadata
+            metadata = decoded
+            return decoded
+        }
+        for condition in wanted {
+            guard let value = pairs()[condition.key], value.description == condition.value else { return false }
+        }
+        guard let pattern else { return true }
+        if (try? pattern.firstMatch(in: record.message)) != nil { return true }
+        return pairs().pairs.contains { (try? pattern.firstMatch(in: "\($0.key)=\($0.value)")) != nil }
     }
 }
 

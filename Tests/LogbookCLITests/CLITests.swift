@@ -148,6 +148,37 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(lines.contains { $0.hasPrefix("overwritten ring") }, "policy reported as an issue:\n\(result.output)")
     }
 
+    /// swift-log apps put what matters in metadata: --grep matches `key=value` pairs as well as the
+    /// message, and --where picks records by a metadata key's exact value.
+    func testShowMatchesMetadataWithGrepAndWhere() throws {
+        let path = makeTemporaryDirectory(self) + "/meta.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+        let api = try bundle.logger("api")
+        api.info("request done", metadata: ["request_id": "abc-1", "user": "alice", "status": 200])
+        api.info("request done", metadata: ["request_id": "abc-2", "user": "bob", "status": 503])
+        api.warning("slow upstream abc-2")
+        let swiftLog = Logging.Logger(label: "hb") { LogbookLogHandler(label: $0, bundle: bundle) }
+        swiftLog.info("GET /items", metadata: ["hb_request_id": "7f3a", "duration_us": "1200"])
+        try bundle.close()
+        func show(_ arguments: [String]) throws -> [String] {
+            let result = try runProgram(logbook, ["show"] + arguments + [path])
+            XCTAssertEqual(result.status, 0, result.output)
+            return result.output.split(separator: "\n").map(String.init)
+        }
+        let byPair = try show(["--grep", "request_id=abc-2"])
+        XCTAssertEqual(byPair.count, 1, byPair.joined(separator: "\n"))
+        XCTAssertTrue(byPair.first?.contains("user=bob") ?? false, byPair.joined(separator: "\n"))
+        XCTAssertEqual(try show(["--grep", "abc-2"]).count, 2, "the pair and the message")
+        XCTAssertEqual(try show(["--where", "user=alice"]).count, 1)
+        XCTAssertEqual(try show(["--where", "user=ali"]).count, 0, "--where is exact")
+        XCTAssertEqual(try show(["--where", "status=503", "--where", "user=bob"]).count, 1)
+        XCTAssertEqual(try show(["--where", "status=503", "--where", "user=alice"]).count, 0)
+        XCTAssertEqual(try show(["--where", "hb_request_id=7f3a"]).count, 1, "swift-log metadata")
+        let bad = try runProgram(logbook, ["show", "--where", "novalue", path])
+        XCTAssertNotEqual(bad.status, 0, bad.output)
+        XCTAssertTrue(bad.output.contains("key=value"), bad.output)
+    }
+
     func testVerifyAndInfo() throws {
         let clean = try runProgram(logbook, ["verify", bundlePath])
         XCTAssertEqual(clean.status, 0, clean.output)
