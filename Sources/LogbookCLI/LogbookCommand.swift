@@ -344,6 +344,48 @@ struct Verify: ParsableCommand {
     }
 }
 
+/// The rate of the last records read (up to `capacity` of them), from their timestamps.
+struct RecentRate {
+    let capacity = 100_000
+    private var times: [Int64] = []
+    private var next = 0
+
+    mutating func add(_ nanoseconds: Int64) {
+        if times.count < capacity { times.append(nanoseconds) } else { times[next] = nanoseconds }
+        next = (next + 1) % capacity
+    }
+
+    /// Records per second over the window, or nil below 2 records or a span of 0.
+    var perSecond: Double? {
+        guard times.count >= 2 else { return nil }
+        let oldest = times.count < capacity ? times[0] : times[next]
+        let newest = times[(next + times.count - 1) % times.count]
+        guard newest > oldest else { return nil }
+        return Double(times.count - 1) / (Double(newest - oldest) / 1e9)
+    }
+
+    var count: Int { times.count }
+}
+
+/// What the ring holds, sized by what was logged: records of the mean size so far, and how long
+/// that is at the recent rate (the ring's history before the overwrite policy reuses it, or
+/// before a lossless ring needs the archiver).
+func ringHolds(_ info: BundleInfo, recent: RecentRate) -> String? {
+    let c = info.counters
+    guard c.records > 0, c.bytes > 0 else { return nil }
+    // The bytes records may take: each chunk less its 64-byte header (logbook_format.h). The
+    // counters' bytes are the records' committed bytes, their headers and padding included.
+    let ringBytes = Double(info.chunkCount) * Double(info.chunkSize - 64)
+    let mean = Double(c.bytes) / Double(c.records)
+    let records = ringBytes / mean
+    var text = "about \(Int(records)) records of \(Int(mean.rounded())) bytes (the mean so far)"
+    if let rate = recent.perSecond {
+        text += String(format: ", %.1f s at %.0f records/s (the rate of the last %d records)",
+                       records / rate, rate, recent.count)
+    }
+    return text
+}
+
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Print a bundle's metadata, counters and archive state (or an archive directory's or file's).")
@@ -355,7 +397,11 @@ struct Info: ParsableCommand {
         do {
             let reader = try LogReader(path: bundle)
             var entries = 0
-            try reader.scan { _ in entries += 1 }
+            var recent = RecentRate()
+            try reader.scan { record in
+                entries += 1
+                recent.add(record.wallNanoseconds)
+            }
             let files = try reader.archiveFiles()
             guard reader.isBundle else {
                 say("archive:         \(bundle)")
@@ -384,6 +430,7 @@ struct Info: ParsableCommand {
             say("entries now:     \(entries)")
             let c = info.counters
             say("records written: \(c.records) (\(c.bytes) bytes, \(c.largeRecords) large)")
+            if let holds = ringHolds(info, recent: recent) { say("ring holds:      \(holds)") }
             say("chunks claimed:  \(c.chunksClaimed) (\(c.chunksReused) reused older chunks)")
             let drops = c.drops.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " ")
             say("dropped:         \(c.dropped) (\(drops))")

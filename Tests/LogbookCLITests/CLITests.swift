@@ -187,6 +187,12 @@ final class CLITests: XCTestCase {
         let info = try runProgram(logbook, ["info", bundlePath])
         XCTAssertEqual(info.status, 0, info.output)
         XCTAssertTrue(info.output.contains("records written: 4"), info.output)
+        // 64 chunks of 16 KiB less their headers, divided by the mean record the counters give.
+        let holds = info.output.split(separator: "\n").first { $0.hasPrefix("ring holds:      about ") }
+        XCTAssertNotNil(holds, info.output)
+        let estimate = holds.flatMap { Int($0.dropFirst("ring holds:      about ".count).prefix { $0.isNumber }) } ?? 0
+        XCTAssertTrue((1_000...100_000).contains(estimate), info.output)
+        XCTAssertTrue(holds?.contains(" bytes (the mean so far)") ?? false, info.output)
         XCTAssertTrue(info.output.contains("dropped:         0"), info.output)
         XCTAssertTrue(info.output.contains("not running"), info.output)
 
