@@ -16,6 +16,49 @@ public struct Logger: @unchecked Sendable {
     public let bundle: LogBundle?
     @usableFromInline let control: UnsafeMutablePointer<lb_logger>
 
+    /// Metadata written with every record of this logger, before a call's own (`metadata:`; a key
+    /// in both keeps the call's value): a request's id, a user. A value, as swift-log's loggers:
+    /// a copy given more metadata (``with(metadata:)``, `logger[metadataKey:]`) leaves the original
+    /// as it was, so each request handler gets its own at no cost to the others. Stored in the
+    /// same form as `metadata:` (one METADATA part per record, logbook_format.h).
+    public var metadata = LogMetadata()
+
+    /// The value of one key of ``metadata``; setting `nil` removes the key.
+    public subscript(metadataKey key: String) -> LogMetadataValue? {
+        get { metadata[key] }
+        set {
+            var pairs = metadata.pairs
+            pairs.removeAll { $0.key == key }
+            if let newValue { pairs.append(LogMetadata.Pair(key: key, value: newValue)) }
+            metadata = LogMetadata(pairs)
+        }
+    }
+
+    /// A copy of this logger that writes `more` with every record too (a key already there takes
+    /// the new value):
+    ///
+    /// ```swift
+    /// let requestLog = log.with(metadata: ["request_id": "\(id)", "user": "\(user)"])
+    /// requestLog.info("GET /items took \(ms) ms")   // the request id and user are stored with it
+    /// ```
+    public func with(metadata more: LogMetadata) -> Logger {
+        var copy = self
+        copy.metadata = LogMetadata(metadata.pairs + more.pairs)
+        return copy
+    }
+
+    /// The logger's metadata and a call's, as one METADATA part: the call's values win. Out of
+    /// line: a logger without metadata (the common case) never comes here, and its call's literal
+    /// stays where the compiler put it.
+    @usableFromInline @inline(never)
+    func writeMetadata(merging call: LogMetadata, to writer: UnsafeMutablePointer<lb_writer>) {
+        if call.isEmpty {
+            metadata.writePairs(to: writer)
+        } else {
+            LogMetadata(metadata.pairs + call.pairs).writePairs(to: writer)
+        }
+    }
+
     init(bundle: LogBundle, control: UnsafeMutablePointer<lb_logger>) {
         self.bundle = bundle
         self.control = control
@@ -353,14 +396,22 @@ public struct Logger: @unchecked Sendable {
             bundle, file.utf8Start, nil, UInt32(truncatingIfNeeded: line), UInt32(truncatingIfNeeded: column))
         if _fastPath(site != 0) {
             _ = message()
-            let pairs = metadata()
-            if !pairs.isEmpty { pairs.writePairs(to: writer) }
+            if _fastPath(self.metadata.isEmpty) {
+                let pairs = metadata()
+                if !pairs.isEmpty { pairs.writePairs(to: writer) }
+            } else {
+                writeMetadata(merging: metadata(), to: writer)
+            }
             writeError(writer)
             lb_record_commit(writer, site)
         } else {
             writeFirstAtSite(writer, message, tail: { writer in
-                let pairs = metadata()
-                if !pairs.isEmpty { pairs.writePairs(to: writer) }
+                if self.metadata.isEmpty {
+                    let pairs = metadata()
+                    if !pairs.isEmpty { pairs.writePairs(to: writer) }
+                } else {
+                    writeMetadata(merging: metadata(), to: writer)
+                }
                 writeError(writer)
             }, file: file, function: function, line: line, column: column)
         }
@@ -380,9 +431,12 @@ public struct Logger: @unchecked Sendable {
             bundle, file.utf8Start, nil, UInt32(truncatingIfNeeded: line), UInt32(truncatingIfNeeded: column))
         if _fastPath(site != 0) {
             _ = message()
+            if _slowPath(!metadata.isEmpty) { writeMetadata(merging: LogMetadata(), to: writer) }
             lb_record_commit(writer, site)
         } else {
-            writeFirstAtSite(writer, message, file: file, function: function, line: line, column: column)
+            writeFirstAtSite(writer, message, tail: { writer in
+                if !metadata.isEmpty { writeMetadata(merging: LogMetadata(), to: writer) }
+            }, file: file, function: function, line: line, column: column)
         }
     }
 

@@ -12,6 +12,38 @@ final class NativeMetadataTests: XCTestCase {
         var description: String { "fetch failed with \(code)" }
     }
 
+    /// Request-scoped metadata: a copy of the logger carries it and writes it with every record
+    /// (the plain path, the first record of a site, calls with their own metadata and an error,
+    /// the call's value winning for a key in both); the original logger writes none.
+    func testLoggerMetadataIsWrittenWithEveryRecordOfItsCopy() throws {
+        let capture = try LogCapture()
+        let log = try capture.logger("api")
+        let requestID = "7f3a-\(Int.random(in: 0..<1000))"
+        var request = log.with(metadata: ["request_id": "\(requestID)", "user": "alice"])
+        request[metadataKey: "attempt"] = 1
+        request.info("started \(1)")
+        for i in 0..<3 { request.info("step \(i)") }  // one site, its first record and later ones
+        request.warning("slow", metadata: ["user": "bob", "ms": 250])
+        request.error("failed", error: FetchError(code: 503))
+        log.info("no request")
+        request[metadataKey: "attempt"] = nil
+        request.notice("after")
+
+        let entries = try capture.entries()
+        XCTAssertEqual(entries.map(\.message), ["started 1", "step 0", "step 1", "step 2", "slow", "failed", "no request", "after"])
+        for entry in entries where entry.message != "no request" {
+            XCTAssertEqual(entry.metadata["request_id"]?.string, requestID, entry.message)
+        }
+        XCTAssertEqual(entries[0].metadata["user"]?.string, "alice")
+        XCTAssertEqual(entries[0].metadata["attempt"], .value(.signed(1, .int)))
+        XCTAssertEqual(entries[4].metadata["user"]?.string, "bob", "the call's value wins")
+        XCTAssertEqual(entries[4].metadata["ms"], .value(.signed(250, .int)))
+        XCTAssertEqual(entries[5].error, LoggedError(FetchError(code: 503)))
+        XCTAssertTrue(entries[6].metadata.isEmpty, "the original logger is unchanged")
+        XCTAssertNil(entries[7].metadata["attempt"], "a key set to nil is gone")
+        XCTAssertEqual(entries[7].metadata.count, 2)
+    }
+
     func testCallRecordsTypedMetadataAndError() throws {
         let capture = try LogCapture()
         let log = try capture.logger("net.http")
