@@ -823,7 +823,7 @@ extension Uploader {
     /// retention deletes it) for ``submitArchives(in:includingDelivered:)`` on the next launch.
     public func submit(archive: ArchivedFile) {
         do {
-            try spool(file: archive.path, id: try Self.archiveIdentifier(ofFile: archive.path), linking: true)
+            _ = try spool(file: archive.path, id: try Self.archiveIdentifier(ofFile: archive.path), linking: true)
         } catch {
             state.withLock { $0.counters.notSubmitted += 1 }
             report(.notSubmitted(path: archive.path, reason: error.description))
