@@ -136,7 +136,7 @@ struct Show: ParsableCommand {
     @Option(help: "Only entries whose message, or one of whose metadata pairs as `key=value`, matches this regular expression.")
     var grep: String?
 
-    @Option(name: .customLong("where"), help: ArgumentHelp("Only entries whose metadata has this key with this value (`request_id=abc`; repeat for several, all must hold).", valueName: "key=value"))
+    @Option(name: .customLong("where"), help: ArgumentHelp("Only entries whose metadata has this key with this value (`request_id=abc`: the key ends at the first =, a string value is compared as logged; repeat for several, all must hold).", valueName: "key=value"))
     var conditions: [String] = []
 
     @Flag(help: "Append the call site (file:line) and thread to each text line.")
@@ -278,9 +278,10 @@ struct Show: ParsableCommand {
 }
 
 extension Show {
-    /// --grep: the message or a metadata pair as `key=value` (the value as `show` prints it)
-    /// matches; --where: every key is there with that value. Metadata is decoded only when the
-    /// message alone does not decide.
+    /// --grep: the message or a metadata pair as `key=value` matches; --where: every key is there
+    /// with that value. A string is compared as it was logged (not quoted or escaped as `show`
+    /// prints it), any other value as `show` prints it. Metadata is decoded only when the message
+    /// alone does not decide.
     static func matches(_ record: LogRecord, pattern: Regex<AnyRegexOutput>?, wanted: [(key: String, value: String)]) -> Bool {
         var metadata: LogMetadata?
         func pairs() -> LogMetadata {
@@ -289,12 +290,13 @@ extension Show {
             metadata = decoded
             return decoded
         }
+        func text(_ value: LogMetadataValue) -> String { value.string ?? value.description }
         for condition in wanted {
-            guard let value = pairs()[condition.key], value.description == condition.value else { return false }
+            guard let value = pairs()[condition.key], text(value) == condition.value else { return false }
         }
         guard let pattern else { return true }
         if (try? pattern.firstMatch(in: record.message)) != nil { return true }
-        return pairs().pairs.contains { (try? pattern.firstMatch(in: "\($0.key)=\($0.value)")) != nil }
+        return pairs().pairs.contains { (try? pattern.firstMatch(in: "\($0.key)=\(text($0.value))")) != nil }
     }
 }
 

@@ -679,6 +679,42 @@ static void test_group_readable_bundles(void) {
     b = NULL;
     CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
     CHECK_DETAIL("permissions 7");
+    o.permissions = LB_PERMISSIONS_GROUP_READABLE;
+    o.create_parents = 2;
+    CHECK(lb_bundle_open(path, &o, &b) == -EINVAL);
+    CHECK_DETAIL("create parents 2");
+
+    /* An archived, syncing bundle made private, opened group readable by a writer without an
+     * archiver or syncs: its archive and its mirror and durable files become readable too (a
+     * reader that cannot read one of them refuses the whole bundle). */
+    char later[512];
+    snprintf(later, sizeof later, "%s/later.logbook", dir);
+    small_options(&o);
+    o.sync_interval_ms = 60000;
+    b = NULL;
+    CHECK(lb_bundle_open_archived(later, &o, &a, &b) == 0);
+    if (b) CHECK(lb_logger_register(b, "net", &log) == 0);
+    for (int i = 0; b && i < 1000; i++) LB_INFO(log, "archived record {}", i);
+    if (b) CHECK(lb_archive_roll(b) == 0);
+    if (b) CHECK(lb_bundle_close(b) == 0);
+    small_options(&o);
+    o.permissions = LB_PERMISSIONS_GROUP_READABLE;
+    b = NULL;
+    CHECK(lb_bundle_open(later, &o, &b) == 0);
+    if (b) CHECK(lb_bundle_close(b) == 0);
+    const char *shared[] = {"mirror", "durable", "archive/archive-0000000001.lba.zst"};
+    for (size_t i = 0; i < sizeof shared / sizeof *shared; i++) {
+        snprintf(name, sizeof name, "%s/%s", later, shared[i]);
+        if (mode_of(name) != 0640) fprintf(stderr, "%s: mode %04o\n", name, mode_of(name));
+        CHECK(mode_of(name) == 0640);
+    }
+    snprintf(name, sizeof name, "%s/archive", later);
+    CHECK(mode_of(name) == 0750);
+    if (geteuid() == 0) {
+        CHECK(chmod(dir, 0755) == 0);
+        CHECK(reads_as_other_user(later, getegid()) == 1000);
+        CHECK(chmod(dir, 0700) == 0);
+    }
 }
 
 int main(void) {

@@ -159,6 +159,7 @@ final class CLITests: XCTestCase {
         api.warning("slow upstream abc-2")
         let swiftLog = Logging.Logger(label: "hb") { LogbookLogHandler(label: $0, bundle: bundle) }
         swiftLog.info("GET /items", metadata: ["hb_request_id": "7f3a", "duration_us": "1200"])
+        api.info("odd values", metadata: ["q": "a=b=c", "my key": "v v", "empty": "", "said": "say \"hi\""])
         try bundle.close()
         func show(_ arguments: [String]) throws -> [String] {
             let result = try runProgram(logbook, ["show"] + arguments + [path])
@@ -174,6 +175,12 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(try show(["--where", "status=503", "--where", "user=bob"]).count, 1)
         XCTAssertEqual(try show(["--where", "status=503", "--where", "user=alice"]).count, 0)
         XCTAssertEqual(try show(["--where", "hb_request_id=7f3a"]).count, 1, "swift-log metadata")
+        // Strings compare as they were logged, not as `show` quotes them.
+        XCTAssertEqual(try show(["--where", "q=a=b=c"]).count, 1)
+        XCTAssertEqual(try show(["--where", "my key=v v"]).count, 1)
+        XCTAssertEqual(try show(["--where", "empty="]).count, 1)
+        XCTAssertEqual(try show(["--where", "said=say \"hi\""]).count, 1)
+        XCTAssertEqual(try show(["--grep", "^q=a=b=c$"]).count, 1)
         let bad = try runProgram(logbook, ["show", "--where", "novalue", path])
         XCTAssertNotEqual(bad.status, 0, bad.output)
         XCTAssertTrue(bad.output.contains("key=value"), bad.output)

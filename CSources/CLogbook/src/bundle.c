@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stddef.h>
 #include <fcntl.h>
@@ -340,6 +341,51 @@ static void recover_chunks(lb_bundle *b) {
 
 /* 1 when the options are usable; otherwise 0 with a detail naming the option, its value and what
  * is allowed (the names are plain words, the same for C and Swift callers). */
+/* Makes `name` in `dir_fd` (a regular file, never through a symlink) group readable. 0 when it is
+ * absent or done, else -errno. */
+static int share_file_at(const lb_bundle *b, int dir_fd, const char *name) {
+    int fd = lb_file_open_at(dir_fd, name, O_RDONLY, NULL);
+    if (fd == -ENOENT) return 0;
+    if (fd < 0) return fd;
+    int rc = lb_bundle_share(b, fd, 0);
+    close(fd);
+    return rc;
+}
+
+/* The archive directory inside the bundle (a real directory; a symlink to a custom one is for the
+ * archiver, which opens it with its checks) and its archive files, made group readable: an earlier
+ * session may have archived, and a reader that cannot read them refuses the whole bundle. */
+static int share_archive_directory(const lb_bundle *b) {
+    int dir = openat(b->dir_fd, "archive", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0) return errno == ENOENT || errno == ELOOP || errno == ENOTDIR ? 0 : -errno;
+    int rc = lb_dir_check_private(dir, "archive directory", b->path);
+    if (!rc) rc = lb_bundle_share(b, dir, 1);
+    DIR *d = rc ? NULL : fdopendir(dir);
+    if (!d) {
+        close(dir);
+        return rc;
+    }
+    struct dirent *e;
+    while (!rc && (e = readdir(d)))
+        if (lb_archive_name_parse(e->d_name, NULL)) rc = share_file_at(b, dirfd(d), e->d_name);
+    closedir(d);
+    return rc;
+}
+
+/* A group-readable bundle's existing files: the directory, lock, ring, meta, the mirror and durable
+ * files an earlier session made, and the archive. Nothing for a private bundle. 0 or -errno. */
+static int share_existing_files(lb_bundle *b) {
+    if (!b->group_readable) return 0;
+    int rc = 0;
+    if (lb_bundle_share(b, b->dir_fd, 1) || lb_bundle_share(b, b->lock_fd, 0) ||
+        lb_bundle_share(b, b->ring_fd, 0) || lb_bundle_share(b, b->meta_fd, 0))
+        rc = -errno;
+    if (!rc) rc = share_file_at(b, b->dir_fd, "mirror");
+    if (!rc) rc = share_file_at(b, b->dir_fd, "durable");
+    if (!rc) rc = share_archive_directory(b);
+    return rc;
+}
+
 static int valid_options(const lb_options *o) {
     if (o->chunk_size < LB_CHUNK_SIZE_MIN || o->chunk_size > LB_CHUNK_SIZE_MAX ||
         (o->chunk_size & (o->chunk_size - 1))) {
@@ -350,6 +396,10 @@ static int valid_options(const lb_options *o) {
     if (o->wrap_policy != LB_WRAP_OVERWRITE && o->wrap_policy != LB_WRAP_LOSSLESS) {
         lb_error_detail_set("wrap policy %u is neither overwrite (%u) nor lossless (%u)", o->wrap_policy,
                             LB_WRAP_OVERWRITE, LB_WRAP_LOSSLESS);
+        return 0;
+    }
+    if (o->create_parents > 1) {
+        lb_error_detail_set("create parents %u is neither 0 nor 1", o->create_parents);
         return 0;
     }
     if (o->permissions != LB_PERMISSIONS_PRIVATE && o->permissions != LB_PERMISSIONS_GROUP_READABLE) {
@@ -525,6 +575,18 @@ static int open_existing_files(lb_bundle *b, const lb_options *options, lb_ring_
     return rc;
 }
 
+/* The bundle directory (made, with its parents when asked, in the mode its permissions say) and
+ * its writer lock, taken. 0 or -errno. */
+static int open_directory_locked(lb_bundle *b, const lb_options *options) {
+    b->group_readable = options->permissions == LB_PERMISSIONS_GROUP_READABLE;
+    b->dir_fd = lb_dir_open_private_mode(b->path, "bundle directory", 1, options->create_parents != 0,
+                                         LB_DIR_MODE(b));
+    if (b->dir_fd < 0) return b->dir_fd;
+    b->lock_fd = lb_file_open_at(b->dir_fd, "lock", O_RDWR | O_CREAT, b->path);
+    if (b->lock_fd < 0) return b->lock_fd;
+    return take_writer_lock(b->lock_fd);
+}
+
 int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out) {
     lb_error_detail_clear();
     if (!path || !out) return -EINVAL;
@@ -547,13 +609,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     rc = lb_filter_open(b, options);  /* before any logger can be registered */
     if (rc) goto fail;
 
-    b->group_readable = options->permissions == LB_PERMISSIONS_GROUP_READABLE;
-    b->dir_fd = lb_dir_open_private_mode(path, "bundle directory", 1, options->create_parents != 0,
-                                         LB_DIR_MODE(b));
-    if (b->dir_fd < 0) { rc = b->dir_fd; goto fail; }
-    b->lock_fd = lb_file_open_at(b->dir_fd, "lock", O_RDWR | O_CREAT, path);
-    if (b->lock_fd < 0) { rc = b->lock_fd; goto fail; }
-    rc = take_writer_lock(b->lock_fd);
+    rc = open_directory_locked(b, options);
     if (rc) goto fail;
 
     b->ticks_per_second = lb_clock_setup();
@@ -571,10 +627,9 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     }
     if (rc) goto fail;
     /* Group readable: applied at every open for writing, so an existing bundle becomes so too. */
-    if (lb_bundle_share(b, b->dir_fd, 1) || lb_bundle_share(b, b->lock_fd, 0) ||
-        lb_bundle_share(b, b->ring_fd, 0) || lb_bundle_share(b, b->meta_fd, 0)) {
-        rc = -errno;
-        lb_error_detail_set("'%s' cannot be made group readable: %s", path, strerror(errno));
+    rc = share_existing_files(b);
+    if (rc) {
+        lb_error_detail_set("'%s' cannot be made group readable: %s", path, strerror(-rc));
         goto fail;
     }
     b->chunk_size = header.chunk_size;

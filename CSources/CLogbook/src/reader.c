@@ -117,9 +117,14 @@ static int starts_with_archive_magic(const char *path) {
 
 static int is_permission_error(int rc) { return rc == -EACCES || rc == -EPERM; }
 
+/* Why a bundle may not be readable: its files are its writer's, or its group's when made so. */
+#define PRIVATE_HINT                                                                              \
+    " (a bundle is readable by the user that wrote it, and by that user's group when it was "  \
+    "opened group readable, lb_options.permissions; every directory above it must let this "  \
+    "user through)"
+
 static int refuse_file(const char *dir, const char *name, int rc) {
-    lb_error_detail_set("'%s/%s' cannot be read: %s (a bundle's files are private to the user that "
-                        "wrote it: read it as that user)", dir, name, strerror(-rc));
+    lb_error_detail_set("'%s/%s' cannot be read: %s%s", dir, name, strerror(-rc), PRIVATE_HINT);
     return rc;
 }
 
@@ -136,9 +141,8 @@ static int refuse_what_cannot_be_read(lb_reader *r) {
     if (dir < 0) {
         if (is_permission_error(-errno)) {
             int rc = -errno;
-            lb_error_detail_set("the archive directory '%s' cannot be read: %s (a bundle's files are "
-                                "private to the user that wrote it: read it as that user)", r->archive_dir,
-                                strerror(-rc));
+            lb_error_detail_set("the archive directory '%s' cannot be read: %s%s", r->archive_dir,
+                                strerror(-rc), PRIVATE_HINT);
             return rc;
         }
         return 0;
@@ -164,7 +168,11 @@ int lb_reader_open(const char *path, lb_reader **out) {
     lb_error_detail_clear();
     if (!path || !out) return -EINVAL;
     struct stat st;
-    if (stat(path, &st) != 0) return -errno;
+    if (stat(path, &st) != 0) {
+        int rc = -errno;
+        lb_error_detail_set("'%s': %s%s", path, strerror(-rc), is_permission_error(rc) ? PRIVATE_HINT : "");
+        return rc;
+    }
     if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
         lb_error_detail_set("neither a directory nor a regular file (a FIFO, socket or device): not read");
         return -EINVAL;
@@ -213,8 +221,7 @@ int lb_reader_open(const char *path, lb_reader **out) {
         int dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir < 0) rc = -errno;
         if (is_permission_error(rc))
-            lb_error_detail_set("'%s' cannot be read: %s (a bundle's files are private to the user that wrote "
-                                "it: read it as that user)", path, strerror(-rc));
+            lb_error_detail_set("'%s' cannot be read: %s%s", path, strerror(-rc), PRIVATE_HINT);
         if (!rc) {
             int ring = open_bundle_file(dir, "ring");
             if (ring >= 0 || ring != -ENOENT || entry_exists(dir, "meta") ||
