@@ -9,9 +9,12 @@ import XCTest
 /// Connections cut mid-body while an uploader sends: the upload resumes at the server's offset.
 final class ResumableUploadConcurrencyTests: XCTestCase, ResumableUploadTestCase {
     /// Every connection is cut after 3 MB: each attempt after the first asks the server's offset
-    /// (HEAD) and sends only the rest (PATCH). 24 MiB arrive whole, once, with at most 20% more
-    /// bytes on the wire than the file holds, and the 9 attempts that each moved it forward do not
-    /// exhaust a policy of 4.
+    /// (HEAD) and sends only the rest (PATCH). 24 MiB arrive whole, once, and the 9 attempts that
+    /// each moved it forward do not exhaust a policy of 4 (an uploader that started over would never
+    /// get past 3 MB). What a cut wastes is what the server had read but not stored when it cut,
+    /// which depends on the machine's speed: the bound on the bytes sent is by construction, at
+    /// most one cut connection's bytes per attempt beyond the file (it was 20% more than the file,
+    /// and a loaded machine went past it once).
     func testConnectionsCutMidBodyResumeAtTheServersOffset() async throws {
         let dir = makeTemporaryDirectory(self)
         let server = try ResumableUploadServer(directory: dir + "/server", cutAfter: 3_000_000)
@@ -29,10 +32,11 @@ final class ResumableUploadConcurrencyTests: XCTestCase, ResumableUploadTestCase
         XCTAssertGreaterThanOrEqual(attempts, size / 3_000_000, "every cut costs an attempt")
         XCTAssertEqual(server.completed.map(\.bytes), [size], "one upload, complete")
         XCTAssertEqual(try sha256(ofFile: server.stored("/files/big")), digest, "byte-exact")
-        XCTAssertLessThanOrEqual(server.received, size * 12 / 10, "sent in all")
+        let most = size + (attempts - 1) * (3_000_000 + 1 << 20)  // a cut connection, and a read buffer
+        XCTAssertLessThanOrEqual(server.received, most, "sent in all")
         let statistics = uploader.statistics
         XCTAssertGreaterThanOrEqual(statistics.bytesSent, size)
-        XCTAssertLessThanOrEqual(statistics.bytesSent, size * 12 / 10)
+        XCTAssertLessThanOrEqual(statistics.bytesSent, most)
         XCTAssertEqual(statistics.inFlight, [])
     }
 }
