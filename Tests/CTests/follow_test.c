@@ -98,15 +98,9 @@ static void *follower(void *arg) {
     return NULL;
 }
 
-static int count_entry(void *context, const lb_entry *e) {
-    (void)e;
-    ++*(uint64_t *)context;
-    return 0;
-}
-
-static void test_more_archive_files_than_descriptors(const char *dir) {
-    char path[256];
-    snprintf(path, sizeof path, "%s/many.logbook", dir);
+/* A lossless ring of 16 chunks of 4 KiB whose archive files roll at 64 KiB, kept without limit and
+ * uncompressed. A stalled archiver would drop records: the callers count drops. */
+static lb_bundle *open_rolling_lossless(const char *path) {
     lb_options o;
     lb_options_init(&o);
     o.capacity = 16 * CHUNK;
@@ -120,9 +114,22 @@ static void test_more_archive_files_than_descriptors(const char *dir) {
     a.max_files = 0;
     a.quota = 0;
     a.compression_level = 0;
-    lb_bundle *bundle;
-    lb_logger *log;
+    lb_bundle *bundle = NULL;
     CHECK(lb_bundle_open_archived(path, &o, &a, &bundle) == 0);
+    return bundle;
+}
+
+static int count_entry(void *context, const lb_entry *e) {
+    (void)e;
+    ++*(uint64_t *)context;
+    return 0;
+}
+
+static void test_more_archive_files_than_descriptors(const char *dir) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/many.logbook", dir);
+    lb_bundle *bundle = open_rolling_lossless(path);
+    lb_logger *log;
     CHECK(lb_logger_register(bundle, "many", &log) == 0);
     /* About 150 files of 64 KiB: each record 200 bytes of text. */
     char text[201];
@@ -158,21 +165,7 @@ int main(void) {
     test_more_archive_files_than_descriptors(dir);
     char path[256];
     snprintf(path, sizeof path, "%s/b.logbook", dir);
-    lb_options o;
-    lb_options_init(&o);
-    o.capacity = 16 * CHUNK;
-    o.chunk_size = CHUNK;
-    o.wrap_policy = LB_WRAP_LOSSLESS;
-    o.lossless_wait_ms = 60000;  /* a stalled archiver would drop records: counted below */
-    o.ignore_environment_filter = 1;
-    lb_archive_options a;
-    lb_archive_options_init(&a);
-    a.max_file_size = 64 << 10;
-    a.max_files = 0;
-    a.quota = 0;
-    a.compression_level = 0;
-    lb_bundle *bundle;
-    CHECK(lb_bundle_open_archived(path, &o, &a, &bundle) == 0);
+    lb_bundle *bundle = open_rolling_lossless(path);
     CHECK(lb_logger_register(bundle, "follow", &logger) == 0);
     lb_reader *reader;
     CHECK(lb_reader_open(path, &reader) == 0);

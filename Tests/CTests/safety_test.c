@@ -577,6 +577,16 @@ static void test_missing_parents_are_created_when_asked(void) {
     }
 }
 
+/* Each of `names` under `base` has `mode` exactly (the ones that do not are named on stderr). */
+static void check_modes(const char *base, const char *const *names, size_t count, unsigned mode) {
+    char name[700];
+    for (size_t i = 0; i < count; i++) {
+        snprintf(name, sizeof name, "%s/%s", base, names[i]);
+        if (mode_of(name) != mode) fprintf(stderr, "%s: mode %04o, not %04o\n", name, mode_of(name), mode);
+        CHECK(mode_of(name) == mode);
+    }
+}
+
 static int count_entry(void *context, const lb_entry *entry) {
     (void)entry;
     ++*(long *)context;
@@ -650,19 +660,11 @@ static void test_group_readable_bundles(void) {
     if (b) CHECK(lb_bundle_close(b) == 0);
     umask(saved);
     CHECK(mode_of(path) == 0750);
-    const char *files[] = {"ring", "meta", "lock", "mirror", "durable"};
-    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
-        snprintf(name, sizeof name, "%s/%s", path, files[i]);
-        if (mode_of(name) != 0640) fprintf(stderr, "%s: mode %04o\n", name, mode_of(name));
-        CHECK(mode_of(name) == 0640);
-    }
-    snprintf(name, sizeof name, "%s/archive", path);
-    CHECK(mode_of(name) == 0750);
-    for (int number = 1; number <= 2; number++) {
-        snprintf(name, sizeof name, "%s/archive/archive-%010d.lba.zst", path, number);
-        if (mode_of(name) != 0640) fprintf(stderr, "%s: mode %04o\n", name, mode_of(name));
-        CHECK(mode_of(name) == 0640);
-    }
+    const char *files[] = {"ring", "meta", "lock", "mirror", "durable", "archive/archive-0000000001.lba.zst",
+                           "archive/archive-0000000002.lba.zst"};
+    check_modes(path, files, sizeof files / sizeof *files, 0640);
+    const char *directories[] = {"archive"};
+    check_modes(path, directories, 1, 0750);
     /* Another user of the owner's group reads it all; of another group, nothing. */
     if (geteuid() == 0) {
         CHECK(chmod(dir, 0755) == 0);  /* the test's own directory (mkdtemp: 0700) on the way */
@@ -685,12 +687,15 @@ static void test_group_readable_bundles(void) {
     CHECK_DETAIL("create parents 2");
 
     /* An archived, syncing bundle made private, opened group readable by a writer without an
-     * archiver or syncs: its archive and its mirror and durable files become readable too (a
-     * reader that cannot read one of them refuses the whole bundle). */
-    char later[512];
+     * archiver or syncs: its archive (a custom directory, through the bundle's `archive` link)
+     * and its mirror and durable files become readable too (a reader that cannot read one of
+     * them refuses the whole bundle). */
+    char later[512], custom[512];
     snprintf(later, sizeof later, "%s/later.logbook", dir);
+    snprintf(custom, sizeof custom, "%s/later-archive", dir);
     small_options(&o);
     o.sync_interval_ms = 60000;
+    a.directory = custom;
     b = NULL;
     CHECK(lb_bundle_open_archived(later, &o, &a, &b) == 0);
     if (b) CHECK(lb_logger_register(b, "net", &log) == 0);
@@ -703,13 +708,8 @@ static void test_group_readable_bundles(void) {
     CHECK(lb_bundle_open(later, &o, &b) == 0);
     if (b) CHECK(lb_bundle_close(b) == 0);
     const char *shared[] = {"mirror", "durable", "archive/archive-0000000001.lba.zst"};
-    for (size_t i = 0; i < sizeof shared / sizeof *shared; i++) {
-        snprintf(name, sizeof name, "%s/%s", later, shared[i]);
-        if (mode_of(name) != 0640) fprintf(stderr, "%s: mode %04o\n", name, mode_of(name));
-        CHECK(mode_of(name) == 0640);
-    }
-    snprintf(name, sizeof name, "%s/archive", later);
-    CHECK(mode_of(name) == 0750);
+    check_modes(later, shared, sizeof shared / sizeof *shared, 0640);
+    CHECK(mode_of(custom) == 0750);
     if (geteuid() == 0) {
         CHECK(chmod(dir, 0755) == 0);
         CHECK(reads_as_other_user(later, getegid()) == 1000);

@@ -352,14 +352,20 @@ static int share_file_at(const lb_bundle *b, int dir_fd, const char *name) {
     return rc;
 }
 
-/* The archive directory inside the bundle (a real directory; a symlink to a custom one is for the
- * archiver, which opens it with its checks) and its archive files, made group readable: an earlier
- * session may have archived, and a reader that cannot read them refuses the whole bundle. */
+/* The bundle's archive directory (`archive`, or the custom one it is this user's symlink to,
+ * resolved with the bundle directory's checks) and its archive files, made group readable: an
+ * earlier session may have archived, and a reader that cannot read them refuses the whole bundle. */
 static int share_archive_directory(const lb_bundle *b) {
-    int dir = openat(b->dir_fd, "archive", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dir < 0) return errno == ENOENT || errno == ELOOP || errno == ENOTDIR ? 0 : -errno;
-    int rc = lb_dir_check_private(dir, "archive directory", b->path);
-    if (!rc) rc = lb_bundle_share(b, dir, 1);
+    char *path = lb_path_join(b->path, "archive");
+    if (!path) return -ENOMEM;
+    int dir = lb_dir_open_private_mode(path, "archive directory", 0, 0, 0750);
+    free(path);
+    /* None, or one this bundle may not write in (the archiver refuses it too): nothing to share. */
+    if (dir < 0) {
+        lb_error_detail_clear();
+        return 0;
+    }
+    int rc = lb_bundle_share(b, dir, 1);
     DIR *d = rc ? NULL : fdopendir(dir);
     if (!d) {
         close(dir);

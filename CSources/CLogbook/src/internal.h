@@ -5,8 +5,10 @@
 #include "logbook.h"
 #include "logbook_files.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -260,6 +262,19 @@ typedef struct lb_abandoned_chunk {
     uint32_t end;            /* set by detach_ring */
     uint32_t header_records, header_end;  /* the chunk's header just before the remap */
 } lb_abandoned_chunk;
+
+/* Grows a malloc'ed array to hold at least `need` elements of `element` bytes (capacity doubles
+ * from 16). 0, or -ENOMEM with the array as it was. The reader's and the archiver's lists. */
+static inline int lb_array_grow(void **array, size_t *capacity, size_t need, size_t element) {
+    if (need <= *capacity) return 0;
+    size_t cap = *capacity ? *capacity : 16;
+    while (cap < need) cap *= 2;
+    void *p = realloc(*array, cap * element);
+    if (!p) return -ENOMEM;
+    *array = p;
+    *capacity = cap;
+    return 0;
+}
 
 /* The modes of a bundle's directories and files (lb_options.permissions). */
 #define LB_DIR_MODE(b) ((b)->group_readable ? 0750 : 0700)

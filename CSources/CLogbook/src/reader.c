@@ -206,7 +206,7 @@ int lb_reader_open(const char *path, lb_reader **out) {
             lb_reader_close(r);
             return -EPROTO;
         }
-        if (lb_rd_grow((void **)&r->archives, &r->archive_capacity, 1, sizeof *r->archives)) rc = -ENOMEM;
+        if (lb_array_grow((void **)&r->archives, &r->archive_capacity, 1, sizeof *r->archives)) rc = -ENOMEM;
         else {
             memset(&r->archives[0], 0, sizeof r->archives[0]);
             r->archives[0].number = number;

@@ -27,7 +27,7 @@ static void add_listed_files(lb_reader *r, DIR *d) {
             f->kind = kind;
             continue;
         }
-        if (lb_rd_grow((void **)&r->archives, &r->archive_capacity, r->archive_count + 1,
+        if (lb_array_grow((void **)&r->archives, &r->archive_capacity, r->archive_count + 1,
                  sizeof *r->archives)) {
             free(name);
             continue;

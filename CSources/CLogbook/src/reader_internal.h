@@ -319,7 +319,6 @@ static inline name_entry *lb_rd_name_find(name_entry *const *table, uint32_t ses
  * (bookkeeping) -> archive_source.c. */
 
 /* reader_tables.c: containers, issues, the seen-chunk table, references, the durable mirror */
-int lb_rd_grow(void **array, size_t *capacity, size_t need, size_t element);
 lb_issue *lb_rd_add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
                           uint64_t length, const char *reason);
 lb_issue *lb_rd_add_issuef(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,

@@ -71,7 +71,7 @@ static int key_before(uint32_t session_a, uint64_t ticks_a, uint32_t session_b, 
 }
 
 uint8_t *lb_rd_spill_copy(window_run *run, const uint8_t *bytes, size_t length) {
-    if (lb_rd_grow((void **)&run->spill, &run->spill_capacity, run->spill_count + 1, sizeof *run->spill))
+    if (lb_array_grow((void **)&run->spill, &run->spill_capacity, run->spill_count + 1, sizeof *run->spill))
         return NULL;
     uint8_t *copy = malloc(length + COPY_SLACK);
     if (!copy) return NULL;
@@ -117,7 +117,7 @@ window_run *lb_rd_run_acquire(lb_reader *r) {
 static void run_release(lb_reader *r, window_run *run) {
     run_clear(run);
     if (r->spare_count < 16 &&
-        lb_rd_grow((void **)&r->spare, &r->spare_capacity, r->spare_count + 1, sizeof *r->spare) == 0)
+        lb_array_grow((void **)&r->spare, &r->spare_capacity, r->spare_count + 1, sizeof *r->spare) == 0)
         r->spare[r->spare_count++] = run;
     else
         lb_rd_run_free(run);
@@ -148,7 +148,7 @@ static void heap_down(window_run **heap, size_t count, size_t at) {
 }
 
 static int heap_push(lb_reader *r, window_run *run) {
-    if (lb_rd_grow((void **)&r->heap, &r->heap_capacity, r->heap_count + 1, sizeof *r->heap)) return -ENOMEM;
+    if (lb_array_grow((void **)&r->heap, &r->heap_capacity, r->heap_count + 1, sizeof *r->heap)) return -ENOMEM;
     run_head(run);
     size_t at = r->heap_count++;
     if (r->heap_count > r->window_peak) r->window_peak = r->heap_count;
@@ -208,7 +208,7 @@ void lb_rd_drain(lb_reader *r, const order_key *floor) {
 
 /* floors[i] = the least (session, anchor) of refs[i..]; floors[count] is past every key. */
 int lb_rd_compute_floors(lb_reader *r, const ref_list *refs) {
-    if (lb_rd_grow((void **)&r->floors, &r->floor_capacity, refs->count + 1, sizeof *r->floors))
+    if (lb_array_grow((void **)&r->floors, &r->floor_capacity, refs->count + 1, sizeof *r->floors))
         return -ENOMEM;
     order_key least = {UINT32_MAX, UINT64_MAX};
     r->floors[refs->count] = least;

@@ -11,7 +11,7 @@ void lb_rd_note_anchor(lb_reader *r, const lb_chunk_header *h) {
     for (size_t i = 0; i < r->clock_count; i++)
         if (r->clocks[i].session == h->session) c = &r->clocks[i];
     if (!c) {
-        if (lb_rd_grow((void **)&r->clocks, &r->clock_capacity, r->clock_count + 1, sizeof *c)) return;
+        if (lb_array_grow((void **)&r->clocks, &r->clock_capacity, r->clock_count + 1, sizeof *c)) return;
         c = &r->clocks[r->clock_count++];
         *c = (session_clock){h->session, h->tick_anchor, h->tick_anchor,
                              (int64_t)h->wall_anchor_ns, (int64_t)h->wall_anchor_ns};
@@ -72,7 +72,7 @@ void lb_rd_meta_visit(void *context, uint16_t kind, const uint8_t *body, uint32_
             return;
         }
         if (c.failed || s.ticks_per_second == 0 ||
-            lb_rd_grow((void **)&r->sessions, &r->session_capacity, r->session_count + 1, sizeof s)) {
+            lb_array_grow((void **)&r->sessions, &r->session_capacity, r->session_count + 1, sizeof s)) {
             free((char *)s.host);
             free((char *)s.executable);
             lb_rd_add_issue(r, LB_ISSUE_CORRUPT, "meta", 0, length, "session entry does not parse");

@@ -5,20 +5,9 @@
 #include "reader_internal.h"
 
 /* ---- small containers ---- */
-int lb_rd_grow(void **array, size_t *capacity, size_t need, size_t element) {
-    if (need <= *capacity) return 0;
-    size_t cap = *capacity ? *capacity : 64;
-    while (cap < need) cap *= 2;
-    void *p = realloc(*array, cap * element);
-    if (!p) return -ENOMEM;
-    *array = p;
-    *capacity = cap;
-    return 0;
-}
-
 lb_issue *lb_rd_add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_t offset,
                            uint64_t length, const char *reason) {
-    if (lb_rd_grow((void **)&r->issues, &r->issue_capacity, r->issue_count + 1, sizeof(lb_issue)))
+    if (lb_array_grow((void **)&r->issues, &r->issue_capacity, r->issue_count + 1, sizeof(lb_issue)))
         return NULL;
     lb_issue *issue = &r->issues[r->issue_count++];
     *issue = (lb_issue){kind, file, offset, length, reason, 0};
@@ -28,7 +17,7 @@ lb_issue *lb_rd_add_issue(lb_reader *r, uint32_t kind, const char *file, uint64_
 /* A string the reader keeps until it is closed (issue reasons and file names with numbers). */
 const char *lb_rd_keep_string(lb_reader *r, char *s) {
     if (!s) return NULL;
-    if (lb_rd_grow((void **)&r->owned, &r->owned_capacity, r->owned_count + 1, sizeof(char *))) {
+    if (lb_array_grow((void **)&r->owned, &r->owned_capacity, r->owned_count + 1, sizeof(char *))) {
         free(s);
         return NULL;
     }
@@ -94,7 +83,7 @@ seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence) {
 }
 
 void lb_rd_note_claim(lb_reader *r, uint64_t claim) {
-    if (lb_rd_grow((void **)&r->claims, &r->claim_capacity, r->claim_count + 1, sizeof *r->claims) == 0)
+    if (lb_array_grow((void **)&r->claims, &r->claim_capacity, r->claim_count + 1, sizeof *r->claims) == 0)
         r->claims[r->claim_count++] = claim;
 }
 
@@ -106,7 +95,7 @@ uint32_t lb_rd_durable_through(const lb_reader *r, uint64_t sequence) {
 }
 
 void lb_rd_push_ref(ref_list *list, chunk_ref ref) {
-    if (lb_rd_grow((void **)&list->refs, &list->capacity, list->count + 1, sizeof ref) == 0)
+    if (lb_array_grow((void **)&list->refs, &list->capacity, list->count + 1, sizeof ref) == 0)
         list->refs[list->count++] = ref;
 }
 

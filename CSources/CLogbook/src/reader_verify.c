@@ -31,12 +31,12 @@ static size_t list_numbers(lb_reader *r, uint64_t **out) {
         lb_archive_name_kind kind = lb_archive_name_parse(e->d_name, &number);
         if (!kind || kind == LB_ARCHIVE_NAME_COMPRESSING) continue;
         if (kind == LB_ARCHIVE_NAME_COMPRESSED) {
-            if (lb_rd_grow((void **)&compressed, &compressed_capacity, compressed_count + 1, sizeof *compressed))
+            if (lb_array_grow((void **)&compressed, &compressed_capacity, compressed_count + 1, sizeof *compressed))
                 break;
             compressed[compressed_count++] = number;
             continue;
         }
-        if (lb_rd_grow((void **)out, &capacity, count + 1, sizeof **out)) break;
+        if (lb_array_grow((void **)out, &capacity, count + 1, sizeof **out)) break;
         (*out)[count++] = number;
     }
     closedir(d);
@@ -45,7 +45,7 @@ static size_t list_numbers(lb_reader *r, uint64_t **out) {
     size_t plain = count;  /* sorted: the search stays within them */
     for (size_t i = 0; i < compressed_count; i++) {
         if (plain && bsearch(&compressed[i], *out, plain, sizeof **out, compare_u64)) continue;
-        if (lb_rd_grow((void **)out, &capacity, count + 1, sizeof **out)) break;
+        if (lb_array_grow((void **)out, &capacity, count + 1, sizeof **out)) break;
         (*out)[count++] = compressed[i];
     }
     free(compressed);

@@ -102,8 +102,8 @@ static int write_ops(archiver *a, int fd, write_op *ops, size_t n) {
 static void meta_copy(void *context, uint16_t kind, const uint8_t *body, uint32_t length) {
     archiver *a = context;
     size_t total = LB_META_ENTRY_HEAD_SIZE + (size_t)length;
-    if (grow((void **)&a->meta, &a->meta_capacity, a->meta_length + total, 1) ||
-        grow((void **)&a->refs, &a->ref_capacity, a->ref_count + 1, sizeof *a->refs)) {
+    if (lb_array_grow((void **)&a->meta, &a->meta_capacity, a->meta_length + total, 1) ||
+        lb_array_grow((void **)&a->refs, &a->ref_capacity, a->ref_count + 1, sizeof *a->refs)) {
         a->meta_failed = 1;
         return;
     }
@@ -147,7 +147,7 @@ static size_t build_meta_frame(archiver *a, const uint32_t *sessions, size_t ses
     }
     if (body == 0) return 0;
     size_t span = (size_t)lb_archive_frame_span((uint32_t)body);
-    if (grow((void **)&a->frame, &a->frame_capacity, span, 1)) return 0;
+    if (lb_array_grow((void **)&a->frame, &a->frame_capacity, span, 1)) return 0;
     size_t at = LB_ARCHIVE_FRAME_HEAD_SIZE;
     for (size_t i = 0; i < a->ref_count; i++) {
         meta_ref *r = &a->refs[i];
@@ -252,7 +252,7 @@ static void batch_written(archiver *a, candidate *c, size_t take, uint64_t end, 
         lb_ar_summary_add(&a->cur.summary, c[i].sequence, c[i].claim, c[i].records);
     for (size_t i = 0; i < session_count; i++) {
         if (has_session(a->cur.sessions, a->cur.session_count, sessions[i])) continue;
-        if (grow((void **)&a->cur.sessions, &a->cur.session_capacity, a->cur.session_count + 1,
+        if (lb_array_grow((void **)&a->cur.sessions, &a->cur.session_capacity, a->cur.session_count + 1,
                  sizeof *a->cur.sessions) == 0)
             a->cur.sessions[a->cur.session_count++] = sessions[i];
     }

@@ -168,7 +168,7 @@ lb_archive_name_kind lb_ar_file_kind(const complete_file *f) {
 /* Adds a complete file to the list (under files_lock once the compression thread runs). */
 complete_file *lb_ar_add_complete(archiver *a, uint64_t number, uint64_t bytes, int unsynced,
                                    const file_summary *summary) {
-    if (grow((void **)&a->files, &a->file_capacity, a->file_count + 1, sizeof *a->files))
+    if (lb_array_grow((void **)&a->files, &a->file_capacity, a->file_count + 1, sizeof *a->files))
         return NULL;
     size_t at = a->file_count;
     while (at > 0 && a->files[at - 1].number > number) {

@@ -427,7 +427,7 @@ int lb_ar_recover_directory(archiver *a) {
         }
         if (number > highest) highest = number;
         if (kind == LB_ARCHIVE_NAME_WRITING) {
-            if (grow((void **)&writing, &writing_capacity, writing_count + 1, sizeof *writing) == 0)
+            if (lb_array_grow((void **)&writing, &writing_capacity, writing_count + 1, sizeof *writing) == 0)
                 writing[writing_count++] = number;
             continue;
         }

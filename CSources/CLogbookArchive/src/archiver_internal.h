@@ -137,17 +137,6 @@ static inline int64_t now_ns(archiver *a) {
     return a->o.clock ? a->o.clock(a->o.clock_context) : lb_wall_now_ns();
 }
 
-static inline int grow(void **p, size_t *capacity, size_t need, size_t element) {
-    if (need <= *capacity) return 0;
-    size_t cap = *capacity ? *capacity : 16;
-    while (cap < need) cap *= 2;
-    void *q = realloc(*p, cap * element);
-    if (!q) return -ENOMEM;
-    *p = q;
-    *capacity = cap;
-    return 0;
-}
-
 
 static inline int fsync_dir(archiver *a) { return fsync(a->dir_fd) == 0 ? 0 : -errno; }
 
