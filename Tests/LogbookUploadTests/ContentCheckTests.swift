@@ -95,7 +95,7 @@ final class ContentCheckTests: XCTestCase {
         let original = try decompressed(bytes)
         for (name, content, file) in [("recorded", bytes, path), ("decompressed", old, oldPath)] {
             var caught = 0, invisible = 0
-            for offset in stride(from: 0, to: content.count, by: max(1, content.count / 1500)) {
+            for offset in 0..<content.count {  // every byte: which one zstd ignores depends on the content
                 var changed = content
                 changed[offset] ^= 0x01
                 // The tail (table, footer) is read from the file before the first byte: here the
@@ -111,8 +111,8 @@ final class ContentCheckTests: XCTestCase {
                     XCTFail("\(name): byte \(offset) of \(content.count) passed")
                 }
             }
-            XCTAssertGreaterThan(caught, 1000, name)
-            XCTAssertLessThan(invisible, 15, name)
+            XCTAssertGreaterThan(caught, content.count - 40, name)
+            XCTAssertLessThan(invisible, 40, name)
             XCTAssertNotNil(failure(Array(content.dropLast(1)), kind: LB_CONTENT_CHECK_ARCHIVE, length: content.count - 1, prefix: prefix, file: file), name)
         }
     }

@@ -216,9 +216,10 @@ static int decompress(lb_content_check *check, const uint8_t *bytes, size_t leng
     }
     ZSTD_inBuffer in = { bytes, length, 0 };
     const lb_zst_seek_entry *e = entry(check, check->frame);
+    size_t left;
     do {
         ZSTD_outBuffer out = { check->scratch, SCRATCH, 0 };
-        size_t left = ZSTD_decompressStream(check->dctx, &out, &in);
+        left = ZSTD_decompressStream(check->dctx, &out, &in);
         if (ZSTD_isError(left)) return fail(check, "data frame %u does not decompress (%s)", check->frame, ZSTD_getErrorName(left));
         check->frame_running = lb_crc32c(check->frame_running, check->scratch, out.pos);
         check->frame_produced += out.pos;
@@ -227,6 +228,9 @@ static int decompress(lb_content_check *check, const uint8_t *bytes, size_t leng
         }
         if (out.pos < SCRATCH && in.pos == in.size) break;
     } while (1);
+    /* Its bytes must end where its zstd frame ends: a block header that claims less than the
+     * block holds can leave the output unchanged, yet zstd then reads the rest as a block. */
+    if (last && left != 0) return fail(check, "data frame %u ends inside its zstd frame", check->frame);
     if (last && (check->frame_produced != e->uncompressed_length || check->frame_running != e->crc)) {
         return fail(check, "data frame %u does not decompress to the bytes its seek entry names", check->frame);
     }
