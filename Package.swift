@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "LogbookExport", targets: ["LogbookExport"]),
         .library(name: "LogbookCache", targets: ["LogbookCache"]),
         .library(name: "LogbookStatistics", targets: ["LogbookStatistics"]),
+        .library(name: "LogbookQuery", targets: ["LogbookQuery"]),
         .library(name: "CLogbookCache", targets: ["CLogbookCache"]),
         .library(name: "LogbookMetrics", targets: ["LogbookMetrics"]),
         .library(name: "LogbookLifecycle", targets: ["LogbookLifecycle"]),
@@ -61,9 +62,14 @@ let package = Package(
         .target(name: "LogbookExport", dependencies: ["Logbook", "CLogbook", "LogbookUpload", "CLogbookGzip"]),
         // Statistics over typed arguments (percentiles per call site) and the HTML report.
         .target(name: "LogbookStatistics", dependencies: ["Logbook"]),
+        // SQL over typed records: SQLite virtual tables over the streaming reader (logbook_query.h;
+        // Debian: libsqlite3-dev), and its Swift API with percentile() from the statistics.
+        .target(name: "CLogbookQuery", dependencies: ["CLogbook"], path: "CSources/CLogbookQuery",
+                linkerSettings: [.linkedLibrary("sqlite3")]),
+        .target(name: "LogbookQuery", dependencies: ["Logbook", "CLogbook", "CLogbookQuery", "LogbookStatistics"]),
         .executableTarget(
             name: "LogbookCLI",
-            dependencies: ["Logbook", "LogbookUpload", "LogbookExport", "LogbookStatistics", .product(name: "ArgumentParser", package: "swift-argument-parser")]
+            dependencies: ["Logbook", "LogbookUpload", "LogbookExport", "LogbookStatistics", "LogbookQuery", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
         // Health of a bundle (and its archiver, uploaders, exporters) through swift-metrics, polled.
         .target(
@@ -119,6 +125,7 @@ let package = Package(
         ),
         .testTarget(name: "LogbookCacheTests", dependencies: ["Logbook", "CLogbook", "LogbookCache", "LogbookTestKit"]),
         .testTarget(name: "LogbookStatisticsTests", dependencies: ["Logbook", "LogbookStatistics", "LogbookTestKit"]),
+        .testTarget(name: "LogbookQueryTests", dependencies: ["Logbook", "LogbookQuery", "LogbookLogging", "LogbookTestKit", .product(name: "Logging", package: "swift-log")]),
         .testTarget(
             name: "LogbookMetricsTests",
             dependencies: [

@@ -282,7 +282,7 @@ public struct BundleInfo: Sendable {
 /// for entry in try reader.readAll() { print(entry.timestamp, entry.message) }
 /// ```
 public final class LogReader {
-    private(set) var raw: OpaquePointer
+    package private(set) var raw: OpaquePointer
     public let path: String
     /// Whether `raw` has scanned: ``readAll()`` then starts again with a fresh C reader.
     var hasScanned = false

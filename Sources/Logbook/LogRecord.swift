@@ -12,6 +12,12 @@ public struct LogRecord {
         self.reader = reader
     }
 
+    /// The record as the C reader handed it out, and that reader (for the query engine).
+    package var rawEntry: UnsafePointer<lb_entry> { raw }
+    package var rawReader: OpaquePointer { reader.raw }
+    package var logReader: LogReader { reader }
+    package init(borrowing raw: UnsafePointer<lb_entry>, of reader: LogReader) { self.init(raw, reader) }
+
     /// Nanoseconds since the Unix epoch (UTC).
     @inlinable public var wallNanoseconds: Int64 { raw.pointee.wall_ns }
     @inlinable public var rawLevel: UInt8 { raw.pointee.level }

@@ -10,8 +10,8 @@ import Musl
 struct LogbookCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "logbook",
-        abstract: "Read Logbook bundles: show entries as text or JSON, follow a live writer, statistics and an HTML report, verify, inspect, upload, export.",
-        subcommands: [Show.self, Stats.self, Report.self, Verify.self, Info.self, Upload.self, Export.self],
+        abstract: "Read Logbook bundles: show entries as text or JSON, follow a live writer, SQL over typed records, statistics and an HTML report, verify, inspect, upload, export.",
+        subcommands: [Show.self, Query.self, Stats.self, Report.self, Verify.self, Info.self, Upload.self, Export.self],
         defaultSubcommand: Show.self)
 }
 

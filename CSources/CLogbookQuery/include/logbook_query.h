@@ -1,0 +1,100 @@
+/* logbook_query.h — SQL over typed records: SQLite virtual tables over the streaming reader.
+ *
+ * lb_query_open makes an in-memory SQLite database (Debian's libsqlite3, -lsqlite3) holding two
+ * read-only tables over the sources the host names (bundles, archive directories, archive files):
+ *
+ *   records   one row per record, source after source, each source in time order (as
+ *             lb_reader_stream hands them out): columns time (ns since the epoch, UTC),
+ *             time_text (RFC 3339, 9 digits), level (1 trace .. 7 critical; compared with a
+ *             name, `level >= 'warning'`, the name is read as its number), level_name, logger,
+ *             message (rendered by the host, only when asked for), template, file, line,
+ *             function, thread, pid, session, site, metadata (a JSON object), error_type,
+ *             error_message, args (a JSON array), source (the host's name for it), and arg1 ..
+ *             arg16: the typed arguments with SQLite's types (integers; an unsigned above
+ *             INT64_MAX and floats as REAL; strings as TEXT; bytes as BLOB; a redacted value
+ *             and a missing argument as NULL).
+ *   record    the same columns, one row: the entry lb_query_set_record names (a host that reads
+ *             records itself tests each against a condition: SELECT 1 FROM record WHERE ...).
+ *   sites     one row per (session, call site, logger) that records name: session, site,
+ *             template, file, line, function, logger, count (the records of a full read).
+ *
+ * Pushed down into the reader's filter (lb_read_filter), so that a record they reject is never
+ * decoded: time (=, <, <=, >, >=; a number of ns or RFC 3339 text), level (the same; numbers or
+ * names), and equality on logger, site, template, file and function. Every other condition is
+ * evaluated by SQLite on the rows the reader hands out.
+ *
+ * The database refuses anything but reading: no writes, no ATTACH, no PRAGMA, no temporary tables,
+ * no load_extension (an authorizer, SQLITE_DBCONFIG_DEFENSIVE, no attached databases). Each scan of
+ * a table reads its sources from their beginning with a fresh reader, except in follow mode
+ * (lb_query_set_follow), where each scan of `records` reads what is new since the last one.
+ *
+ * Threads: a scan of `records` runs the reader on a thread of its own, which hands out entries in
+ * batches and waits while the caller's thread uses them: the reader and the host's hooks are
+ * never used by two threads at once. One lb_query is used by one thread at a time.
+ */
+#ifndef LOGBOOK_QUERY_H
+#define LOGBOOK_QUERY_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "logbook.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What the host provides: its sources, a reader for each, and the rendering of messages. */
+typedef struct lb_query_host {
+    void *context;
+    size_t source_count;
+    /* The name of source `index` (its path): the `source` column. */
+    const char *(*source_name)(void *context, size_t index);
+    /* Opens a new reader of source `index` (0, or -errno with lb_error_detail set). */
+    int (*open_reader)(void *context, size_t index, lb_reader **out);
+    /* Gives back a reader the query is done with (the host closes it, after taking its issues). */
+    void (*close_reader)(void *context, size_t index, lb_reader *reader);
+    /* The message of `entry`, read by `reader`: UTF-8 valid until the next call, its length in
+     * *length; NULL when it cannot be rendered (the column is then NULL). */
+    const char *(*message)(void *context, lb_reader *reader, const lb_entry *entry, size_t *length);
+} lb_query_host;
+
+typedef struct lb_query lb_query;
+
+/* Opens the database over the host's sources (the host must outlive the query). Nothing is read
+ * until a statement scans a table. Returns 0, -ENOMEM, or -EIO when SQLite could not be set up
+ * (lb_error_detail says why). */
+int lb_query_open(const lb_query_host *host, lb_query **out);
+
+/* The database: prepare and step statements on it (one at a time per lb_query). */
+sqlite3 *lb_query_database(lb_query *query);
+
+/* Follow mode (nonzero): each scan of `records` continues each source's reader where the last scan
+ * left it, so a statement run again returns only rows new since its last run. A statement that
+ * scans `records` twice at once (a self-join) is refused in follow mode. */
+void lb_query_set_follow(lb_query *query, int follow);
+
+/* The entry the `record` table holds (read by `reader`; both must stay valid while statements
+ * read it), or none (NULL). */
+void lb_query_set_record(lb_query *query, lb_reader *reader, const lb_entry *entry);
+
+/* Records the readers handed out (decoded) since the query was opened: a record a pushed-down
+ * condition rejected is not counted. */
+uint64_t lb_query_records_decoded(const lb_query *query);
+
+/* What the last statement refused was asked of it (a write, ATTACH, PRAGMA, load_extension),
+ * when SQLite's error is "not authorized"; NULL when nothing was refused. */
+const char *lb_query_refusal(const lb_query *query);
+
+/* Closes the database and gives back every reader (follow mode keeps them until here). */
+void lb_query_close(lb_query *query);
+
+/* The level (1..7) a name stands for ("trace" .. "critical", any case), or 0. */
+int lb_query_level_from_name(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

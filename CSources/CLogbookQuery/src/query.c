@@ -1,0 +1,131 @@
+/* query.c — the database of lb_query_open: in memory, read-only by construction (an authorizer
+ * that lets a statement read and call functions, nothing else), with the `records` and `sites`
+ * tables and the level() function. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "logbook_files.h"
+#include "query_internal.h"
+
+extern const sqlite3_module lb_q_records_module;
+extern const sqlite3_module lb_q_sites_module;
+
+/* Functions a query may not call: they reach outside the database. */
+static const char *const refused_functions[] = {"load_extension", "readfile", "writefile", "edit", "fts3_tokenizer"};
+
+static int refuse(lb_query *q, const char *what) {
+    snprintf(q->refusal, sizeof q->refusal, "%s", what);
+    return SQLITE_DENY;
+}
+
+static int authorize(void *context, int action, const char *a, const char *b, const char *database, const char *view) {
+    (void)b, (void)database, (void)view;
+    lb_query *q = context;
+    if (q->declaring) return SQLITE_OK;
+    switch (action) {
+    case SQLITE_SELECT:
+    case SQLITE_READ:
+    case SQLITE_RECURSIVE:
+        return SQLITE_OK;
+    case SQLITE_FUNCTION:
+        for (size_t i = 0; i < sizeof refused_functions / sizeof *refused_functions; i++) {
+            if (b && strcasecmp(b, refused_functions[i]) == 0) {
+                char what[96];
+                snprintf(what, sizeof what, "the function %s (it reaches outside the records)", b);
+                return refuse(q, what);
+            }
+        }
+        return SQLITE_OK;
+    case SQLITE_ATTACH:
+    case SQLITE_DETACH:
+        return refuse(q, "ATTACH and DETACH (a query reads only its sources)");
+    case SQLITE_PRAGMA:
+        return refuse(q, "PRAGMA");
+    case SQLITE_INSERT:
+    case SQLITE_UPDATE:
+    case SQLITE_DELETE:
+        return refuse(q, "writing (the records are read-only)");
+    default:
+        (void)a;
+        return refuse(q, "anything but reading (SELECT, WITH, VALUES)");
+    }
+}
+
+/* level('warning') = 5: a level name as its number, for comparisons SQLite makes itself. */
+static void level_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return sqlite3_result_null(ctx);
+    if (sqlite3_value_type(argv[0]) != SQLITE_TEXT) return sqlite3_result_value(ctx, argv[0]);
+    int level = lb_query_level_from_name((const char *)sqlite3_value_text(argv[0]));
+    if (level == 0) return sqlite3_result_error(ctx, "level(): no such level (trace .. critical)", -1);
+    sqlite3_result_int(ctx, level);
+}
+
+static int set_up(lb_query *q) {
+    sqlite3 *db = q->db;
+    int on = 1, off = 0;
+    if (sqlite3_db_config(db, SQLITE_DBCONFIG_DEFENSIVE, on, NULL) != SQLITE_OK ||
+        sqlite3_db_config(db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, off, NULL) != SQLITE_OK ||
+        sqlite3_db_config(db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, off, NULL) != SQLITE_OK)
+        return -1;
+    sqlite3_limit(db, SQLITE_LIMIT_ATTACHED, 0);
+    sqlite3_limit(db, SQLITE_LIMIT_LENGTH, 64 << 20);
+    sqlite3_limit(db, SQLITE_LIMIT_SQL_LENGTH, 1 << 20);
+    if (sqlite3_create_module_v2(db, "records", &lb_q_records_module, q, NULL) != SQLITE_OK ||
+        sqlite3_create_module_v2(db, "record", &lb_q_records_module, q, NULL) != SQLITE_OK ||
+        sqlite3_create_module_v2(db, "sites", &lb_q_sites_module, q, NULL) != SQLITE_OK ||
+        sqlite3_create_function_v2(db, "level", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, NULL,
+                                   level_function, NULL, NULL, NULL) != SQLITE_OK)
+        return -1;
+    return sqlite3_set_authorizer(db, authorize, q) == SQLITE_OK ? 0 : -1;
+}
+
+int lb_query_open(const lb_query_host *host, lb_query **out) {
+    lb_error_detail_clear();
+    lb_query *q = calloc(1, sizeof *q);
+    if (!q) return -ENOMEM;
+    q->host = *host;
+    if (host->source_count > 0) {
+        q->followed = calloc(host->source_count, sizeof *q->followed);
+        q->followed_busy = calloc(host->source_count, 1);
+        if (!q->followed || !q->followed_busy) {
+            lb_query_close(q);
+            return -ENOMEM;
+        }
+    }
+    int rc = sqlite3_open_v2(":memory:", &q->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK || set_up(q) != 0) {
+        lb_error_detail_set("SQLite could not be set up: %s", q->db ? sqlite3_errmsg(q->db) : sqlite3_errstr(rc));
+        lb_query_close(q);
+        return rc == SQLITE_NOMEM ? -ENOMEM : -EIO;
+    }
+    *out = q;
+    return 0;
+}
+
+sqlite3 *lb_query_database(lb_query *q) { return q->db; }
+
+void lb_query_set_follow(lb_query *q, int follow) { q->follow = follow != 0; }
+
+void lb_query_set_record(lb_query *q, lb_reader *reader, const lb_entry *entry) {
+    q->current_reader = reader;
+    q->current_entry = entry;
+}
+
+uint64_t lb_query_records_decoded(const lb_query *q) { return q->records_decoded; }
+
+const char *lb_query_refusal(const lb_query *q) { return q->refusal[0] ? q->refusal : NULL; }
+
+void lb_query_close(lb_query *q) {
+    if (!q) return;
+    if (q->db) sqlite3_close_v2(q->db);
+    for (size_t i = 0; q->followed && i < q->host.source_count; i++)
+        if (q->followed[i]) q->host.close_reader(q->host.context, i, q->followed[i]);
+    free(q->followed);
+    free(q->followed_busy);
+    free(q);
+}

@@ -1,0 +1,574 @@
+/* query_records.c — the `records` table: one row per record of the host's sources, read through
+ * lb_reader_stream with the conditions SQLite lets it take (time, level, logger, site, template,
+ * file, function) pushed into its lb_read_filter, and each row's columns made only when asked. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "query_internal.h"
+
+enum column {
+    C_TIME, C_TIME_TEXT, C_LEVEL, C_LEVEL_NAME, C_LOGGER, C_MESSAGE, C_TEMPLATE, C_FILE, C_LINE,
+    C_FUNCTION, C_THREAD, C_PID, C_SESSION, C_SITE, C_METADATA, C_ERROR_TYPE, C_ERROR_MESSAGE, C_ARGS,
+    C_SOURCE, C_ARG1
+};
+enum { ARG_COLUMNS = 16, MAX_PUSHED = 32 };
+
+static const char schema[] =
+    "CREATE TABLE x(time INTEGER, time_text TEXT, level INTEGER, level_name TEXT, logger TEXT, message TEXT, "
+    "template TEXT, file TEXT, line INTEGER, function TEXT, thread INTEGER, pid INTEGER, session INTEGER, "
+    "site INTEGER, metadata TEXT, error_type TEXT, error_message TEXT, args TEXT, source TEXT, "
+    "arg1, arg2, arg3, arg4, arg5, arg6, arg7, arg8, arg9, arg10, arg11, arg12, arg13, arg14, arg15, arg16)";
+
+/* A condition handed to xFilter: the column and the operator, one byte each in idxStr. */
+enum op { OP_EQ = 'e', OP_GT = 'g', OP_GE = 'G', OP_LT = 'l', OP_LE = 'L' };
+
+typedef struct pushed_match {
+    enum column column;
+    char *text;               /* logger, template, file, function */
+    int64_t number;           /* site */
+} pushed_match;
+
+typedef struct records_table {
+    sqlite3_vtab base;
+    lb_query *query;
+    int single;               /* the `record` table: the one entry lb_query_set_record names */
+} records_table;
+
+typedef struct records_cursor {
+    sqlite3_vtab_cursor base;
+    lb_query *query;
+    int single;
+    /* the scan */
+    lb_read_filter filter;
+    pushed_match matches[MAX_PUSHED];
+    int match_count;
+    size_t source;
+    lb_reader *reader;
+    lb_q_batches *batches;
+    int eof;
+    sqlite3_int64 rowid;
+    /* the row */
+    const lb_entry *entry;
+    int decoded;              /* args[] and tail_offset hold this row's */
+    lb_arg args[ARG_COLUMNS];
+    int arg_count;
+    uint32_t tail_offset;
+    int tail_made;
+    int has_error;
+    lb_q_text metadata, error_type, error_message, scratch;
+} records_cursor;
+
+static int connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out, char **error) {
+    (void)error;
+    lb_query *q = aux;
+    q->declaring = 1;   /* the authorizer lets the table's own declaration through */
+    int rc = sqlite3_declare_vtab(db, schema);
+    q->declaring = 0;
+    if (rc != SQLITE_OK) return rc;
+    records_table *t = sqlite3_malloc(sizeof *t);
+    if (!t) return SQLITE_NOMEM;
+    memset(t, 0, sizeof *t);
+    t->query = aux;
+    t->single = argc > 0 && strcmp(argv[0], "record") == 0;
+    *out = &t->base;
+    return SQLITE_OK;
+}
+
+static int disconnect(sqlite3_vtab *vtab) {
+    sqlite3_free(vtab);
+    return SQLITE_OK;
+}
+
+static char op_code(unsigned char op) {
+    switch (op) {
+    case SQLITE_INDEX_CONSTRAINT_EQ: return OP_EQ;
+    case SQLITE_INDEX_CONSTRAINT_GT: return OP_GT;
+    case SQLITE_INDEX_CONSTRAINT_GE: return OP_GE;
+    case SQLITE_INDEX_CONSTRAINT_LT: return OP_LT;
+    case SQLITE_INDEX_CONSTRAINT_LE: return OP_LE;
+    default: return 0;
+    }
+}
+
+/* Time and level take every comparison, evaluated here exactly (a level compared with a name
+ * must not reach SQLite, which would compare a number with text); the others take equality and
+ * SQLite checks them again (a record of an unknown site passes the filter). */
+static int best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
+    (void)vtab;
+    char codes[2 * MAX_PUSHED + 1];
+    int pushed = 0;
+    double cost = 1e7;
+    for (int i = 0; i < info->nConstraint && pushed < MAX_PUSHED; i++) {
+        const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+        char op = op_code(c->op);
+        if (!c->usable || !op) continue;
+        int column = c->iColumn;
+        int ranged = column == C_TIME || column == C_LEVEL;
+        int matched = op == OP_EQ && (column == C_LOGGER || column == C_SITE || column == C_TEMPLATE ||
+                                      column == C_FILE || column == C_FUNCTION);
+        if (!ranged && !matched) continue;
+        codes[2 * pushed] = (char)('A' + column);
+        codes[2 * pushed + 1] = op;
+        info->aConstraintUsage[i].argvIndex = ++pushed;
+        info->aConstraintUsage[i].omit = ranged;
+        cost /= op == OP_EQ ? 10 : 3;
+    }
+    codes[2 * pushed] = '\0';
+    if (pushed > 0) {
+        info->idxStr = sqlite3_mprintf("%s", codes);
+        if (!info->idxStr) return SQLITE_NOMEM;
+        info->needToFreeIdxStr = 1;
+    }
+    info->estimatedCost = cost;
+    info->estimatedRows = (sqlite3_int64)cost;
+    return SQLITE_OK;
+}
+
+static int open_cursor(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
+    records_cursor *c = sqlite3_malloc(sizeof *c);
+    if (!c) return SQLITE_NOMEM;
+    memset(c, 0, sizeof *c);
+    c->query = ((records_table *)vtab)->query;
+    c->single = ((records_table *)vtab)->single;
+    c->eof = 1;
+    *out = &c->base;
+    return SQLITE_OK;
+}
+
+/* Ends the reading of the current source: the stream stopped, the reader given back (kept in
+ * follow mode). */
+static void end_source(records_cursor *c) {
+    lb_query *q = c->query;
+    if (c->single) {
+        c->reader = NULL;
+        c->entry = NULL;
+        return;
+    }
+    if (c->batches) q->records_decoded += lb_q_batches_stop(c->batches);
+    c->batches = NULL;
+    if (c->reader) {
+        if (q->follow) {
+            q->followed_busy[c->source] = 0;
+        } else {
+            q->host.close_reader(q->host.context, c->source, c->reader);
+        }
+    }
+    c->reader = NULL;
+    c->entry = NULL;
+}
+
+static void forget_matches(records_cursor *c) {
+    for (int i = 0; i < c->match_count; i++) sqlite3_free(c->matches[i].text);
+    c->match_count = 0;
+}
+
+static int close_cursor(sqlite3_vtab_cursor *cursor) {
+    records_cursor *c = (records_cursor *)cursor;
+    end_source(c);
+    forget_matches(c);
+    lb_q_text_free(&c->metadata);
+    lb_q_text_free(&c->error_type);
+    lb_q_text_free(&c->error_message);
+    lb_q_text_free(&c->scratch);
+    sqlite3_free(c);
+    return SQLITE_OK;
+}
+
+static int fail(records_cursor *c, const char *format, const char *what, int rc) {
+    sqlite3_vtab *vtab = c->base.pVtab;
+    sqlite3_free(vtab->zErrMsg);
+    vtab->zErrMsg = sqlite3_mprintf(format, what, strerror(rc < 0 ? -rc : rc));
+    return SQLITE_ERROR;
+}
+
+/* Starts reading source c->source: a fresh reader, or in follow mode its kept one. */
+static int begin_source(records_cursor *c) {
+    lb_query *q = c->query;
+    const char *name = q->host.source_name(q->host.context, c->source);
+    int rc;
+    if (q->follow) {
+        if (q->followed_busy[c->source]) {
+            sqlite3_free(c->base.pVtab->zErrMsg);
+            c->base.pVtab->zErrMsg = sqlite3_mprintf("a followed query reads the records table once (%s)", name);
+            return SQLITE_ERROR;
+        }
+        if (!q->followed[c->source]) {
+            rc = q->host.open_reader(q->host.context, c->source, &q->followed[c->source]);
+            if (rc < 0) return fail(c, "cannot read %s: %s", name, rc);
+        }
+        q->followed_busy[c->source] = 1;
+        c->reader = q->followed[c->source];
+    } else {
+        rc = q->host.open_reader(q->host.context, c->source, &c->reader);
+        if (rc < 0) {
+            c->reader = NULL;
+            return fail(c, "cannot read %s: %s", name, rc);
+        }
+    }
+    rc = lb_q_batches_start(c->reader, &c->filter, &c->batches);
+    if (rc < 0) return fail(c, "cannot read %s: %s", name, rc);
+    return SQLITE_OK;
+}
+
+/* Moves to the next row: the next entry of this source, or the first of the next source. */
+static int advance(records_cursor *c) {
+    lb_query *q = c->query;
+    if (c->single) {
+        /* `record`: the host's current entry, once. */
+        c->eof = c->rowid > 0 || !q->current_entry || !q->current_reader;
+        c->entry = q->current_entry;
+        c->reader = q->current_reader;
+        c->rowid++;
+        c->decoded = 0;
+        c->tail_made = 0;
+        return SQLITE_OK;
+    }
+    for (;;) {
+        if (!c->batches) {
+            if (c->source >= q->host.source_count) {
+                c->eof = 1;
+                return SQLITE_OK;
+            }
+            int rc = begin_source(c);
+            if (rc != SQLITE_OK) {
+                end_source(c);
+                c->eof = 1;
+                return rc;
+            }
+        }
+        int rc = lb_q_batches_next(c->batches, &c->entry);
+        if (rc == 1) {
+            c->rowid++;
+            c->decoded = 0;
+            c->tail_made = 0;
+            return SQLITE_OK;
+        }
+        end_source(c);
+        if (rc < 0) {
+            c->eof = 1;
+            return fail(c, "cannot read %s: %s", q->host.source_name(q->host.context, c->source), rc);
+        }
+        c->source++;
+    }
+}
+
+static int accept_site(void *context, const struct lb_site_info *site, const char *logger) {
+    const records_cursor *c = context;
+    for (int i = 0; i < c->match_count; i++) {
+        const pushed_match *m = &c->matches[i];
+        switch (m->column) {
+        case C_LOGGER:
+            if (!logger || strcmp(logger, m->text) != 0) return 0;
+            break;
+        case C_SITE:
+            if (site && (int64_t)site->id != m->number) return 0;
+            break;
+        case C_TEMPLATE:
+            if (!site || strcmp(site->template_text, m->text) != 0) return 0;
+            break;
+        case C_FILE:
+            if (!site || strcmp(site->file, m->text) != 0) return 0;
+            break;
+        case C_FUNCTION:
+            if (!site || strcmp(site->function, m->text) != 0) return 0;
+            break;
+        default: break;
+        }
+    }
+    return 1;
+}
+
+/* A bound of a range: [low, high] in integers, narrowed by `value <op> x`. 0, or 1 when nothing can
+ * match (x NULL, or beyond what the column holds). */
+typedef struct range {
+    int64_t low, high;
+} range;
+
+static int narrow(range *r, char op, double x) {
+    if (isnan(x)) return 1;
+    double low = -9.2e18, high = 9.2e18;
+    switch (op) {
+    case OP_EQ:
+        if (x != floor(x)) return 1;
+        low = high = x;
+        break;
+    case OP_GT: low = floor(x) + 1; break;
+    case OP_GE: low = ceil(x); break;
+    case OP_LT: high = ceil(x) - 1; break;
+    case OP_LE: high = floor(x); break;
+    }
+    if (low > 9.2e18 || high < -9.2e18) return 1;
+    if (low > -9.2e18 && (int64_t)low > r->low) r->low = (int64_t)low;
+    if (high < 9.2e18 && (int64_t)high < r->high) r->high = (int64_t)high;
+    return r->low > r->high;
+}
+
+/* A time compared exactly in integers (ns); text is RFC 3339. */
+static int narrow_time(records_cursor *c, range *r, char op, sqlite3_value *v, int *empty) {
+    int type = sqlite3_value_type(v);
+    int64_t x;
+    if (type == SQLITE_NULL) return *empty = 1, SQLITE_OK;
+    if (type == SQLITE_FLOAT) {
+        if (narrow(r, op, sqlite3_value_double(v))) *empty = 1;
+        return SQLITE_OK;
+    }
+    if (type == SQLITE_INTEGER) {
+        x = sqlite3_value_int64(v);
+    } else if (lb_q_parse_time((const char *)sqlite3_value_text(v), &x) != 0) {
+        sqlite3_free(c->base.pVtab->zErrMsg);
+        c->base.pVtab->zErrMsg = sqlite3_mprintf(
+            "time compared with '%s', which is neither nanoseconds nor RFC 3339 (2026-11-28T18:00:00Z)",
+            sqlite3_value_text(v));
+        return SQLITE_ERROR;
+    }
+    switch (op) {
+    case OP_EQ:
+        if (x > r->low) r->low = x;
+        if (x < r->high) r->high = x;
+        break;
+    case OP_GT:
+        if (x == INT64_MAX) *empty = 1;
+        else if (x + 1 > r->low) r->low = x + 1;
+        break;
+    case OP_GE: if (x > r->low) r->low = x; break;
+    case OP_LT:
+        if (x == INT64_MIN) *empty = 1;
+        else if (x - 1 < r->high) r->high = x - 1;
+        break;
+    case OP_LE: if (x < r->high) r->high = x; break;
+    }
+    if (r->low > r->high) *empty = 1;
+    return SQLITE_OK;
+}
+
+/* A level: a number, or a name read as its number. */
+static int narrow_level(records_cursor *c, range *r, char op, sqlite3_value *v, int *empty) {
+    int type = sqlite3_value_type(v);
+    if (type == SQLITE_NULL) return *empty = 1, SQLITE_OK;
+    double x;
+    if (type == SQLITE_TEXT) {
+        int level = lb_query_level_from_name((const char *)sqlite3_value_text(v));
+        if (level == 0) {
+            sqlite3_free(c->base.pVtab->zErrMsg);
+            c->base.pVtab->zErrMsg = sqlite3_mprintf(
+                "level compared with '%s', which is no level (trace, debug, info, notice, warning, error, critical)",
+                sqlite3_value_text(v));
+            return SQLITE_ERROR;
+        }
+        x = level;
+    } else {
+        x = sqlite3_value_double(v);
+    }
+    if (narrow(r, op, x)) *empty = 1;
+    return SQLITE_OK;
+}
+
+static int take_match(records_cursor *c, int column, sqlite3_value *v, int *empty) {
+    if (sqlite3_value_type(v) == SQLITE_NULL) return *empty = 1, SQLITE_OK;
+    pushed_match *m = &c->matches[c->match_count];
+    m->column = (enum column)column;
+    if (column == C_SITE) {
+        if (sqlite3_value_numeric_type(v) != SQLITE_INTEGER) return SQLITE_OK;   /* SQLite decides */
+        m->number = sqlite3_value_int64(v);
+        c->match_count++;
+        return SQLITE_OK;
+    }
+    m->text = sqlite3_mprintf("%s", (const char *)sqlite3_value_text(v));
+    if (!m->text) return SQLITE_NOMEM;
+    c->match_count++;
+    return SQLITE_OK;
+}
+
+static int filter(sqlite3_vtab_cursor *cursor, int idx_num, const char *idx_str, int argc, sqlite3_value **argv) {
+    (void)idx_num;
+    records_cursor *c = (records_cursor *)cursor;
+    end_source(c);
+    forget_matches(c);
+    c->source = 0;
+    c->rowid = 0;
+    c->eof = 0;
+    range time = {INT64_MIN, INT64_MAX}, level = {1, 7};
+    int empty = 0, rc = SQLITE_OK;
+    for (int i = 0; i < argc && idx_str && idx_str[2 * i] && rc == SQLITE_OK; i++) {
+        int column = idx_str[2 * i] - 'A';
+        char op = idx_str[2 * i + 1];
+        if (column == C_TIME) rc = narrow_time(c, &time, op, argv[i], &empty);
+        else if (column == C_LEVEL) rc = narrow_level(c, &level, op, argv[i], &empty);
+        else rc = take_match(c, column, argv[i], &empty);
+    }
+    if (rc != SQLITE_OK) {
+        c->eof = 1;
+        return rc;
+    }
+    if (level.low > 7 || level.high < 1 || time.high <= 0) empty = 1;
+    if (empty) {
+        c->eof = 1;
+        return SQLITE_OK;
+    }
+    c->filter = (lb_read_filter){0};
+    c->filter.min_level = level.low > 1 ? (uint8_t)level.low : 0;
+    c->filter.max_level = level.high < 7 ? (uint8_t)level.high : 0;
+    c->filter.since_ns = time.low > 0 ? time.low : 0;
+    c->filter.until_ns = time.high < INT64_MAX ? time.high + 1 : 0;
+    if (c->match_count > 0) {
+        c->filter.accept = accept_site;
+        c->filter.accept_context = c;
+    }
+    return advance(c);
+}
+
+static int next(sqlite3_vtab_cursor *cursor) { return advance((records_cursor *)cursor); }
+
+static int eof(sqlite3_vtab_cursor *cursor) { return ((records_cursor *)cursor)->eof; }
+
+static int rowid(sqlite3_vtab_cursor *cursor, sqlite3_int64 *out) {
+    *out = ((records_cursor *)cursor)->rowid;
+    return SQLITE_OK;
+}
+
+/* The message arguments (up to ARG_COLUMNS) and where the tail (metadata, error) begins. */
+static void decode_args(records_cursor *c) {
+    if (c->decoded) return;
+    c->decoded = 1;
+    c->arg_count = 0;
+    const lb_entry *e = c->entry;
+    uint32_t offset = 0, before = 0;
+    lb_arg a;
+    c->tail_offset = e->args_length;
+    while (lb_arg_next(e->args, e->args_length, &offset, &a) == 1) {
+        if (a.type == LB_ARG_METADATA || a.type == LB_ARG_ERROR) {
+            c->tail_offset = before;
+            break;
+        }
+        if (c->arg_count < ARG_COLUMNS) c->args[c->arg_count++] = a;
+        before = offset;
+    }
+}
+
+static void make_tail(records_cursor *c) {
+    if (c->tail_made) return;
+    decode_args(c);
+    lb_q_tail(c->entry, c->tail_offset, &c->metadata, &c->error_type, &c->error_message, &c->has_error);
+    c->tail_made = 1;
+}
+
+static void result_text(sqlite3_context *ctx, records_cursor *c, const char *text, size_t length) {
+    if (!text) return sqlite3_result_null(ctx);
+    if (lb_q_is_utf8((const uint8_t *)text, length)) {
+        sqlite3_result_text(ctx, text, (int)length, SQLITE_TRANSIENT);
+        return;
+    }
+    lb_q_text_utf8(&c->scratch, (const uint8_t *)text, length);
+    if (c->scratch.failed) return sqlite3_result_error_nomem(ctx);
+    sqlite3_result_text(ctx, c->scratch.bytes, (int)c->scratch.length, SQLITE_TRANSIENT);
+}
+
+static void result_owned(sqlite3_context *ctx, const lb_q_text *text) {
+    if (text->failed) return sqlite3_result_error_nomem(ctx);
+    sqlite3_result_text(ctx, text->bytes ? text->bytes : "", (int)text->length, SQLITE_TRANSIENT);
+}
+
+static void result_arg(sqlite3_context *ctx, records_cursor *c, int index) {
+    decode_args(c);
+    if (index >= c->arg_count) return sqlite3_result_null(ctx);
+    const lb_arg *a = &c->args[index];
+    switch (a->type) {
+    case LB_ARG_BOOL: return sqlite3_result_int(ctx, a->value.b);
+    case LB_ARG_I8: case LB_ARG_I16: case LB_ARG_I32: case LB_ARG_I64: case LB_ARG_INT:
+        return sqlite3_result_int64(ctx, a->value.i);
+    case LB_ARG_U8: case LB_ARG_U16: case LB_ARG_U32: case LB_ARG_U64: case LB_ARG_UINT:
+        if (a->value.u > (uint64_t)INT64_MAX) return sqlite3_result_double(ctx, (double)a->value.u);
+        return sqlite3_result_int64(ctx, (sqlite3_int64)a->value.u);
+    case LB_ARG_F32: case LB_ARG_F64: return sqlite3_result_double(ctx, a->value.f);
+    case LB_ARG_STRING: case LB_ARG_STATIC_STRING:
+        return result_text(ctx, c, a->bytes ? (const char *)a->bytes : "", a->length);
+    case LB_ARG_BYTES: return sqlite3_result_blob(ctx, a->bytes, (int)a->length, SQLITE_TRANSIENT);
+    default: return sqlite3_result_null(ctx);
+    }
+}
+
+static void result_site(sqlite3_context *ctx, records_cursor *c, int column) {
+    const lb_site_info *s = lb_reader_site(c->reader, c->entry->session, c->entry->site_id);
+    if (!s) return sqlite3_result_null(ctx);
+    switch (column) {
+    case C_TEMPLATE: return result_text(ctx, c, s->template_text, strlen(s->template_text));
+    case C_FILE: return result_text(ctx, c, s->file, strlen(s->file));
+    case C_FUNCTION: return result_text(ctx, c, s->function, strlen(s->function));
+    default: return sqlite3_result_int64(ctx, s->line);
+    }
+}
+
+static int column(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int index) {
+    records_cursor *c = (records_cursor *)cursor;
+    const lb_entry *e = c->entry;
+    lb_query *q = c->query;
+    char text[96];
+    size_t length;
+    const char *s;
+    switch (index) {
+    case C_TIME: sqlite3_result_int64(ctx, e->wall_ns); break;
+    case C_TIME_TEXT:
+        lb_q_time_text(e->wall_ns, text);
+        sqlite3_result_text(ctx, text, -1, SQLITE_TRANSIENT);
+        break;
+    case C_LEVEL: sqlite3_result_int(ctx, e->level); break;
+    case C_LEVEL_NAME:
+        s = lb_q_level_name(e->level);
+        if (s) sqlite3_result_text(ctx, s, -1, SQLITE_STATIC);
+        else sqlite3_result_null(ctx);
+        break;
+    case C_LOGGER:
+        s = lb_reader_logger_name(c->reader, e->session, e->logger_id);
+        result_text(ctx, c, s, s ? strlen(s) : 0);
+        break;
+    case C_MESSAGE:
+        s = q->host.message(q->host.context, c->reader, e, &length);
+        if (s) sqlite3_result_text(ctx, s, (int)length, SQLITE_TRANSIENT);
+        else sqlite3_result_null(ctx);
+        break;
+    case C_TEMPLATE: case C_FILE: case C_LINE: case C_FUNCTION: result_site(ctx, c, index); break;
+    case C_THREAD: sqlite3_result_int64(ctx, e->thread_id); break;
+    case C_PID: sqlite3_result_int64(ctx, e->pid); break;
+    case C_SESSION: sqlite3_result_int64(ctx, e->session); break;
+    case C_SITE: sqlite3_result_int64(ctx, e->site_id); break;
+    case C_METADATA:
+        make_tail(c);
+        result_owned(ctx, &c->metadata);
+        break;
+    case C_ERROR_TYPE: case C_ERROR_MESSAGE:
+        make_tail(c);
+        if (!c->has_error) sqlite3_result_null(ctx);
+        else result_owned(ctx, index == C_ERROR_TYPE ? &c->error_type : &c->error_message);
+        break;
+    case C_ARGS:
+        lb_q_args_json(e, &c->scratch);
+        result_owned(ctx, &c->scratch);
+        break;
+    case C_SOURCE:
+        sqlite3_result_text(ctx, q->host.source_name(q->host.context, c->source), -1, SQLITE_TRANSIENT);
+        break;
+    default:
+        if (index >= C_ARG1 && index < C_ARG1 + ARG_COLUMNS) result_arg(ctx, c, index - C_ARG1);
+        else sqlite3_result_null(ctx);
+    }
+    return SQLITE_OK;
+}
+
+const sqlite3_module lb_q_records_module = {
+    .iVersion = 1,
+    .xCreate = NULL,            /* eponymous only: `records` exists without CREATE */
+    .xConnect = connect,
+    .xBestIndex = best_index,
+    .xDisconnect = disconnect,
+    .xDestroy = disconnect,
+    .xOpen = open_cursor,
+    .xClose = close_cursor,
+    .xFilter = filter,
+    .xNext = next,
+    .xEof = eof,
+    .xColumn = column,
+    .xRowid = rowid,
+};

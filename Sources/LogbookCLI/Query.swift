@@ -1,0 +1,212 @@
+import ArgumentParser
+import Logbook
+import LogbookQuery
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+struct Query: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run SQL (SQLite) over the typed records of bundles, archive directories or archive files.",
+        discussion: """
+            Tables: records (time, time_text, level, level_name, logger, message, template, file, line, \
+            function, thread, pid, session, site, metadata, error_type, error_message, args, source, \
+            arg1 .. arg16), sites (session, site, template, file, line, function, logger, count, source) \
+            and percentile(value, p). Conditions on time, level, logger, site, template, file and \
+            function are decided before a record is decoded. Example:
+              logbook query app.logbook "SELECT template, count(*), percentile(arg1, 99) FROM records \
+            WHERE level >= 'warning' GROUP BY site"
+            """)
+
+    @Argument(help: ArgumentHelp("One or more sources, then the SQL statement.", valueName: "source... sql"))
+    var arguments: [String] = []
+
+    @Flag(help: "One JSON object per row.")
+    var json = false
+
+    @Flag(help: "Comma-separated values (RFC 4180), a header row first.")
+    var csv = false
+
+    @Flag(name: [.short, .long], help: "Run the query again on the records new since the last run, until interrupted (a query without aggregates or ORDER BY).")
+    var follow = false
+
+    @Option(help: "Seconds between runs with --follow.")
+    var interval: Double = 0.2
+
+    func validate() throws {
+        guard arguments.count >= 2 else { throw ValidationError("logbook query takes one or more sources, then the SQL") }
+        guard !(json && csv) else { throw ValidationError("--json and --csv: choose one") }
+    }
+
+    func run() throws {
+        let sql = arguments.last!
+        let sources = Array(arguments.dropLast())
+        let query: LogQuery
+        do { query = try LogQuery(sources: sources) } catch { fail("\(error)") }
+        var printer = RowPrinter(style: json ? .json : csv ? .csv : .table)
+        do {
+            if follow {
+                guard try query.isStreamable(sql) else {
+                    throw ValidationError("--follow runs a query that returns rows as records come: no aggregate (count, avg, GROUP BY) and no ORDER BY")
+                }
+                query.follow = true
+                signal(SIGPIPE, SIG_IGN)
+                while true {
+                    try query.run(sql) { printer.row($0) }
+                    printer.flush()
+                    sayIssues(query, sources: sources, once: true)
+                    usleep(UInt32(max(0.01, interval) * 1_000_000))
+                }
+            }
+            try query.run(sql) { printer.row($0) }
+            if printer.rowsPrinted == 0, !json { printer.header(try query.columns(sql)) }
+            printer.finish()
+        } catch let error as QueryError {
+            printer.finish()
+            if case .invalid(let message, let offset?) = error, offset <= sql.utf8.count {
+                // The line of the SQL that SQLite points at, and a caret under the place.
+                let bytes = Array(sql.utf8)
+                let start = bytes[..<offset].lastIndex(of: 10).map { $0 + 1 } ?? 0
+                let end = bytes[offset...].firstIndex(of: 10) ?? bytes.count
+                let column = String(decoding: bytes[start..<offset], as: UTF8.self).count
+                warn("\(message), at byte \(offset) of the SQL:")
+                warn("  " + String(decoding: bytes[start..<end], as: UTF8.self))
+                fail("  " + String(repeating: " ", count: column) + "^")
+            }
+            fail("\(error)")
+        } catch {
+            printer.finish()
+            fail("\(error)")
+        }
+        sayIssues(query, sources: sources, once: false)
+    }
+
+    /// What could not be read is said on stderr, as `show` says it, so that an answer is never
+    /// silently partial.
+    func sayIssues(_ query: LogQuery, sources: [String], once: Bool) {
+        let failures = query.issues.filter(\.isFailure)
+        guard !failures.isEmpty, !once || !Self.said else { return }
+        Self.said = true
+        let records = failures.reduce(UInt64(0)) { $0 + $1.records }
+        let lost = records > 0 ? " (\(records) records unreadable or missing)" : ""
+        let names = sources.joined(separator: " ")
+        warn("\(failures.count) problems in \(names)\(lost); run `logbook verify` on it")
+    }
+    nonisolated(unsafe) static var said = false
+}
+
+/// Rows as an aligned table (widths from the first 1,000 rows, then streamed), JSON lines or CSV.
+struct RowPrinter {
+    enum Style { case table, json, csv }
+    let style: Style
+    var output = Output()
+    var held: [QueryRow] = []
+    var widths: [Int]?
+    var rowsPrinted = 0
+    var headerDone = false
+
+    init(style: Style) { self.style = style }
+
+    mutating func row(_ row: QueryRow) {
+        rowsPrinted += 1
+        switch style {
+        case .json: output.line(json(row))
+        case .csv:
+            if !headerDone { header(row.columnNames) }
+            output.line(row.values.map { csvField($0) }.joined(separator: ","))
+        case .table:
+            if widths == nil {
+                held.append(row)
+                if held.count >= 1000 { release() }
+            } else {
+                tableLine(row.values.map(cell))
+            }
+        }
+    }
+
+    mutating func header(_ names: [String]) {
+        headerDone = true
+        switch style {
+        case .json: break
+        case .csv: output.line(names.map { csvField(.text($0)) }.joined(separator: ","))
+        case .table:
+            widths = widths ?? names.map(\.count)
+            tableLine(names)
+        }
+    }
+
+    mutating func release() {
+        guard let first = held.first else { return }
+        var widths = first.columnNames.map(\.count)
+        for row in held { for (index, value) in row.values.enumerated() { widths[index] = max(widths[index], cell(value).count) } }
+        self.widths = widths
+        if !headerDone { header(first.columnNames) }
+        for row in held { tableLine(row.values.map(cell)) }
+        held = []
+    }
+
+    mutating func flush() {
+        if style == .table { release() }
+        output.flush()
+    }
+
+    mutating func finish() { flush() }
+
+    func cell(_ value: QueryValue) -> String { escapingControlCharacters(value.description) }
+
+    mutating func tableLine(_ cells: [String]) {
+        let widths = widths ?? []
+        let padded = cells.enumerated().map { index, text in
+            index == cells.count - 1 ? text : text + String(repeating: " ", count: max(0, (index < widths.count ? widths[index] : 0) - text.count))
+        }
+        output.line(padded.joined(separator: "  "))
+    }
+
+    func csvField(_ value: QueryValue) -> String {
+        let text = value.description
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    func json(_ row: QueryRow) -> String {
+        var line = "{"
+        for (index, name) in row.columnNames.enumerated() {
+            if index > 0 { line += "," }
+            line += jsonString(name) + ":"
+            switch row.values[index] {
+            case .null: line += "null"
+            case .integer(let value): line += String(value)
+            case .real(let value): line += value.isFinite ? value.description : "null"
+            case .text(let value): line += jsonString(value)
+            case .blob: line += jsonString(row.values[index].description)
+            }
+        }
+        return line + "}"
+    }
+
+    func jsonString(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if scalar.value < 0x20 {
+                    out += "\\u" + String(scalar.value, radix: 16).leftPadded(4)
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out + "\""
+    }
+}
+
+extension String {
+    fileprivate func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+}
