@@ -1,5 +1,6 @@
 import ArgumentParser
 import Logbook
+import LogbookQuery
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -136,7 +137,7 @@ struct Show: ParsableCommand {
     @Option(help: "Only entries whose message, or one of whose metadata pairs as `key=value`, matches this regular expression.")
     var grep: String?
 
-    @Option(name: .customLong("where"), help: ArgumentHelp("Only entries whose metadata has this key with this value (`request_id=abc`: the key ends at the first =, a string value is compared as logged; repeat for several, all must hold).", valueName: "key=value"))
+    @Option(name: .customLong("where"), help: ArgumentHelp("Only entries for which this holds: a SQL condition over the columns of `logbook query`'s records table (\"level >= 'warning' AND arg2 > 250\"), or key=value for a metadata key that is no column (`request_id=abc`: the key ends at the first =, a string value is compared as logged). Repeat for several; all must hold.", valueName: "condition"))
     var conditions: [String] = []
 
     @Flag(help: "Append the call site (file:line) and thread to each text line.")
@@ -156,16 +157,26 @@ struct Show: ParsableCommand {
 
         var output = Output()
         let format: LineRenderer.Format = json ? .json : .text(includeSource: source)
-        let wanted = try conditions.map { condition -> (key: String, value: String) in
-            guard let equals = condition.firstIndex(of: "="), equals != condition.startIndex else {
-                throw ValidationError("--where: '\(escapingControlCharacters(condition))' is not key=value")
-            }
-            return (String(condition[..<equals]), String(condition[condition.index(after: equals)...]))
+        let (wanted, sql) = Self.split(conditions)
+        let condition: RecordCondition?
+        do {
+            condition = try sql.isEmpty ? nil : LogQuery(sources: [bundle]).condition(
+                sql.count == 1 ? sql[0] : sql.map { "(\($0))" }.joined(separator: " AND "))
+        } catch {
+            throw ValidationError("--where: \(escapingControlCharacters("\(error)"))")
         }
         let emit: (LogRecord) -> Void
-        if pattern != nil || !wanted.isEmpty {
+        if pattern != nil || !wanted.isEmpty || condition != nil {
             emit = { record in
                 guard Self.matches(record, pattern: pattern, wanted: wanted) else { return }
+                if let condition {
+                    do {
+                        guard try condition.matches(record) else { return }
+                    } catch {
+                        output.flush()
+                        fail("--where: \(error)")
+                    }
+                }
                 output.record(record, as: format)
             }
         } else {
@@ -278,6 +289,25 @@ struct Show: ParsableCommand {
 }
 
 extension Show {
+    /// --where: `key=value` for a metadata key that is no column of `records` (the key a plain
+    /// name), else a SQL condition.
+    static func split(_ conditions: [String]) -> (metadata: [(key: String, value: String)], sql: [String]) {
+        var metadata: [(key: String, value: String)] = []
+        var sql: [String] = []
+        let nameCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@")
+        for condition in conditions {
+            if let equals = condition.firstIndex(of: "="), equals != condition.startIndex,
+                condition[..<equals].allSatisfy(nameCharacters.contains),
+                !LogQuery.recordColumns.contains(String(condition[..<equals]).lowercased())
+            {
+                metadata.append((String(condition[..<equals]), String(condition[condition.index(after: equals)...])))
+            } else {
+                sql.append(condition)
+            }
+        }
+        return (metadata, sql)
+    }
+
     /// --grep: the message or a metadata pair as `key=value` matches; --where: every key is there
     /// with that value. A string is compared as it was logged (not quoted or escaped as `show`
     /// prints it), any other value as `show` prints it. Metadata is decoded only when the message

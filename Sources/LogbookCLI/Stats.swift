@@ -23,6 +23,9 @@ struct Stats: ParsableCommand {
     @Option(help: "Groups to print as text (the most records first); --json prints all.")
     var top: Int = 20
 
+    @Option(name: .customLong("metadata"), help: ArgumentHelp("Percentiles of this metadata key's numeric values per group, as for arguments (a string that is a number counts: swift-log's metadata). Repeatable.", valueName: "key"))
+    var metadataKeys: [String] = []
+
     func validate() throws {
         guard LogStatistics.Grouping(rawValue: by) != nil else {
             throw ValidationError("--by takes site, logger or level, not '\(escapingControlCharacters(by))'")
@@ -31,7 +34,8 @@ struct Stats: ParsableCommand {
     }
 
     func run() throws {
-        let statistics = try readStatistics(bundle, grouping: LogStatistics.Grouping(rawValue: by)!, selection: selection)
+        let statistics = try readStatistics(bundle, grouping: LogStatistics.Grouping(rawValue: by)!, selection: selection,
+                                            metadataKeys: metadataKeys)
         var output = Output()
         if json {
             output.line(StatisticsJSON.render(statistics))
@@ -80,14 +84,14 @@ struct Report: ParsableCommand {
     }
 }
 
-func readStatistics(_ bundle: String, grouping: LogStatistics.Grouping, selection: RecordSelection) throws
+func readStatistics(_ bundle: String, grouping: LogStatistics.Grouping, selection: RecordSelection, metadataKeys: [String] = []) throws
     -> LogStatistics
 {
     let filter = try selection.filter()
     let reader: LogReader
     do { reader = try LogReader(path: bundle) } catch { fail("\(error)") }
     do {
-        var statistics = try LogStatistics(reading: reader, options: .init(grouping: grouping, filter: filter))
+        var statistics = try LogStatistics(reading: reader, options: .init(grouping: grouping, filter: filter, metadataKeys: metadataKeys))
         // What is missing is part of the answer: verify's findings become issues too.
         if let summary = try? reader.verify(), summary.recordsLost > 0 {
             statistics.issues.append("\(summary.recordsLost) records the bundle counted are missing")
@@ -158,14 +162,15 @@ enum StatisticsText {
             var detail = "              first \(formatRFC3339(nanoseconds: group.firstNanoseconds))  last \(formatRFC3339(nanoseconds: group.lastNanoseconds))"
             if !group.loggers.isEmpty { detail += "  loggers " + group.loggers.joined(separator: ", ") }
             lines.append(detail)
-            for argument in group.arguments {
+            for argument in group.arguments + group.metadata {
                 let h = argument.histogram
-                let isInteger = argument.type != "double" && argument.type != "float"
+                let isInteger = argument.type != "double" && argument.type != "float" && argument.type != "metadata"
                 func value(_ percentile: Double) -> String {
                     h.value(atPercentile: percentile).map { number($0, integer: isInteger) } ?? "-"
                 }
-                let name = argument.label.isEmpty ? "#\(argument.position)" : "#\(argument.position) \(argument.label)"
-                var text = "              \(name) (\(argument.type)): min \(value(0))  p50 \(value(50))  p90 \(value(90))  p99 \(value(99))  p99.9 \(value(99.9))  max \(value(100))"
+                let name = argument.type == "metadata" ? "metadata \(argument.label)"
+                    : argument.label.isEmpty ? "#\(argument.position)" : "#\(argument.position) \(argument.label)"
+                var text = "              \(name) (\(argument.type == "metadata" ? "\(h.count) values" : argument.type)): min \(value(0))  p50 \(value(50))  p90 \(value(90))  p99 \(value(99))  p99.9 \(value(99.9))  max \(value(100))"
                 if h.nanCount > 0 { text += "  nan \(grouped(h.nanCount))" }
                 lines.append(text)
             }
@@ -241,6 +246,14 @@ enum StatisticsJSON {
             g += ",\"level\":" + (group.level.map(string) ?? "null")
             g += ",\"count\":\(group.count),\"rate\":" + number(group.rate(over: s))
             g += ",\"first\":" + time(group.firstNanoseconds) + ",\"last\":" + time(group.lastNanoseconds)
+            g += ",\"metadata\":[" + group.metadata.map { item in
+                let h = item.histogram
+                var m = "{\"key\":" + string(item.label) + ",\"count\":\(h.count),\"nan\":\(h.nanCount)"
+                for (name, percentile) in [("min", 0.0), ("p50", 50), ("p90", 90), ("p99", 99), ("p99.9", 99.9), ("max", 100)] {
+                    m += ",\"\(name)\":" + (h.value(atPercentile: percentile).map(number) ?? "null")
+                }
+                return m + ",\"mean\":" + (h.mean.map(number) ?? "null") + "}"
+            }.joined(separator: ",") + "]"
             g += ",\"arguments\":[" + group.arguments.map { argument in
                 let h = argument.histogram
                 var a = "{\"position\":\(argument.position),\"label\":" + string(argument.label)

@@ -49,6 +49,12 @@ public final class LogQuery {
 
     deinit { lb_query_close(raw) }
 
+    /// The columns of `records` (and `record`), in order.
+    public static let recordColumns: [String] =
+        ["time", "time_text", "level", "level_name", "logger", "message", "template", "file", "line", "function",
+         "thread", "pid", "session", "site", "metadata", "error_type", "error_message", "args", "source"]
+        + (1...16).map { "arg\($0)" }
+
     /// Follow mode: each run of a statement reads, from each source, only the records new since
     /// the last run (a statement that reads `records` once, with no aggregate: ``isStreamable(_:)``).
     public var follow: Bool = false {
@@ -65,6 +71,11 @@ public final class LogQuery {
     /// Runs one statement and calls `body` with each row as it comes (memory: what the statement
     /// itself keeps, such as its groups or a sort).
     public func run(_ sql: String, _ body: (QueryRow) throws -> Void) throws {
+        if follow, try !isStreamable(sql) {
+            throw QueryError.invalid(
+                message: "a followed query reads records once, as they come: no aggregate, ORDER BY or second scan",
+                offset: nil)
+        }
         let statement = try prepare(sql)
         defer { sqlite3_finalize(statement) }
         let count = Int(sqlite3_column_count(statement))
@@ -96,22 +107,33 @@ public final class LogQuery {
     }
 
     /// Whether a statement returns its rows as records come, so that ``follow`` can run it again and
-    /// again: no aggregate, no window function, no sort of the whole result.
+    /// again: no aggregate, no window function, no sort of the whole result, one scan of one table.
     public func isStreamable(_ sql: String) throws -> Bool {
         let statement = try prepare("EXPLAIN " + sql)
         defer { sqlite3_finalize(statement) }
+        var scans = 0
         while sqlite3_step(statement) == SQLITE_ROW {
             guard let op = sqlite3_column_text(statement, 1) else { continue }
             let name = String(cString: op)
-            if name.hasPrefix("Agg") || name.hasPrefix("Sorter") || name == "SorterOpen" { return false }
+            if name.hasPrefix("Agg") || name.hasPrefix("Sorter") { return false }
+            if name == "VFilter" { scans += 1 }
         }
-        return true
+        // One scan of one table: a second scan of `records` in follow mode would read only what
+        // is new since the first.
+        return scans <= 1
     }
 
     /// A SQL condition over the columns of `records` (`level >= 'warning' AND arg1 > 250`), to test
     /// records a caller reads itself (``LogReader/stream(where:_:)``) one at a time.
     public func condition(_ expression: String) throws -> RecordCondition {
-        RecordCondition(query: self, statement: try prepare("SELECT 1 FROM record WHERE (\(expression))"))
+        let prefix = "SELECT 1 FROM record WHERE ("
+        do {
+            return RecordCondition(query: self, statement: try prepare(prefix + expression + ")"))
+        } catch QueryError.invalid(let message, let offset?) {
+            // The position in the condition, not in the statement made around it.
+            let inside = offset - prefix.utf8.count
+            throw QueryError.invalid(message: message, offset: inside >= 0 && inside <= expression.utf8.count ? inside : nil)
+        }
     }
 
     func prepare(_ sql: String) throws -> OpaquePointer {

@@ -10,10 +10,16 @@ extension LogStatistics {
         /// `maximumBuckets` buckets.
         public var maximumBuckets: Int
 
-        public init(grouping: Grouping = .site, filter: LogReader.Filter = .init(), maximumBuckets: Int = 2_000) {
+        /// Metadata keys whose numeric values get percentiles per group, as arguments do
+        /// (`duration_us` of a swift-log record): each record's metadata is decoded when any is asked.
+        public var metadataKeys: [String]
+
+        public init(grouping: Grouping = .site, filter: LogReader.Filter = .init(), maximumBuckets: Int = 2_000,
+                    metadataKeys: [String] = []) {
             self.grouping = grouping
             self.filter = filter
             self.maximumBuckets = max(1, maximumBuckets)
+            self.metadataKeys = metadataKeys
         }
     }
 
@@ -21,7 +27,7 @@ extension LogStatistics {
     /// memory grows with the call sites, loggers and minutes, not with the records. The reader's
     /// issues after the pass become ``issues``.
     public init(reading reader: LogReader, options: Options = Options()) throws {
-        var tally = Tally(grouping: options.grouping)
+        var tally = Tally(grouping: options.grouping, metadataKeys: options.metadataKeys)
         try reader.stream(where: options.filter) { record in tally.count(record) }
         self = tally.statistics(maximumBuckets: options.maximumBuckets)
         issues = reader.issues.filter { $0.kind != .torn || $0.records > 0 }.map(\.description)
@@ -34,6 +40,7 @@ extension LogStatistics {
 /// records give the same statistics however they were stored.
 private struct Tally {
     let grouping: LogStatistics.Grouping
+    let metadataKeys: [String]
     var records: UInt64 = 0
     var first = Int64.max, last = Int64.min
     var levels = [UInt64](repeating: 0, count: 7)
@@ -57,6 +64,7 @@ private struct Tally {
         var count: UInt64 = 0
         var first = Int64.max, last = Int64.min
         var arguments: [Argument?] = []
+        var metadata: [ValueHistogram?] = []
     }
 
     struct Argument {
@@ -69,7 +77,10 @@ private struct Tally {
         var level: UInt8
     }
 
-    init(grouping: LogStatistics.Grouping) { self.grouping = grouping }
+    init(grouping: LogStatistics.Grouping, metadataKeys: [String]) {
+        self.grouping = grouping
+        self.metadataKeys = metadataKeys
+    }
 
     mutating func count(_ record: LogRecord) {
         let wall = record.wallNanoseconds
@@ -120,8 +131,36 @@ private struct Tally {
                 partials[index].record(position, type, value)
             }
         }
+        if !metadataKeys.isEmpty { countMetadata(record, index) }
         if level >= LogLevel.error.rawValue || ((grouping != .site || hasTail) && record.hasError) {
             noteError(record, level: level, wall: wall)
+        }
+    }
+
+    /// The numbers among the asked metadata keys' values (integers, floats; a string that is a
+    /// number, as swift-log hands over `"\(duration)"`).
+    mutating func countMetadata(_ record: LogRecord, _ index: Int) {
+        let metadata = record.entry.metadata
+        for (position, key) in metadataKeys.enumerated() {
+            guard case .value(let value)? = metadata[key] else { continue }
+            let number: Double
+            switch value {
+            case .signed(let v, _): number = Double(v)
+            case .unsigned(let v, _): number = Double(v)
+            case .double(let v): number = v
+            case .float(let v): number = Double(v)
+            case .string(let text, _):
+                guard let parsed = Double(text) else { continue }
+                number = parsed
+            default: continue
+            }
+            while partials[index].metadata.count <= position { partials[index].metadata.append(nil) }
+            if partials[index].metadata[position] == nil { partials[index].metadata[position] = ValueHistogram() }
+            if case .signed(let v, _) = value {
+                partials[index].metadata[position]!.record(v)
+            } else {
+                partials[index].metadata[position]!.record(number)
+            }
         }
     }
 
@@ -134,11 +173,25 @@ private struct Tally {
         switch grouping {
         case .site:
             let location = record.file.map { "\($0):\(record.line)" }
-            return Partial(name: record.template ?? "<unknown call site>", location: location, function: record.function)
+            return Partial(name: Self.siteName(record.template, function: record.function, location: location),
+                           location: location, function: record.function)
         case .logger:
             return Partial(name: record.logger ?? "?")
         case .level:
             return Partial(name: record.level?.description ?? "level\(record.rawLevel)")
+        }
+    }
+
+    /// A site's name: its template, or where it is when the template is no text of its own ("{}":
+    /// swift-log hands over a message already made, so every swift-log site has that template).
+    static func siteName(_ template: String?, function: String?, location: String?) -> String {
+        guard let template else { return "<unknown call site>" }
+        guard template.replacingOccurrences(of: "{}", with: "").allSatisfy(\.isWhitespace) else { return template }
+        switch (function, location) {
+        case let (function?, location?): return "\(function) at \(location)"
+        case let (nil, location?): return location
+        case let (function?, nil): return function
+        default: return template
         }
     }
 
@@ -160,7 +213,8 @@ private struct Tally {
         if let error = entry.error { message += " error=\(error.type): \(error.description)" }
         errors[key] = ErrorPartial(
             error: LogStatistics.ErrorSite(
-                template: entry.template ?? "<unknown call site>", location: entry.file.map { "\($0):\(entry.line)" },
+                template: Self.siteName(entry.template, function: entry.function, location: entry.file.map { "\($0):\(entry.line)" }),
+                location: entry.file.map { "\($0):\(entry.line)" },
                 level: entry.levelName, count: 1, firstNanoseconds: wall, lastNanoseconds: wall, firstMessage: message,
                 logger: entry.logger ?? "?"),
             level: level)
@@ -172,6 +226,7 @@ private struct Tally {
         var merged: [String: Int] = [:]
         var groups: [LogStatistics.Group] = []
         var arguments: [[Argument?]] = []
+        var metadata: [[ValueHistogram?]] = []
         for partial in partials {
             let identity = [partial.name, partial.location ?? "", partial.function ?? ""].joined(separator: "\u{0}")
             if let at = merged[identity] {
@@ -183,6 +238,11 @@ private struct Tally {
                     > LogStatistics.levelNames.firstIndex(of: groups[at].level ?? "") ?? -1
                 {
                     groups[at].level = level
+                }
+                for (position, histogram) in partial.metadata.enumerated() {
+                    guard let histogram else { continue }
+                    while metadata[at].count <= position { metadata[at].append(nil) }
+                    if metadata[at][position] == nil { metadata[at][position] = histogram } else { metadata[at][position]!.merge(histogram) }
                 }
                 for (position, argument) in partial.arguments.enumerated() {
                     guard let argument else { continue }
@@ -201,6 +261,7 @@ private struct Tally {
                 loggers: partial.loggers.sorted(), level: partial.levelName, count: partial.count,
                 firstNanoseconds: partial.first, lastNanoseconds: partial.last, arguments: []))
             arguments.append(partial.arguments)
+            metadata.append(partial.metadata)
         }
         for index in groups.indices {
             let labels = Self.labels(groups[index].name, grouping == .site)
@@ -209,6 +270,13 @@ private struct Tally {
                     LogStatistics.ArgumentStatistics(
                         position: position, type: $0.type.name, label: position < labels.count ? labels[position] : "",
                         histogram: $0.histogram)
+                }
+            }
+        }
+        for index in groups.indices {
+            groups[index].metadata = metadata[index].enumerated().compactMap { position, histogram in
+                histogram.map {
+                    LogStatistics.ArgumentStatistics(position: position, type: "metadata", label: metadataKeys[position], histogram: $0)
                 }
             }
         }

@@ -79,6 +79,10 @@ public struct LogStatistics: Sendable, Equatable {
         public var lastNanoseconds: Int64
         /// Every numeric argument position of a site (empty for loggers and levels).
         public var arguments: [ArgumentStatistics]
+        /// The numeric values of the metadata keys asked for (``Options/metadataKeys``), in the
+        /// order asked, each with the same histogram as an argument (`type` "metadata", `label`
+        /// the key, `position` its index among the keys); a key with no number is left out.
+        public var metadata: [ArgumentStatistics] = []
 
         /// Records per second between the first and the last record of the whole statistics
         /// (`count` when they are the same instant).

@@ -26,6 +26,7 @@ struct lb_q_batches {
     long result;                /* lb_reader_stream's, once FINISHED */
     uint64_t visited;           /* entries the stream handed to the batch */
     int finished;               /* the caller's: it has the last batch */
+    int holding;                /* the caller's: it has been handed a batch (count, entries) */
     lb_entry *entries;
     size_t count, next;
     uint8_t *arena;
@@ -113,7 +114,9 @@ int lb_q_batches_start(lb_reader *reader, const lb_read_filter *filter, lb_q_bat
 
 int lb_q_batches_next(lb_q_batches *b, const lb_entry **out) {
     for (;;) {
-        if (b->next < b->count) {
+        /* The batch's fields are the caller's only while it holds the batch (the stream's thread
+         * is filling it otherwise). */
+        if (b->holding && b->next < b->count) {
             *out = &b->entries[b->next++];
             return 1;
         }
@@ -126,6 +129,7 @@ int lb_q_batches_next(lb_q_batches *b, const lb_entry **out) {
         while (b->state == FILLING) pthread_cond_wait(&b->turn, &b->lock);
         b->finished = b->state == FINISHED;  /* its entries are the last batch */
         pthread_mutex_unlock(&b->lock);
+        b->holding = 1;
         b->next = 0;
     }
 }

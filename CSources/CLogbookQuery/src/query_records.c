@@ -213,12 +213,49 @@ static int begin_source(records_cursor *c) {
     return SQLITE_OK;
 }
 
+static int accept_site(void *context, const struct lb_site_info *site, const char *logger) {
+    const records_cursor *c = context;
+    for (int i = 0; i < c->match_count; i++) {
+        const pushed_match *m = &c->matches[i];
+        switch (m->column) {
+        case C_LOGGER:
+            if (!logger || strcmp(logger, m->text) != 0) return 0;
+            break;
+        case C_SITE:
+            if (site && (int64_t)site->id != m->number) return 0;
+            break;
+        case C_TEMPLATE:
+            if (!site || strcmp(site->template_text, m->text) != 0) return 0;
+            break;
+        case C_FILE:
+            if (!site || strcmp(site->file, m->text) != 0) return 0;
+            break;
+        case C_FUNCTION:
+            if (!site || strcmp(site->function, m->text) != 0) return 0;
+            break;
+        default: break;
+        }
+    }
+    return 1;
+}
+
+/* What the reader's filter decides, decided here for the `record` table's one entry. */
+static int passes_filter(const records_cursor *c, lb_reader *reader, const lb_entry *e) {
+    const lb_read_filter *f = &c->filter;
+    if ((f->min_level && e->level < f->min_level) || (f->max_level && e->level > f->max_level)) return 0;
+    if ((f->since_ns && e->wall_ns < f->since_ns) || (f->until_ns && e->wall_ns >= f->until_ns)) return 0;
+    if (c->match_count == 0) return 1;
+    return accept_site((void *)c, lb_reader_site(reader, e->session, e->site_id),
+                       lb_reader_logger_name(reader, e->session, e->logger_id));
+}
+
 /* Moves to the next row: the next entry of this source, or the first of the next source. */
 static int advance(records_cursor *c) {
     lb_query *q = c->query;
     if (c->single) {
-        /* `record`: the host's current entry, once. */
-        c->eof = c->rowid > 0 || !q->current_entry || !q->current_reader;
+        /* `record`: the host's current entry, once, if it passes what was pushed down. */
+        c->eof = c->rowid > 0 || !q->current_entry || !q->current_reader ||
+                 !passes_filter(c, q->current_reader, q->current_entry);
         c->entry = q->current_entry;
         c->reader = q->current_reader;
         c->rowid++;
@@ -253,32 +290,6 @@ static int advance(records_cursor *c) {
         }
         c->source++;
     }
-}
-
-static int accept_site(void *context, const struct lb_site_info *site, const char *logger) {
-    const records_cursor *c = context;
-    for (int i = 0; i < c->match_count; i++) {
-        const pushed_match *m = &c->matches[i];
-        switch (m->column) {
-        case C_LOGGER:
-            if (!logger || strcmp(logger, m->text) != 0) return 0;
-            break;
-        case C_SITE:
-            if (site && (int64_t)site->id != m->number) return 0;
-            break;
-        case C_TEMPLATE:
-            if (!site || strcmp(site->template_text, m->text) != 0) return 0;
-            break;
-        case C_FILE:
-            if (!site || strcmp(site->file, m->text) != 0) return 0;
-            break;
-        case C_FUNCTION:
-            if (!site || strcmp(site->function, m->text) != 0) return 0;
-            break;
-        default: break;
-        }
-    }
-    return 1;
 }
 
 /* A bound of a range: [low, high] in integers, narrowed by `value <op> x`. 0, or 1 when nothing can

@@ -1,0 +1,265 @@
+import Foundation
+import Logbook
+import LogbookQuery
+import LogbookTestKit
+import XCTest
+
+/// `logbook query` and ``LogQuery``: answers checked against the same questions answered from
+/// `logbook show --json` (in Python), pushdown counted, hostile SQL refused.
+final class LogQueryTests: XCTestCase {
+    struct Failure: Error { let text: String }
+
+    /// A bundle of mixed shapes: levels, loggers, typed arguments, metadata, errors, strings long
+    /// enough to be stored as fragments, two sessions, a ring small enough to be overwritten.
+    func mixedBundle(overwrite: Bool) throws -> (path: String, written: Int) {
+        let path = makeTemporaryDirectory(self) + "/mixed.logbook"
+        var written = 0
+        for session in 0..<2 {
+            let bundle = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096,
+                                       wrapPolicy: overwrite ? .overwrite : .lossless,
+                                       archive: overwrite ? nil : ArchiveOptions())
+            let net = try bundle.logger("net"), db = try bundle.logger("db.pool")
+            for i in 0..<1500 {
+                written += 1
+                switch i % 10 {
+                case 0: net.warning("slow request \(i) took \(Double(i) * 0.5) ms", metadata: ["user": "u\(i % 7)", "duration_us": .init(i * 3)])
+                case 1: db.error("query \(i) failed", metadata: ["table": "t\(i % 3)"], error: CancellationError())
+                case 2: net.info("big \(String(repeating: "x", count: 1000 + i % 5000)) \(i)")
+                case 3: db.debug("pool size \(i % 17) free \(UInt64(i) * 1_000_000_007) ok \(i % 2 == 0)")
+                case 4: net.critical("crash \(i) in \("session \(session)")")
+                default: net.info("request \(i) took \(i % 250) ms", metadata: ["user": "u\(i % 11)", "nested": ["a": .init(i), "b": ["x", "y"]]])
+                }
+            }
+            try bundle.close()
+        }
+        return (path, written)
+    }
+
+    func logbook() throws -> String { try XCTUnwrap(logbookExecutable(), "the logbook executable is built with the tests") }
+
+    /// Every question answered by `logbook query --json` and by Python over `show --json` alike.
+    func testAnswersAgreeWithShowJSON() throws {
+        for overwrite in [false, true] {
+            let (path, written) = try mixedBundle(overwrite: overwrite)
+            let dir = (path as NSString).deletingLastPathComponent
+            let show = try runProgram(try logbook(), ["show", "--json", path])
+            XCTAssertEqual(show.status, 0, show.output)
+            try show.output.write(toFile: dir + "/show.jsonl", atomically: false, encoding: .utf8)
+            let lines = show.output.split(separator: "\n").filter { $0.hasPrefix("{\"time\"") }.count
+            if !overwrite { XCTAssertEqual(lines, written, "lossless with the archiver: every record") }
+            let script = dir + "/compare.py"
+            try Self.comparison.write(toFile: script, atomically: false, encoding: .utf8)
+            let result = try runProgram("/usr/bin/env", ["python3", script, try logbook(), path, dir + "/show.jsonl"])
+            XCTAssertEqual(result.status, 0, "overwrite \(overwrite): \(result.output)")
+            XCTAssertTrue(result.output.contains("questions agree"), result.output)
+        }
+    }
+
+    /// Python: each SQL question and the same question computed from show --json.
+    static let comparison = #"""
+import json, subprocess, sys, collections, math
+logbook, bundle, shown = sys.argv[1], sys.argv[2], sys.argv[3]
+rows = [json.loads(l) for l in open(shown) if l.startswith('{"time"')]
+LEVELS = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+def q(sql):
+    out = subprocess.run([logbook, "query", "--json", bundle, sql], capture_output=True, text=True)
+    if out.returncode != 0: sys.exit("query failed: %s\n%s" % (sql, out.stderr))
+    return [json.loads(l) for l in out.stdout.splitlines()]
+def check(name, got, want):
+    if got != want: sys.exit("%s: query %r, show %r" % (name, got, want))
+n = 0
+check("count", q("SELECT count(*) AS n FROM records")[0]["n"], len(rows)); n += 1
+by_level = collections.Counter(r["level"] for r in rows)
+check("by level", {r["level_name"]: r["n"] for r in q("SELECT level_name, count(*) AS n FROM records GROUP BY level")}, dict(by_level)); n += 1
+for name in ["warning", "error", "info"]:
+    want = sum(1 for r in rows if LEVELS.index(r["level"]) >= LEVELS.index(name))
+    check(">= " + name, q("SELECT count(*) AS n FROM records WHERE level >= '%s'" % name)[0]["n"], want); n += 1
+    want = sum(1 for r in rows if r["level"] == name)
+    check("= " + name, q("SELECT count(*) AS n FROM records WHERE level = '%s'" % name.upper())[0]["n"], want); n += 1
+check("level in", q("SELECT count(*) AS n FROM records WHERE level IN (level('error'), 7)")[0]["n"],
+      sum(1 for r in rows if r["level"] in ("error", "critical"))); n += 1
+check("by logger", {r["logger"]: r["n"] for r in q("SELECT logger, count(*) AS n FROM records GROUP BY logger")},
+      dict(collections.Counter(r["logger"] for r in rows))); n += 1
+check("logger =", q("SELECT count(*) AS n FROM records WHERE logger = 'db.pool'")[0]["n"], sum(1 for r in rows if r["logger"] == "db.pool")); n += 1
+# Messages, rendered as show renders them, in the same order.
+check("messages", [r["message"] for r in q("SELECT message FROM records")], [r["message"] for r in rows]); n += 1
+check("times", [r["time_text"] for r in q("SELECT time_text FROM records")], [r["time"] for r in rows]); n += 1
+# Typed arguments: every value of every position, with its type.
+got = [[r["arg%d" % i] for i in range(1, 5)] for r in q("SELECT arg1, arg2, arg3, arg4 FROM records")]
+def value(a):
+    v = a["value"]
+    if a["type"] == "bool": return 1 if v else 0
+    return v
+want = [[value(a) for a in r["args"][:4]] + [None] * (4 - len(r["args"][:4])) for r in rows]
+for g, w in zip(got, want):
+    for x, y in zip(g, w):
+        if isinstance(y, float) or isinstance(x, float):
+            if y is None or x is None or abs(x - y) > 1e-9 * max(1, abs(y)): sys.exit("args: %r vs %r" % (g, w))
+        elif x != y: sys.exit("args: %r vs %r" % (g, w))
+check("arg rows", len(got), len(want)); n += 1
+# Metadata as JSON, and json_extract on it.
+check("metadata", [json.loads(r["metadata"]) for r in q("SELECT metadata FROM records")], [r["metadata"] for r in rows]); n += 1
+check("json_extract", q("SELECT count(*) AS n FROM records WHERE json_extract(metadata, '$.user') = 'u3'")[0]["n"],
+      sum(1 for r in rows if r["metadata"].get("user") == "u3")); n += 1
+check("nested", q("SELECT sum(json_extract(metadata, '$.nested.a')) AS s FROM records")[0]["s"],
+      sum(r["metadata"]["nested"]["a"] for r in rows if "nested" in r["metadata"]) or None); n += 1
+# Errors.
+check("errors", [(r["error_type"], r["error_message"]) for r in q("SELECT error_type, error_message FROM records WHERE error_type IS NOT NULL")],
+      [(r["error"]["type"], r["error"]["description"]) for r in rows if "error" in r]); n += 1
+# Sites: template, file, line, function of every record; counts of the sites table.
+check("sites", [(r["template"] is not None, r["file"], r["line"], r["function"]) for r in q("SELECT template, file, line, function FROM records")],
+      [(True, r["file"], r["line"], r["function"]) for r in rows]); n += 1
+total = sum(r["n"] for r in q("SELECT sum(count) AS n FROM sites"))
+check("sites count", total, len(rows)); n += 1
+# Time ranges: integers and RFC 3339 text, pushed down.
+times = sorted(q("SELECT time FROM records"), key=lambda r: r["time"])
+if times:
+    middle = times[len(times) // 2]["time"]
+    check("time >=", q("SELECT count(*) AS n FROM records WHERE time >= %d" % middle)[0]["n"], sum(1 for t in times if t["time"] >= middle)); n += 1
+    check("time <", q("SELECT count(*) AS n FROM records WHERE time < %d" % middle)[0]["n"], sum(1 for t in times if t["time"] < middle)); n += 1
+    text = q("SELECT time_text FROM records WHERE time = %d LIMIT 1" % middle)[0]["time_text"]
+    check("time text", q("SELECT count(*) AS n FROM records WHERE time >= '%s'" % text)[0]["n"], sum(1 for t in times if t["time"] >= middle)); n += 1
+# A percentile of an argument per template agrees with the values within the histogram's accuracy.
+for r in q("SELECT template, count(*) AS n, percentile(arg2, 50) AS p50, min(arg2) AS lo, max(arg2) AS hi FROM records WHERE template LIKE 'request % took % ms' GROUP BY template"):
+    values = sorted(a["args"][1]["value"] for a in rows if a["message"].startswith("request "))
+    exact = values[max(1, math.ceil(0.5 * len(values))) - 1]
+    if abs(r["p50"] - exact) > exact * 0.0005 + 1e-9: sys.exit("p50 %r, exact %r" % (r["p50"], exact))
+    n += 1
+print("%d questions agree" % n)
+"""#
+
+    /// A condition on time, level, logger or site is decided before a record is decoded: the
+    /// records decoded are exactly those that pass it.
+    func testPushedDownConditionsDecodeOnlyWhatPasses() throws {
+        let path = makeTemporaryDirectory(self) + "/p.logbook"
+        let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 4096, wrapPolicy: .lossless, archive: ArchiveOptions())
+        let a = try bundle.logger("a"), b = try bundle.logger("b")
+        for i in 0..<5000 {
+            if i % 50 == 0 { a.error("bad \(i)") } else if i % 3 == 0 { b.info("fine \(i)") } else { a.info("ok \(i)") }
+        }
+        try bundle.close()
+        let errors = 100, bRecords = (0..<5000).filter { $0 % 50 != 0 && $0 % 3 == 0 }.count
+        func decoded(_ sql: String, expect: Int64) throws -> UInt64 {
+            let query = try LogQuery(sources: [path])
+            XCTAssertEqual(try query.rows(sql).first?.values.first, .integer(expect), sql)
+            return query.recordsDecoded
+        }
+        XCTAssertEqual(try decoded("SELECT count(*) FROM records WHERE level >= 'error'", expect: Int64(errors)), UInt64(errors))
+        XCTAssertEqual(try decoded("SELECT count(*) FROM records WHERE logger = 'b'", expect: Int64(bRecords)), UInt64(bRecords))
+        XCTAssertEqual(try decoded("SELECT count(*) FROM records WHERE template = 'bad {}'", expect: Int64(errors)), UInt64(errors))
+        XCTAssertEqual(try decoded("SELECT count(*) FROM records WHERE level > 7", expect: 0), 0)
+        // Not pushed down: every record is decoded, SQLite decides.
+        XCTAssertEqual(try decoded("SELECT count(*) FROM records WHERE message LIKE 'bad %'", expect: Int64(errors)), 5000)
+    }
+
+    func testHostileSQLIsRefusedAndNothingIsWritten() throws {
+        let path = try mixedBundle(overwrite: true).path
+        let dir = (path as NSString).deletingLastPathComponent
+        let query = try LogQuery(sources: [path])
+        for sql in [
+            "DELETE FROM records", "INSERT INTO records(time) VALUES (1)", "UPDATE records SET level = 1",
+            "ATTACH DATABASE '\(dir)/x.db' AS x", "CREATE TABLE t(x)", "CREATE TEMP TABLE t AS SELECT * FROM records",
+            "PRAGMA table_info(records)", "SELECT load_extension('/tmp/nothing')", "VACUUM INTO '\(dir)/y.db'",
+            "SELECT 1; DELETE FROM records", "DROP TABLE records", "BEGIN",
+        ] {
+            XCTAssertThrowsError(try query.rows(sql), sql) { error in
+                guard let error = error as? QueryError else { return XCTFail("\(sql): \(error)") }
+                switch error {
+                case .refused, .invalid: break
+                case .engine: XCTFail("\(sql): \(error)")
+                }
+            }
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/x.db"))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: dir + "/y.db"))
+        XCTAssertThrowsError(try query.rows("ATTACH DATABASE '\(dir)/x.db' AS x")) { error in
+            XCTAssertEqual("\(error)", "refused: ATTACH and DETACH (a query reads only its sources); a query only reads records")
+        }
+        // Still answers afterwards.
+        XCTAssertEqual(try query.rows("SELECT count(*) > 0 FROM records").first?.values, [.integer(1)])
+    }
+
+    func testBadSQLSaysWhereAndABadSourceSaysWhich() throws {
+        let path = try mixedBundle(overwrite: true).path
+        let query = try LogQuery(sources: [path])
+        XCTAssertThrowsError(try query.rows("SELECT count(* FROM records")) { error in
+            guard case QueryError.invalid(let message, let offset?) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(message.contains("syntax error"), message)
+            XCTAssertEqual(offset, 15)
+        }
+        XCTAssertThrowsError(try query.rows("SELECT nope FROM records")) { error in
+            XCTAssertTrue("\(error)".contains("no such column: nope"), "\(error)")
+        }
+        XCTAssertThrowsError(try query.rows("SELECT count(*) FROM records WHERE level >= 'loud'")) { error in
+            XCTAssertTrue("\(error)".contains("no level"), "\(error)")
+        }
+        XCTAssertThrowsError(try LogQuery(sources: [path + "-missing"])) { error in
+            XCTAssertEqual((error as? LogbookError)?.errno, ENOENT, "\(error)")
+        }
+        let cli = try runProgram(try logbook(), ["query", path, "SELECT count(*)\nFROM records WHER level > 1"])
+        XCTAssertEqual(cli.status, 1)
+        XCTAssertTrue(cli.output.contains("at byte 34 of the SQL:\nlogbook:   FROM records WHER level > 1\nlogbook:                     ^"), cli.output)
+    }
+
+    /// A damaged bundle answers what it can and says what it could not read, as show does.
+    func testADamagedBundleIsReportedNotSilentlySkipped() throws {
+        let path = makeTemporaryDirectory(self) + "/d.logbook"
+        let bundle = try LogBundle(path: path, capacity: 16 * 4096, chunkSize: 4096)
+        let log = try bundle.logger("x")
+        for i in 0..<600 { log.info("record \(i) with some words") }
+        try bundle.close()
+        let ring = try FileHandle(forUpdating: URL(fileURLWithPath: path + "/ring"))
+        try ring.seek(toOffset: 4096 * 3 + 200)
+        ring.write(Data(repeating: 0xA5, count: 300))
+        try ring.close()
+        let cli = try runProgram(try logbook(), ["query", path, "SELECT count(*) FROM records"])
+        XCTAssertTrue(cli.output.contains("problems in"), cli.output)
+        let shown = try runProgram(try logbook(), ["show", path]).output.split(separator: "\n").filter { $0.contains(" x: ") }.count
+        let counted = try LogQuery(sources: [path]).rows("SELECT count(*) FROM records").first?.values.first
+        XCTAssertEqual(counted, .integer(Int64(shown)))
+    }
+
+    func testFollowReturnsEachNewRecordOnceAndRefusesAggregates() throws {
+        let path = makeTemporaryDirectory(self) + "/f.logbook"
+        let bundle = try LogBundle(path: path, capacity: 64 * 4096, chunkSize: 4096, wrapPolicy: .lossless, archive: ArchiveOptions())
+        let log = try bundle.logger("x")
+        for i in 0..<300 { log.info("first \(i)") }
+        try bundle.flush()
+        let query = try LogQuery(sources: [path])
+        query.follow = true
+        XCTAssertFalse(try query.isStreamable("SELECT count(*) FROM records"))
+        XCTAssertFalse(try query.isStreamable("SELECT arg1 FROM records ORDER BY arg1"))
+        XCTAssertTrue(try query.isStreamable("SELECT arg1 FROM records WHERE level >= 'info'"))
+        var seen: [Int64] = []
+        try query.run("SELECT arg1 FROM records") { if case .integer(let v) = $0.values[0] { seen.append(v) } }
+        for i in 300..<1000 { log.info("next \(i)") }
+        try bundle.flush()
+        try query.run("SELECT arg1 FROM records") { if case .integer(let v) = $0.values[0] { seen.append(v) } }
+        try bundle.close()
+        try query.run("SELECT arg1 FROM records") { if case .integer(let v) = $0.values[0] { seen.append(v) } }
+        XCTAssertEqual(seen, Array(0..<1000))
+        XCTAssertThrowsError(try query.rows("SELECT a.arg1 FROM records a JOIN records b ON a.arg1 = b.arg1"))
+    }
+
+    /// show --where takes a SQL condition; stats names swift-log-style sites by place and gives
+    /// metadata percentiles; the CLI's --csv quotes what needs quoting.
+    func testShowWhereStatsMetadataAndCSV() throws {
+        let path = makeTemporaryDirectory(self) + "/s.logbook"
+        let bundle = try LogBundle(path: path)
+        let log = try bundle.logger("http")
+        for i in 0..<200 {
+            log.info("\("GET /items/\(i), \"quoted\"")", metadata: ["duration_us": .init(i * 10), "request_id": "r\(i)"])
+        }
+        try bundle.close()
+        let shown = try runProgram(try logbook(), ["show", path, "--where", "json_extract(metadata, '$.duration_us') >= 1500 AND level = 'info'"])
+        XCTAssertEqual(shown.status, 0, shown.output)
+        XCTAssertEqual(shown.output.split(separator: "\n").count, 50, shown.output)
+        let legacy = try runProgram(try logbook(), ["show", path, "--where", "request_id=r7"])
+        XCTAssertEqual(legacy.output.split(separator: "\n").count, 1, legacy.output)
+        let stats = try runProgram(try logbook(), ["stats", path, "--metadata", "duration_us"])
+        XCTAssertTrue(stats.output.contains("testShowWhereStatsMetadataAndCSV() at LogbookQueryTests/LogQueryTests.swift:"), stats.output)
+        XCTAssertTrue(stats.output.contains("metadata duration_us (200 values): min 0  p50 990"), stats.output)
+        let csv = try runProgram(try logbook(), ["query", "--csv", path, "SELECT message FROM records LIMIT 1"])
+        XCTAssertEqual(csv.output, "message\n\"GET /items/0, \"\"quoted\"\"\"\n")
+    }
+}
