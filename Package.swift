@@ -110,7 +110,7 @@ let package = Package(
             name: "LogbookDocumentationTests",
             dependencies: [
                 "LogbookTestKit", "Logbook", "LogbookLogging", "LogbookTesting", "LogbookUpload", "LogbookExport",
-                "LogbookCache", "LogbookStatistics", "LogbookMetrics", "LogbookLifecycle",
+                "LogbookCache", "LogbookStatistics", "LogbookMetrics", "LogbookLifecycle", "LogbookQuery",
             ]
         ),
         .testTarget(

@@ -9,7 +9,7 @@ import Musl
 
 /// SQL over the typed records of bundles, archive directories and archive files: SQLite's engine
 /// over Logbook's streaming reader (logbook_query.h), with the tables `records`, `sites` and
-/// `record`, and `percentile(value, p)` from ``LogbookStatistics/ValueHistogram``.
+/// `record`, and `percentile(value, p)` from `ValueHistogram` (LogbookStatistics).
 ///
 /// ```swift
 /// let query = try LogQuery(sources: ["/var/log/app.logbook"])
@@ -19,7 +19,7 @@ import Musl
 /// ```
 ///
 /// A query only reads: a statement that writes, attaches a database, runs a PRAGMA or loads an
-/// extension is refused (``QueryError/refused``). Conditions on `time`, `level`, `logger`, `site`,
+/// extension is refused (``QueryError/refused(_:)``). Conditions on `time`, `level`, `logger`, `site`,
 /// `template`, `file` and `function` are decided by the reader before a record is decoded. Not
 /// `Sendable`: use one from one thread at a time.
 public final class LogQuery {
@@ -28,8 +28,8 @@ public final class LogQuery {
     let host: QueryHost
     let raw: OpaquePointer
 
-    /// Opens a query over `sources`. Throws a ``LogbookError`` naming the path for a source that is
-    /// missing or is nothing Logbook reads (as ``LogReader/init(path:)`` does); a damaged one opens,
+    /// Opens a query over `sources`. Throws a `LogbookError` naming the path for a source that is
+    /// missing or is nothing Logbook reads (as `LogReader(path:)` does); a damaged one opens,
     /// its damage reported in ``issues`` once read.
     public init(sources: [String]) throws {
         precondition(!sources.isEmpty, "LogQuery needs at least one source")
@@ -65,7 +65,7 @@ public final class LogQuery {
     /// (on time, level, logger, site, template, file or function) is never decoded, and not counted.
     public var recordsDecoded: UInt64 { lb_query_records_decoded(raw) }
 
-    /// What the reads so far found wrong with the sources (as ``LogReader/issues``), each once.
+    /// What the reads so far found wrong with the sources (as `LogReader.issues`), each once.
     public var issues: [LogIssue] { host.issues }
 
     /// Runs one statement and calls `body` with each row as it comes (memory: what the statement
@@ -124,7 +124,7 @@ public final class LogQuery {
     }
 
     /// A SQL condition over the columns of `records` (`level >= 'warning' AND arg1 > 250`), to test
-    /// records a caller reads itself (``LogReader/stream(where:_:)``) one at a time.
+    /// records a caller reads itself (`LogReader.stream(where:_:)`) one at a time.
     public func condition(_ expression: String) throws -> RecordCondition {
         let prefix = "SELECT 1 FROM record WHERE ("
         do {

@@ -26,7 +26,8 @@ package struct BuiltModules {
                                   ("CLogbookArchive", "CSources/CLogbookArchive/include"),
                                   ("CLogbookUpload", "CSources/CLogbookUpload/include"),
                                   ("CLogbookCache", "CSources/CLogbookCache/include"),
-                                  ("CLogbookGzip", "CSources/CLogbookGzip/include")] {
+                                  ("CLogbookGzip", "CSources/CLogbookGzip/include"),
+                                  ("CLogbookQuery", "CSources/CLogbookQuery/include")] {
             let map = "\(bin)/\(module).build/module.modulemap"
             guard exists(map) else { throw XCTSkip("no module map for \(module) at \(map): run `swift build` first") }
             arguments += ["-Xcc", "-fmodule-map-file=" + map, "-Xcc", "-I", "-Xcc", repositoryRoot + "/" + include]
