@@ -13,7 +13,8 @@ struct Query: ParsableCommand {
         discussion: """
             Tables: records (time, time_text, level, level_name, logger, message, template, file, line, \
             function, thread, pid, session, site, metadata, error_type, error_message, args, source, \
-            arg1 .. arg16), sites (session, site, template, file, line, function, logger, count, source) \
+            arg1 .. arg16; site is a number per call site across sessions: GROUP BY site is the fast grouping), \
+            sites (site, template, file, line, function, logger, count) \
             and percentile(value, p). Conditions on time, level, logger, site, template, file and \
             function are decided before a record is decoded. Example:
               logbook query app.logbook "SELECT template, count(*), percentile(arg1, 99) FROM records \

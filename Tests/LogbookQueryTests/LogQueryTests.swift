@@ -109,6 +109,10 @@ check("errors", [(r["error_type"], r["error_message"]) for r in q("SELECT error_
 # Sites: template, file, line, function of every record; counts of the sites table.
 check("sites", [(r["template"] is not None, r["file"], r["line"], r["function"]) for r in q("SELECT template, file, line, function FROM records")],
       [(True, r["file"], r["line"], r["function"]) for r in rows]); n += 1
+check("group by site", sorted((r["file"], r["line"], r["function"], r["n"]) for r in q("SELECT file, line, function, count(*) AS n FROM records GROUP BY site")),
+      sorted((k[0], k[1], k[2], v) for k, v in collections.Counter((r["file"], r["line"], r["function"]) for r in rows).items())); n += 1
+check("sites by site", sorted((r["line"], r["n"]) for r in q("SELECT line, sum(count) AS n FROM sites GROUP BY site")),
+      sorted(collections.Counter(r["line"] for r in rows).items())); n += 1
 total = sum(r["n"] for r in q("SELECT sum(count) AS n FROM sites"))
 check("sites count", total, len(rows)); n += 1
 # Time ranges: integers and RFC 3339 text, pushed down.

@@ -8,15 +8,17 @@
  *             time_text (RFC 3339, 9 digits), level (1 trace .. 7 critical; compared with a
  *             name, `level >= 'warning'`, the name is read as its number), level_name, logger,
  *             message (rendered by the host, only when asked for), template, file, line,
- *             function, thread, pid, session, site, metadata (a JSON object), error_type,
+ *             function, thread, pid, session, site (a number per call site, the same for its
+ *             template, file, line and function in every session and source of the query: GROUP
+ *             BY site groups by an integer), metadata (a JSON object), error_type,
  *             error_message, args (a JSON array), source (the host's name for it), and arg1 ..
  *             arg16: the typed arguments with SQLite's types (integers; an unsigned above
  *             INT64_MAX and floats as REAL; strings as TEXT; bytes as BLOB; a redacted value
  *             and a missing argument as NULL).
  *   record    the same columns, one row: the entry lb_query_set_record names (a host that reads
  *             records itself tests each against a condition: SELECT 1 FROM record WHERE ...).
- *   sites     one row per (session, call site, logger) that records name: session, site,
- *             template, file, line, function, logger, count (the records of a full read).
+ *   sites     one row per call site and logger that records name: site, template, file, line,
+ *             function, logger, count (the records of a full read).
  *
  * Pushed down into the reader's filter (lb_read_filter), so that a record they reject is never
  * decoded: time (=, <, <=, >, >=; a number of ns or RFC 3339 text), level (the same; numbers or

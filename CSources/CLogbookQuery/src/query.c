@@ -127,5 +127,6 @@ void lb_query_close(lb_query *q) {
         if (q->followed[i]) q->host.close_reader(q->host.context, i, q->followed[i]);
     free(q->followed);
     free(q->followed_busy);
+    lb_q_site_ids_free(q);
     free(q);
 }

@@ -7,6 +7,13 @@
 
 #include "logbook_query.h"
 
+/* A call site as query_site_ids.c numbers it. */
+typedef struct lb_q_site {
+    char *template_text, *file, *function;
+    uint32_t line;
+    uint64_t hash;
+} lb_q_site;
+
 struct lb_query {
     sqlite3 *db;
     lb_query_host host;
@@ -16,6 +23,10 @@ struct lb_query {
     uint64_t records_decoded;
     lb_reader *current_reader;   /* the `record` table's entry (lb_query_set_record) */
     const lb_entry *current_entry;
+    lb_q_site *sites;            /* by number - 1 (query_site_ids.c) */
+    size_t site_count, site_capacity;
+    uint32_t *site_slots;        /* an open-addressed index of them: number, 0 empty */
+    size_t site_slot_count;
     int declaring;               /* a table is declaring its columns (sqlite3_declare_vtab) */
     char refusal[160];           /* what the authorizer refused last, for the error message */
 };
@@ -34,6 +45,24 @@ int lb_q_batches_next(lb_q_batches *batches, const lb_entry **out);
 /* Stops the stream (it reads the rest without decoding, as lb_reader_stream does) and frees it.
  * Returns the entries the stream handed out. */
 uint64_t lb_q_batches_stop(lb_q_batches *batches);
+
+/* ---- query_site_ids.c: one number per call site across sessions and sources ---- */
+/* The number of a site (from 1), 0 for none (NULL, or no memory). */
+uint32_t lb_q_site_id(lb_query *query, const lb_site_info *site);
+void lb_q_site_ids_free(lb_query *query);
+typedef struct lb_q_site_memo_slot {
+    uint64_t key;                /* (session << 32 | site id) + 1; 0 empty */
+    uint32_t id;
+} lb_q_site_memo_slot;
+typedef struct lb_q_site_memo {  /* a cursor's, for the reader it reads now */
+    lb_q_site_memo_slot *slots;
+    size_t count, capacity;
+    uint64_t last_key;
+    uint32_t last_id;
+} lb_q_site_memo;
+uint32_t lb_q_site_memo_get(lb_q_site_memo *memo, lb_query *query, lb_reader *reader, uint32_t session,
+                            uint32_t site_id);
+void lb_q_site_memo_reset(lb_q_site_memo *memo);
 
 /* ---- query_values.c: the columns' values ---- */
 typedef struct lb_q_text {

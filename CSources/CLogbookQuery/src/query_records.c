@@ -58,6 +58,7 @@ typedef struct records_cursor {
     uint32_t tail_offset;
     int tail_made;
     int has_error;
+    lb_q_site_memo site_memo; /* for c->reader, while it reads one source */
     lb_q_text metadata, error_type, error_message, scratch;
 } records_cursor;
 
@@ -158,6 +159,7 @@ static void end_source(records_cursor *c) {
     }
     c->reader = NULL;
     c->entry = NULL;
+    lb_q_site_memo_reset(&c->site_memo);
 }
 
 static void forget_matches(records_cursor *c) {
@@ -173,6 +175,7 @@ static int close_cursor(sqlite3_vtab_cursor *cursor) {
     lb_q_text_free(&c->error_type);
     lb_q_text_free(&c->error_message);
     lb_q_text_free(&c->scratch);
+    lb_q_site_memo_reset(&c->site_memo);
     sqlite3_free(c);
     return SQLITE_OK;
 }
@@ -222,7 +225,7 @@ static int accept_site(void *context, const struct lb_site_info *site, const cha
             if (!logger || strcmp(logger, m->text) != 0) return 0;
             break;
         case C_SITE:
-            if (site && (int64_t)site->id != m->number) return 0;
+            if (!site || (int64_t)lb_q_site_id(c->query, site) != m->number) return 0;
             break;
         case C_TEMPLATE:
             if (!site || strcmp(site->template_text, m->text) != 0) return 0;
@@ -544,7 +547,14 @@ static int column(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int index) 
     case C_THREAD: sqlite3_result_int64(ctx, e->thread_id); break;
     case C_PID: sqlite3_result_int64(ctx, e->pid); break;
     case C_SESSION: sqlite3_result_int64(ctx, e->session); break;
-    case C_SITE: sqlite3_result_int64(ctx, e->site_id); break;
+    case C_SITE: {
+        /* `record`'s reader is the host's and may be another at the same address later: no memo. */
+        uint32_t id = c->single ? lb_q_site_id(q, lb_reader_site(c->reader, e->session, e->site_id))
+                                : lb_q_site_memo_get(&c->site_memo, q, c->reader, e->session, e->site_id);
+        if (id) sqlite3_result_int64(ctx, id);
+        else sqlite3_result_null(ctx);
+        break;
+    }
     case C_METADATA:
         make_tail(c);
         result_owned(ctx, &c->metadata);

@@ -1,6 +1,6 @@
-/* query_sites.c — the `sites` table: one row per (source, session, call site, logger) that records
- * name, with the count of its records, from one full read of each source when a statement scans
- * it. Memory: one row per such combination. */
+/* query_sites.c — the `sites` table: one row per call site (as query_site_ids.c numbers it, across
+ * sessions and sources) and logger that records name, with the count of its records, from one full
+ * read of each source when a statement scans it. Memory: one row per (session, site, logger). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -8,19 +8,18 @@
 
 #include "query_internal.h"
 
-enum { S_SESSION, S_SITE, S_TEMPLATE, S_FILE, S_LINE, S_FUNCTION, S_LOGGER, S_COUNT, S_SOURCE };
+enum { S_SITE, S_TEMPLATE, S_FILE, S_LINE, S_FUNCTION, S_LOGGER, S_COUNT };
 
 static const char schema[] =
-    "CREATE TABLE x(session INTEGER, site INTEGER, template TEXT, file TEXT, line INTEGER, function TEXT, "
-    "logger TEXT, count INTEGER, source TEXT)";
+    "CREATE TABLE x(site INTEGER, template TEXT, file TEXT, line INTEGER, function TEXT, logger TEXT, "
+    "count INTEGER)";
 
 typedef struct site_row {
-    uint64_t key;             /* session << 32 | site */
+    uint64_t key;             /* session << 32 | site, while counting a source */
     uint16_t logger_id;
     uint64_t count;
-    size_t source;
-    char *template_text, *file, *function, *logger;   /* NULL: unknown */
-    uint32_t line;
+    uint32_t site;            /* its number (query_site_ids.c), 0: unknown */
+    char *logger;             /* NULL: unknown */
 } site_row;
 
 typedef struct sites_table {
@@ -75,12 +74,7 @@ static int open_cursor(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
 }
 
 static void forget_rows(sites_cursor *c) {
-    for (size_t i = 0; i < c->count; i++) {
-        free(c->rows[i].template_text);
-        free(c->rows[i].file);
-        free(c->rows[i].function);
-        free(c->rows[i].logger);
-    }
+    for (size_t i = 0; i < c->count; i++) free(c->rows[i].logger);
     free(c->rows);
     free(c->slots);
     c->rows = NULL;
@@ -118,7 +112,6 @@ static int grow_slots(sites_cursor *c) {
 
 typedef struct counting {
     sites_cursor *cursor;
-    size_t source;
     int failed;
 } counting;
 
@@ -142,7 +135,7 @@ static int count_entry(void *context, const lb_entry *e) {
         c->rows = rows;
         c->capacity = capacity;
     }
-    c->rows[c->count] = (site_row){.key = key, .logger_id = e->logger_id, .count = 1, .source = k->source};
+    c->rows[c->count] = (site_row){.key = key, .logger_id = e->logger_id, .count = 1};
     c->slots[s] = ++c->count;
     return 0;
 }
@@ -159,31 +152,41 @@ static int count_source(sites_cursor *c, size_t source) {
     free(c->slots);
     c->slots = NULL;
     c->slot_count = 0;
-    counting k = {c, source, 0};
+    counting k = {c, 0};
     lb_read_filter none = {0};
     long read = grow_slots(c) == 0 ? lb_reader_stream(reader, &none, count_entry, &k) : -ENOMEM;
     if (read >= 0 && k.failed) read = -ENOMEM;
     if (read >= 0) q->records_decoded += (uint64_t)read;
     for (size_t i = c->first_of_source; i < c->count && read >= 0; i++) {
         site_row *row = &c->rows[i];
-        const lb_site_info *s = lb_reader_site(reader, (uint32_t)(row->key >> 32), (uint32_t)row->key);
-        if (s) {
-            row->template_text = copy(s->template_text);
-            row->file = copy(s->file);
-            row->function = copy(s->function);
-            row->line = s->line;
-        }
-        row->logger = copy(lb_reader_logger_name(reader, (uint32_t)(row->key >> 32), row->logger_id));
+        uint32_t session = (uint32_t)(row->key >> 32);
+        row->site = lb_q_site_id(q, lb_reader_site(reader, session, (uint32_t)row->key));
+        row->logger = copy(lb_reader_logger_name(reader, session, row->logger_id));
     }
     q->host.close_reader(q->host.context, source, reader);
     return read < 0 ? (int)read : 0;
 }
 
-static int by_session_and_site(const void *a, const void *b) {
+static int by_site_and_logger(const void *a, const void *b) {
     const site_row *x = a, *y = b;
-    if (x->source != y->source) return x->source < y->source ? -1 : 1;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return x->logger_id < y->logger_id ? -1 : x->logger_id > y->logger_id;
+    if (x->site != y->site) return x->site < y->site ? -1 : 1;
+    if (!x->logger || !y->logger) return (x->logger != NULL) - (y->logger != NULL);
+    return strcmp(x->logger, y->logger);
+}
+
+/* Rows of the same site and logger from several sessions and sources: one, their counts added. */
+static void merge_rows(sites_cursor *c) {
+    if (c->count > 1) qsort(c->rows, c->count, sizeof *c->rows, by_site_and_logger);
+    size_t kept = 0;
+    for (size_t i = 0; i < c->count; i++) {
+        if (kept > 0 && by_site_and_logger(&c->rows[kept - 1], &c->rows[i]) == 0) {
+            c->rows[kept - 1].count += c->rows[i].count;
+            free(c->rows[i].logger);
+        } else {
+            c->rows[kept++] = c->rows[i];
+        }
+    }
+    c->count = kept;
 }
 
 static int filter(sqlite3_vtab_cursor *cursor, int idx_num, const char *idx_str, int argc, sqlite3_value **argv) {
@@ -201,7 +204,7 @@ static int filter(sqlite3_vtab_cursor *cursor, int idx_num, const char *idx_str,
             return SQLITE_ERROR;
         }
     }
-    if (c->count > 1) qsort(c->rows, c->count, sizeof *c->rows, by_session_and_site);
+    merge_rows(c);
     return SQLITE_OK;
 }
 
@@ -233,22 +236,19 @@ static void result_text(sqlite3_context *ctx, const char *text) {
 static int column(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int index) {
     sites_cursor *c = (sites_cursor *)cursor;
     const site_row *row = &c->rows[c->at];
-    int known = row->file != NULL;
+    const lb_q_site *site = row->site ? &c->query->sites[row->site - 1] : NULL;
+    if (!site && index != S_LOGGER && index != S_COUNT) {
+        sqlite3_result_null(ctx);
+        return SQLITE_OK;
+    }
     switch (index) {
-    case S_SESSION: sqlite3_result_int64(ctx, (sqlite3_int64)(row->key >> 32)); break;
-    case S_SITE: sqlite3_result_int64(ctx, (sqlite3_int64)(uint32_t)row->key); break;
-    case S_TEMPLATE: result_text(ctx, row->template_text); break;
-    case S_FILE: result_text(ctx, row->file); break;
-    case S_LINE:
-        if (known) sqlite3_result_int64(ctx, row->line);
-        else sqlite3_result_null(ctx);
-        break;
-    case S_FUNCTION: result_text(ctx, row->function); break;
+    case S_SITE: sqlite3_result_int64(ctx, row->site); break;
+    case S_TEMPLATE: result_text(ctx, site->template_text); break;
+    case S_FILE: result_text(ctx, site->file); break;
+    case S_LINE: sqlite3_result_int64(ctx, site->line); break;
+    case S_FUNCTION: result_text(ctx, site->function); break;
     case S_LOGGER: result_text(ctx, row->logger); break;
-    case S_COUNT: sqlite3_result_int64(ctx, (sqlite3_int64)row->count); break;
-    default:
-        sqlite3_result_text(ctx, c->query->host.source_name(c->query->host.context, row->source), -1,
-                            SQLITE_TRANSIENT);
+    default: sqlite3_result_int64(ctx, (sqlite3_int64)row->count); break;
     }
     return SQLITE_OK;
 }
