@@ -95,13 +95,14 @@ let percentileStep: @convention(c) (OpaquePointer?, Int32, UnsafeMutablePointer<
         return sqlite3_result_error_nomem(context)
     }
     let pointer = slot.assumingMemoryBound(to: UnsafeMutableRawPointer?.self)
-    let state: PercentileState
-    if let existing = pointer.pointee {
-        state = Unmanaged<PercentileState>.fromOpaque(existing).takeUnretainedValue()
-    } else {
-        state = PercentileState()
-        pointer.pointee = Unmanaged.passRetained(state).toOpaque()
+    if pointer.pointee == nil { pointer.pointee = Unmanaged.passRetained(PercentileState()).toOpaque() }
+    // Borrowed, not retained and released once per row.
+    Unmanaged<PercentileState>.fromOpaque(pointer.pointee!)._withUnsafeGuaranteedRef { state in
+        percentileRecord(context, state, value, p)
     }
+}
+
+func percentileRecord(_ context: OpaquePointer, _ state: PercentileState, _ value: OpaquePointer, _ p: OpaquePointer) {
     if state.percentile == nil {
         guard [SQLITE_INTEGER, SQLITE_FLOAT].contains(sqlite3_value_numeric_type(p)) else {
             return sqlite3_result_error(context, "percentile(value, p): p is a number from 0 to 100", -1)

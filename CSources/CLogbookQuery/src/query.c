@@ -89,6 +89,7 @@ int lb_query_open(const lb_query_host *host, lb_query **out) {
     lb_query *q = calloc(1, sizeof *q);
     if (!q) return -ENOMEM;
     q->host = *host;
+    pthread_mutex_init(&q->names_lock, NULL);
     if (host->source_count > 0) {
         q->followed = calloc(host->source_count, sizeof *q->followed);
         q->followed_busy = calloc(host->source_count, 1);
@@ -127,6 +128,7 @@ void lb_query_close(lb_query *q) {
         if (q->followed[i]) q->host.close_reader(q->host.context, i, q->followed[i]);
     free(q->followed);
     free(q->followed_busy);
-    lb_q_site_ids_free(q);
+    lb_q_names_free(q);
+    pthread_mutex_destroy(&q->names_lock);
     free(q);
 }

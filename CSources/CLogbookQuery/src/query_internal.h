@@ -7,12 +7,20 @@
 
 #include "logbook_query.h"
 
-/* A call site as query_site_ids.c numbers it. */
+#include <pthread.h>
+
+/* A call site as query_names.c numbers it. */
 typedef struct lb_q_site {
     char *template_text, *file, *function;
     uint32_t line;
+    uint32_t id;                 /* its number, from 1 */
     uint64_t hash;
 } lb_q_site;
+
+typedef struct lb_q_index {      /* open-addressed: index + 1 of a table's entry, 0 empty */
+    uint32_t *slots;
+    size_t slot_count;
+} lb_q_index;
 
 struct lb_query {
     sqlite3 *db;
@@ -23,10 +31,14 @@ struct lb_query {
     uint64_t records_decoded;
     lb_reader *current_reader;   /* the `record` table's entry (lb_query_set_record) */
     const lb_entry *current_entry;
-    lb_q_site *sites;            /* by number - 1 (query_site_ids.c) */
+    /* query_names.c, behind names_lock: each at a stable address until lb_query_close */
+    pthread_mutex_t names_lock;
+    lb_q_site **sites;           /* by number - 1 */
     size_t site_count, site_capacity;
-    uint32_t *site_slots;        /* an open-addressed index of them: number, 0 empty */
-    size_t site_slot_count;
+    lb_q_index site_index;
+    char **loggers;
+    size_t logger_count, logger_capacity;
+    lb_q_index logger_index;
     int declaring;               /* a table is declaring its columns (sqlite3_declare_vtab) */
     char refusal[160];           /* what the authorizer refused last, for the error message */
 };
@@ -35,34 +47,47 @@ struct lb_query {
 int lb_q_register_tables(lb_query *query);
 
 /* ---- query_batches.c: a stream turned inside out. lb_reader_stream runs on a thread of its own
- * and hands entries (their arguments copied) out in batches; it waits while the caller uses a
- * batch, so the reader is used by one thread at a time. ---- */
+ * and hands entries out in batches (their arguments copied, their site and logger resolved to
+ * shared names). Two batches: the stream fills one while the caller reads the other, except in
+ * `alternate` mode (the caller asks the reader itself: a message to render), where the stream
+ * waits while the caller uses its batch, so that the reader is used by one thread at a time. ---- */
+typedef struct lb_q_entry {
+    lb_entry entry;
+    const lb_q_site *site;       /* NULL: unknown */
+    const char *logger;          /* NULL: unknown */
+} lb_q_entry;
 typedef struct lb_q_batches lb_q_batches;
 /* Starts streaming `reader` through `filter` (copied; its accept context must live until stop). */
-int lb_q_batches_start(lb_reader *reader, const lb_read_filter *filter, lb_q_batches **out);
+int lb_q_batches_start(lb_query *query, lb_reader *reader, const lb_read_filter *filter, int alternate,
+                       lb_q_batches **out);
 /* The next entry (valid until the next call): 1, 0 at the end, or -errno of the stream. */
-int lb_q_batches_next(lb_q_batches *batches, const lb_entry **out);
+int lb_q_batches_next(lb_q_batches *batches, const lb_q_entry **out);
 /* Stops the stream (it reads the rest without decoding, as lb_reader_stream does) and frees it.
  * Returns the entries the stream handed out. */
 uint64_t lb_q_batches_stop(lb_q_batches *batches);
 
-/* ---- query_site_ids.c: one number per call site across sessions and sources ---- */
-/* The number of a site (from 1), 0 for none (NULL, or no memory). */
-uint32_t lb_q_site_id(lb_query *query, const lb_site_info *site);
-void lb_q_site_ids_free(lb_query *query);
-typedef struct lb_q_site_memo_slot {
-    uint64_t key;                /* (session << 32 | site id) + 1; 0 empty */
-    uint32_t id;
-} lb_q_site_memo_slot;
-typedef struct lb_q_site_memo {  /* a cursor's, for the reader it reads now */
-    lb_q_site_memo_slot *slots;
+/* ---- query_names.c: sites (numbered across sessions and sources) and logger names, shared by
+ * the threads of a query behind a lock, each at a stable address ---- */
+/* The shared site of a reader's site (NULL for none, or no memory). */
+const lb_q_site *lb_q_site_of(lb_query *query, const lb_site_info *site);
+const lb_q_site *lb_q_site_numbered(lb_query *query, uint32_t id);
+const char *lb_q_logger_name(lb_query *query, const char *name);
+void lb_q_names_free(lb_query *query);
+typedef struct lb_q_memo_slot {
+    uint64_t key;                /* (session << 32 | id) + 1; 0 empty */
+    const void *value;
+} lb_q_memo_slot;
+typedef struct lb_q_memo {       /* one reader's ids to shared names, without the lock */
+    lb_q_memo_slot *slots;
     size_t count, capacity;
     uint64_t last_key;
-    uint32_t last_id;
-} lb_q_site_memo;
-uint32_t lb_q_site_memo_get(lb_q_site_memo *memo, lb_query *query, lb_reader *reader, uint32_t session,
-                            uint32_t site_id);
-void lb_q_site_memo_reset(lb_q_site_memo *memo);
+    const void *last;
+} lb_q_memo;
+/* A `const lb_q_site *` (sites memo) or a `const char *` (loggers memo; one memo per kind). */
+const void *lb_q_memo_site(lb_q_memo *memo, lb_query *query, lb_reader *reader, uint32_t session, uint32_t site_id);
+const void *lb_q_memo_logger(lb_q_memo *memo, lb_query *query, lb_reader *reader, uint32_t session,
+                             uint16_t logger_id);
+void lb_q_memo_reset(lb_q_memo *memo);
 
 /* ---- query_values.c: the columns' values ---- */
 typedef struct lb_q_text {

@@ -41,6 +41,7 @@ typedef struct records_cursor {
     sqlite3_vtab_cursor base;
     lb_query *query;
     int single;
+    int alternate;            /* the statement asks for messages: the reader and SQL take turns */
     /* the scan */
     lb_read_filter filter;
     pushed_match matches[MAX_PUSHED];
@@ -51,14 +52,15 @@ typedef struct records_cursor {
     int eof;
     sqlite3_int64 rowid;
     /* the row */
-    const lb_entry *entry;
+    const lb_q_entry *row;
+    const lb_entry *entry;    /* &row->entry */
+    lb_q_entry single_row;    /* `record`'s, its names resolved here */
     int decoded;              /* args[] and tail_offset hold this row's */
     lb_arg args[ARG_COLUMNS];
     int arg_count;
     uint32_t tail_offset;
     int tail_made;
     int has_error;
-    lb_q_site_memo site_memo; /* for c->reader, while it reads one source */
     lb_q_text metadata, error_type, error_message, scratch;
 } records_cursor;
 
@@ -118,6 +120,8 @@ static int best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
         cost /= op == OP_EQ ? 10 : 3;
     }
     codes[2 * pushed] = '\0';
+    /* A message is rendered by the host from the reader: the stream waits while rows are read. */
+    info->idxNum = (info->colUsed & ((sqlite3_uint64)1 << C_MESSAGE)) != 0;
     if (pushed > 0) {
         info->idxStr = sqlite3_mprintf("%s", codes);
         if (!info->idxStr) return SQLITE_NOMEM;
@@ -159,7 +163,6 @@ static void end_source(records_cursor *c) {
     }
     c->reader = NULL;
     c->entry = NULL;
-    lb_q_site_memo_reset(&c->site_memo);
 }
 
 static void forget_matches(records_cursor *c) {
@@ -175,7 +178,6 @@ static int close_cursor(sqlite3_vtab_cursor *cursor) {
     lb_q_text_free(&c->error_type);
     lb_q_text_free(&c->error_message);
     lb_q_text_free(&c->scratch);
-    lb_q_site_memo_reset(&c->site_memo);
     sqlite3_free(c);
     return SQLITE_OK;
 }
@@ -211,7 +213,7 @@ static int begin_source(records_cursor *c) {
             return fail(c, "cannot read %s: %s", name, rc);
         }
     }
-    rc = lb_q_batches_start(c->reader, &c->filter, &c->batches);
+    rc = lb_q_batches_start(q, c->reader, &c->filter, c->alternate, &c->batches);
     if (rc < 0) return fail(c, "cannot read %s: %s", name, rc);
     return SQLITE_OK;
 }
@@ -225,7 +227,9 @@ static int accept_site(void *context, const struct lb_site_info *site, const cha
             if (!logger || strcmp(logger, m->text) != 0) return 0;
             break;
         case C_SITE:
-            if (!site || (int64_t)lb_q_site_id(c->query, site) != m->number) return 0;
+            if (!site) return 0;
+            const lb_q_site *numbered = lb_q_site_of(c->query, site);
+            if (!numbered || (int64_t)numbered->id != m->number) return 0;
             break;
         case C_TEMPLATE:
             if (!site || strcmp(site->template_text, m->text) != 0) return 0;
@@ -259,8 +263,16 @@ static int advance(records_cursor *c) {
         /* `record`: the host's current entry, once, if it passes what was pushed down. */
         c->eof = c->rowid > 0 || !q->current_entry || !q->current_reader ||
                  !passes_filter(c, q->current_reader, q->current_entry);
-        c->entry = q->current_entry;
         c->reader = q->current_reader;
+        if (!c->eof) {
+            c->single_row.entry = *q->current_entry;
+            c->single_row.site = lb_q_site_of(q, lb_reader_site(c->reader, q->current_entry->session,
+                                                                q->current_entry->site_id));
+            c->single_row.logger = lb_q_logger_name(q, lb_reader_logger_name(c->reader, q->current_entry->session,
+                                                                             q->current_entry->logger_id));
+            c->row = &c->single_row;
+            c->entry = &c->single_row.entry;
+        }
         c->rowid++;
         c->decoded = 0;
         c->tail_made = 0;
@@ -279,8 +291,9 @@ static int advance(records_cursor *c) {
                 return rc;
             }
         }
-        int rc = lb_q_batches_next(c->batches, &c->entry);
+        int rc = lb_q_batches_next(c->batches, &c->row);
         if (rc == 1) {
+            c->entry = &c->row->entry;
             c->rowid++;
             c->decoded = 0;
             c->tail_made = 0;
@@ -397,8 +410,8 @@ static int take_match(records_cursor *c, int column, sqlite3_value *v, int *empt
 }
 
 static int filter(sqlite3_vtab_cursor *cursor, int idx_num, const char *idx_str, int argc, sqlite3_value **argv) {
-    (void)idx_num;
     records_cursor *c = (records_cursor *)cursor;
+    c->alternate = idx_num & 1;
     end_source(c);
     forget_matches(c);
     c->source = 0;
@@ -505,12 +518,13 @@ static void result_arg(sqlite3_context *ctx, records_cursor *c, int index) {
 }
 
 static void result_site(sqlite3_context *ctx, records_cursor *c, int column) {
-    const lb_site_info *s = lb_reader_site(c->reader, c->entry->session, c->entry->site_id);
+    const lb_q_site *s = c->row->site;
     if (!s) return sqlite3_result_null(ctx);
     switch (column) {
     case C_TEMPLATE: return result_text(ctx, c, s->template_text, strlen(s->template_text));
     case C_FILE: return result_text(ctx, c, s->file, strlen(s->file));
     case C_FUNCTION: return result_text(ctx, c, s->function, strlen(s->function));
+    case C_SITE: return sqlite3_result_int64(ctx, s->id);
     default: return sqlite3_result_int64(ctx, s->line);
     }
 }
@@ -535,7 +549,7 @@ static int column(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int index) 
         else sqlite3_result_null(ctx);
         break;
     case C_LOGGER:
-        s = lb_reader_logger_name(c->reader, e->session, e->logger_id);
+        s = c->row->logger;
         result_text(ctx, c, s, s ? strlen(s) : 0);
         break;
     case C_MESSAGE:
@@ -543,18 +557,10 @@ static int column(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int index) 
         if (s) sqlite3_result_text(ctx, s, (int)length, SQLITE_TRANSIENT);
         else sqlite3_result_null(ctx);
         break;
-    case C_TEMPLATE: case C_FILE: case C_LINE: case C_FUNCTION: result_site(ctx, c, index); break;
+    case C_TEMPLATE: case C_FILE: case C_LINE: case C_FUNCTION: case C_SITE: result_site(ctx, c, index); break;
     case C_THREAD: sqlite3_result_int64(ctx, e->thread_id); break;
     case C_PID: sqlite3_result_int64(ctx, e->pid); break;
     case C_SESSION: sqlite3_result_int64(ctx, e->session); break;
-    case C_SITE: {
-        /* `record`'s reader is the host's and may be another at the same address later: no memo. */
-        uint32_t id = c->single ? lb_q_site_id(q, lb_reader_site(c->reader, e->session, e->site_id))
-                                : lb_q_site_memo_get(&c->site_memo, q, c->reader, e->session, e->site_id);
-        if (id) sqlite3_result_int64(ctx, id);
-        else sqlite3_result_null(ctx);
-        break;
-    }
     case C_METADATA:
         make_tail(c);
         result_owned(ctx, &c->metadata);

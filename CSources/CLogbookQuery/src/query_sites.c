@@ -160,7 +160,8 @@ static int count_source(sites_cursor *c, size_t source) {
     for (size_t i = c->first_of_source; i < c->count && read >= 0; i++) {
         site_row *row = &c->rows[i];
         uint32_t session = (uint32_t)(row->key >> 32);
-        row->site = lb_q_site_id(q, lb_reader_site(reader, session, (uint32_t)row->key));
+        const lb_q_site *site = lb_q_site_of(q, lb_reader_site(reader, session, (uint32_t)row->key));
+        row->site = site ? site->id : 0;
         row->logger = copy(lb_reader_logger_name(reader, session, row->logger_id));
     }
     q->host.close_reader(q->host.context, source, reader);
@@ -236,7 +237,7 @@ static void result_text(sqlite3_context *ctx, const char *text) {
 static int column(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int index) {
     sites_cursor *c = (sites_cursor *)cursor;
     const site_row *row = &c->rows[c->at];
-    const lb_q_site *site = row->site ? &c->query->sites[row->site - 1] : NULL;
+    const lb_q_site *site = lb_q_site_numbered(c->query, row->site);
     if (!site && index != S_LOGGER && index != S_COUNT) {
         sqlite3_result_null(ctx);
         return SQLITE_OK;
