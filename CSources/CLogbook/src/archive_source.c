@@ -500,19 +500,39 @@ uint64_t lb_archive_source_damaged_until(lb_archive_source *s, uint64_t offset) 
     return z->frames[index].start + z->frames[index].length;
 }
 
+/* Stops the read-ahead helper (joined); its buffers stay. */
+static void stop_helper(lb_zst_reader *z) {
+    if (!z->helper_started || z->helper_pid != getpid()) return;
+    pthread_mutex_lock(&z->lock);
+    z->stopping = 1;
+    pthread_cond_broadcast(&z->changed);
+    pthread_mutex_unlock(&z->lock);
+    pthread_join(z->helper, NULL);
+}
+
+void lb_archive_source_rest(lb_archive_source *s) {
+    lb_zst_reader *z = s->zst;
+    if (!z || (z->helper_started && z->helper_pid != getpid())) return;  /* a forked child's copy */
+    stop_helper(z);
+    z->helper_started = 0;
+    z->stopping = 0;
+    z->ahead_busy = 0;
+    z->ahead_wanted = SIZE_MAX;
+    ZSTD_freeDCtx(z->ahead_dctx);
+    z->ahead_dctx = NULL;
+    free(z->input);
+    free(z->ahead_input);
+    free(z->current.bytes);
+    free(z->ahead.bytes);
+    z->input = z->ahead_input = NULL;
+    z->input_capacity = z->ahead_input_capacity = 0;
+    z->current = z->ahead = (frame_buffer){.frame = SIZE_MAX};
+}
+
 void lb_archive_source_close(lb_archive_source *s) {
     lb_zst_reader *z = s->zst;
     if (!z) return;
-    if (z->helper_started) {
-        if (z->helper_pid == getpid()) {
-            pthread_mutex_lock(&z->lock);
-            z->stopping = 1;
-            pthread_cond_broadcast(&z->changed);
-            pthread_mutex_unlock(&z->lock);
-            pthread_join(z->helper, NULL);
-        }
-        /* (In a forked child the helper is the parent's: nothing of it is touched.) */
-    }
+    stop_helper(z);   /* (In a forked child the helper is the parent's: nothing of it is touched.) */
     if (!z->helper_started || z->helper_pid == getpid()) {
         pthread_mutex_destroy(&z->lock);
         pthread_cond_destroy(&z->changed);

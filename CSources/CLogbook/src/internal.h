@@ -225,6 +225,10 @@ ssize_t lb_archive_source_read(lb_archive_source *s, void *buffer, size_t length
 uint64_t lb_archive_source_damaged_until(lb_archive_source *s, uint64_t offset);
 /* Frees a compressed file's state (joins its thread); the descriptor is the caller's. */
 void lb_archive_source_close(lb_archive_source *s);
+/* Releases what decoding a compressed file holds (frame buffers, the read-ahead thread and its
+ * context: about 3 MB), keeping its listing: a later read loads again. For a pass that has moved
+ * on to another file, so that memory does not grow with the files a pass reads. */
+void lb_archive_source_rest(lb_archive_source *s);
 
 typedef enum lb_frame_status {
     LB_FRAME_OK = 0,

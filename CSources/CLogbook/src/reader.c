@@ -512,6 +512,10 @@ static int read_listed_chunk(lb_reader *r, ref_list *refs, size_t i, uint64_t *r
         lb_rd_read_archived_chunk(r, ref, follows, &walked);
         lb_rd_finish_run(r);
         if (walked) *read_from_archive = ref->sequence;
+        /* The last chunk this pass reads in the file: its decoding buffers go (about 3 MB of a
+         * compressed file), so that memory does not grow with the files a pass reads. */
+        archive_file *f = lb_rd_ref_file(r, ref);
+        if (f && f->fd >= 0 && ref->sequence >= f->last_listed) lb_archive_source_rest(&f->src);
     }
     order_key w = lb_rd_watermark(r, i + 1);
     lb_rd_drain(r, &w);
@@ -535,6 +539,11 @@ static long read_pass(lb_reader *r) {
     if (failure) {
         free(refs.refs);
         return failure;
+    }
+    for (size_t i = 0; i < r->archive_count; i++) r->archives[i].last_listed = 0;
+    for (size_t i = 0; i < refs.count; i++) {
+        archive_file *f = refs.refs[i].source >= 0 ? lb_rd_ref_file(r, &refs.refs[i]) : NULL;
+        if (f && refs.refs[i].sequence > f->last_listed) f->last_listed = refs.refs[i].sequence;
     }
     uint64_t read_from_archive = 0;
     for (size_t i = 0; i < refs.count && !failure; i++)

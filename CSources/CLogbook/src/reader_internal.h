@@ -97,6 +97,8 @@ typedef struct archive_file {
     int damaged;         /* a frame head failed its check (frames after it were searched for) */
     int foreign;         /* another bundle's file (reported, not read) */
     lb_archive_end end;
+    uint64_t last_listed;  /* the newest sequence this pass lists in it: once read, the file's
+                            * decoding buffers are released (lb_archive_source_rest) */
 } archive_file;
 
 typedef struct pending_record {
