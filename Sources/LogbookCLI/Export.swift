@@ -72,9 +72,7 @@ struct Export: ParsableCommand {
         guard batch > 0 else { throw ValidationError("--batch must be positive") }
         guard !(gzip && zstd) else { throw ValidationError("give one of --gzip and --zstd") }
         guard inFlight >= 1, inFlight <= 64 else { throw ValidationError("--in-flight takes 1 to 64, not \(inFlight)") }
-        guard interval.isFinite, interval >= 0.01, interval <= 86_400 else {
-            throw ValidationError("--interval takes seconds from 0.01 to 86400, not \(interval)")
-        }
+        try validateInterval(interval)
     }
 
     func run() throws {

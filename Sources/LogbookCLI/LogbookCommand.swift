@@ -71,6 +71,19 @@ func fail(_ message: String) -> Never {
     exit(1)
 }
 
+/// --interval of the following commands (show, query, export): 10 ms to a day.
+func validateInterval(_ interval: Double) throws {
+    guard interval.isFinite, interval >= 0.01, interval <= 86_400 else {
+        throw ValidationError("--interval takes seconds from 0.01 to 86400, not \(interval)")
+    }
+}
+
+/// Sleeps `seconds` (a validated --interval), a signal's interruption ending it early.
+func pause(_ seconds: Double) {
+    var time = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - seconds.rounded(.down)) * 1e9))
+    _ = nanosleep(&time, nil)
+}
+
 /// "2026-11-21T08:00:00Z" or a duration before now: "90s", "15m", "2h", "1d".
 func parseTime(_ text: String, option: String) throws -> Int64 {
     if let value = parseRFC3339(text) { return value }
@@ -146,6 +159,8 @@ struct Show: ParsableCommand {
     @Option(help: "Seconds between polls with --follow.")
     var interval: Double = 0.2
 
+    func validate() throws { try validateInterval(interval) }
+
     func run() throws {
         let filter = try selection.filter()
         let pattern: Regex<AnyRegexOutput>?
@@ -157,14 +172,7 @@ struct Show: ParsableCommand {
 
         var output = Output()
         let format: LineRenderer.Format = json ? .json : .text(includeSource: source)
-        let (wanted, sql) = Self.split(conditions)
-        let condition: RecordCondition?
-        do {
-            condition = try sql.isEmpty ? nil : LogQuery(sources: [bundle]).condition(
-                sql.count == 1 ? sql[0] : sql.map { "(\($0))" }.joined(separator: " AND "))
-        } catch {
-            throw ValidationError("--where: \(escapingControlCharacters("\(error)"))")
-        }
+        let (wanted, condition) = Self.conditions(conditions, bundle: bundle)
         let emit: (LogRecord) -> Void
         if pattern != nil || !wanted.isEmpty || condition != nil {
             emit = { record in
@@ -230,7 +238,7 @@ struct Show: ParsableCommand {
             var removedSaid = false
             var waitingReason = ""
             while true {
-                usleep(UInt32(max(0.01, interval) * 1_000_000))
+                pause(interval)
                 try reader.stream(where: filter, emit)
                 sayOverwritten()
                 sayAltered()
@@ -289,23 +297,34 @@ struct Show: ParsableCommand {
 }
 
 extension Show {
-    /// --where: `key=value` for a metadata key that is no column of `records` (the key a plain
-    /// name), else a SQL condition.
-    static func split(_ conditions: [String]) -> (metadata: [(key: String, value: String)], sql: [String]) {
+    /// --where: a SQL condition over the columns of `records` when it is one; else `key=value` on a
+    /// metadata key (`request_id=abc`, `my key=v v`, `q=a=b=c`: SQL would not have them).
+    static func conditions(_ conditions: [String], bundle: String) -> (metadata: [(key: String, value: String)], sql: RecordCondition?) {
+        guard !conditions.isEmpty else { return ([], nil) }
+        let query: LogQuery
+        do { query = try LogQuery(sources: [bundle]) } catch { fail("\(error)") }
         var metadata: [(key: String, value: String)] = []
         var sql: [String] = []
-        let nameCharacters = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./:@")
         for condition in conditions {
-            if let equals = condition.firstIndex(of: "="), equals != condition.startIndex,
-                condition[..<equals].allSatisfy(nameCharacters.contains),
-                !LogQuery.recordColumns.contains(String(condition[..<equals]).lowercased())
-            {
-                metadata.append((String(condition[..<equals]), String(condition[condition.index(after: equals)...])))
-            } else {
+            do {
+                _ = try query.condition(condition)
                 sql.append(condition)
+            } catch {
+                guard let equals = condition.firstIndex(of: "="), equals != condition.startIndex,
+                    !"<>!=".contains(condition[condition.index(before: equals)]),
+                    !condition[condition.index(after: equals)...].hasPrefix("=")
+                else {
+                    fail("--where: '\(condition)' is neither a SQL condition (\(error)) nor key=value")
+                }
+                metadata.append((String(condition[..<equals]), String(condition[condition.index(after: equals)...])))
             }
         }
-        return (metadata, sql)
+        guard !sql.isEmpty else { return (metadata, nil) }
+        do {
+            return (metadata, try query.condition(sql.count == 1 ? sql[0] : sql.map { "(\($0))" }.joined(separator: " AND ")))
+        } catch {
+            fail("--where: \(error)")
+        }
     }
 
     /// --grep: the message or a metadata pair as `key=value` matches; --where: every key is there

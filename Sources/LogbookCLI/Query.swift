@@ -11,11 +11,13 @@ struct Query: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run SQL (SQLite) over the typed records of bundles, archive directories or archive files.",
         discussion: """
-            Tables: records (time, time_text, level, level_name, logger, message, template, file, line, \
+            Tables: records (time, time_text, level (a name, compared by severity: level >= 'warning'), \
+            severity, logger, message, template, file, line, \
             function, thread, pid, session, site, metadata, error_type, error_message, args, source, \
             arg1 .. arg16; site is a number per call site across sessions: GROUP BY site is the fast grouping), \
-            sites (site, template, file, line, function, logger, count) \
-            and percentile(value, p). Conditions on time, level, logger, site, template, file and \
+            sites (site, template, file, line, function, logger, count); functions \
+            percentile(value, p) (nearest rank, within 0.05% as logbook stats), level('warning') and \
+            time_ns('2026-11-28T18:00:00Z'). Conditions on time, level, logger, site, template, file and \
             function are decided before a record is decoded. Example:
               logbook query app.logbook "SELECT template, count(*), percentile(arg1, 99) FROM records \
             WHERE level >= 'warning' GROUP BY site"
@@ -27,7 +29,7 @@ struct Query: ParsableCommand {
     @Flag(help: "One JSON object per row.")
     var json = false
 
-    @Flag(help: "Comma-separated values (RFC 4180), a header row first.")
+    @Flag(help: "Comma-separated values (quoted as RFC 4180 says; lines end in LF), a header row first.")
     var csv = false
 
     @Flag(name: [.short, .long], help: "Run the query again on the records new since the last run, until interrupted (a query without aggregates or ORDER BY).")
@@ -39,6 +41,7 @@ struct Query: ParsableCommand {
     func validate() throws {
         guard arguments.count >= 2 else { throw ValidationError("logbook query takes one or more sources, then the SQL") }
         guard !(json && csv) else { throw ValidationError("--json and --csv: choose one") }
+        try validateInterval(interval)
     }
 
     func run() throws {
@@ -54,11 +57,18 @@ struct Query: ParsableCommand {
                 }
                 query.follow = true
                 signal(SIGPIPE, SIG_IGN)
+                var overwrittenSaid: UInt64 = 0
                 while true {
                     try query.run(sql) { printer.row($0) }
                     printer.flush()
                     sayIssues(query, sources: sources, once: true)
-                    usleep(UInt32(max(0.01, interval) * 1_000_000))
+                    // A follower lapped by the writer says how many records it never saw, as show does.
+                    let overwritten = query.recordsOverwritten
+                    if overwritten > overwrittenSaid {
+                        warn("\(overwritten - overwrittenSaid) records were overwritten before they could be read (\(overwritten) since following began)")
+                        overwrittenSaid = overwritten
+                    }
+                    pause(interval)
                 }
             }
             try query.run(sql) { printer.row($0) }
@@ -88,12 +98,17 @@ struct Query: ParsableCommand {
     /// silently partial.
     func sayIssues(_ query: LogQuery, sources: [String], once: Bool) {
         let failures = query.issues.filter(\.isFailure)
-        guard !failures.isEmpty, !once || !Self.said else { return }
+        let missing = query.recordsMissing
+        guard !failures.isEmpty || missing > 0, !once || !Self.said else { return }
         Self.said = true
-        let records = failures.reduce(UInt64(0)) { $0 + $1.records }
-        let lost = records > 0 ? " (\(records) records unreadable or missing)" : ""
         let names = sources.joined(separator: " ")
-        warn("\(failures.count) problems in \(names)\(lost); run `logbook verify` on it")
+        if !failures.isEmpty {
+            let records = failures.reduce(UInt64(0)) { $0 + $1.records }
+            let lost = records > 0 ? " (\(records) records unreadable or missing)" : ""
+            warn("\(failures.count) problems in \(names)\(lost); run `logbook verify` on it")
+        } else {
+            warn("\(missing) records are missing from \(names); run `logbook verify` on it")
+        }
     }
     nonisolated(unsafe) static var said = false
 }
@@ -133,6 +148,7 @@ struct RowPrinter {
         case .json: break
         case .csv: output.line(names.map { csvField(.text($0)) }.joined(separator: ","))
         case .table:
+            let names = names.map(escapingControlCharacters)
             widths = widths ?? names.map(\.count)
             tableLine(names)
         }
@@ -140,7 +156,7 @@ struct RowPrinter {
 
     mutating func release() {
         guard let first = held.first else { return }
-        var widths = first.columnNames.map(\.count)
+        var widths = first.columnNames.map { escapingControlCharacters($0).count }
         for row in held { for (index, value) in row.values.enumerated() { widths[index] = max(widths[index], cell(value).count) } }
         self.widths = widths
         if !headerDone { header(first.columnNames) }

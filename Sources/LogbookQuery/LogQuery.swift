@@ -33,6 +33,9 @@ public final class LogQuery {
     /// its damage reported in ``issues`` once read.
     public init(sources: [String]) throws {
         precondition(!sources.isEmpty, "LogQuery needs at least one source")
+        guard sources.count <= 127 else {
+            throw QueryError.invalid(message: "at most 127 sources in one query, not \(sources.count)", offset: nil)
+        }
         for path in sources { _ = try LogReader(path: path) }
         self.sources = sources
         host = QueryHost(sources: sources)
@@ -51,7 +54,7 @@ public final class LogQuery {
 
     /// The columns of `records` (and `record`), in order.
     public static let recordColumns: [String] =
-        ["time", "time_text", "level", "level_name", "logger", "message", "template", "file", "line", "function",
+        ["time", "time_text", "level", "severity", "logger", "message", "template", "file", "line", "function",
          "thread", "pid", "session", "site", "metadata", "error_type", "error_message", "args", "source"]
         + (1...16).map { "arg\($0)" }
 
@@ -65,8 +68,17 @@ public final class LogQuery {
     /// (on time, level, logger, site, template, file or function) is never decoded, and not counted.
     public var recordsDecoded: UInt64 { lb_query_records_decoded(raw) }
 
-    /// What the reads so far found wrong with the sources (as `LogReader.issues`), each once.
+    /// What the reads so far found wrong with the sources (as `LogReader.issues`, with what
+    /// `LogReader.verify()` adds after a whole read), each once.
     public var issues: [LogIssue] { host.issues }
+
+    /// Records a source's bundle counted that no read of it found (missing archive files, chunks or
+    /// records: `VerifySummary.recordsLost`), summed over the sources.
+    public var recordsMissing: UInt64 { host.recordsMissing.values.reduce(0, +) }
+
+    /// Records the overwrite policy destroyed before a followed read reached them (``follow``):
+    /// the readers' `LogReader.overwrittenRecords`, summed.
+    public var recordsOverwritten: UInt64 { host.readers.values.reduce(0) { $0 + $1.overwrittenRecords } }
 
     /// Runs one statement and calls `body` with each row as it comes (memory: what the statement
     /// itself keeps, such as its groups or a sort).
@@ -107,7 +119,8 @@ public final class LogQuery {
     }
 
     /// Whether a statement returns its rows as records come, so that ``follow`` can run it again and
-    /// again: no aggregate, no window function, no sort of the whole result, one scan of one table.
+    /// again: one scan of one table, and no aggregate, window function, sort, DISTINCT, UNION or
+    /// LIMIT (each would answer for one run's records only).
     public func isStreamable(_ sql: String) throws -> Bool {
         let statement = try prepare("EXPLAIN " + sql)
         defer { sqlite3_finalize(statement) }
@@ -115,12 +128,18 @@ public final class LogQuery {
         while sqlite3_step(statement) == SQLITE_ROW {
             guard let op = sqlite3_column_text(statement, 1) else { continue }
             let name = String(cString: op)
-            if name.hasPrefix("Agg") || name.hasPrefix("Sorter") { return false }
+            // Aggregates and sorts answer for a whole run; DISTINCT and UNION (an ephemeral table)
+            // only within a run; LIMIT would drop what each run has beyond it.
+            if name.hasPrefix("Agg") || name.hasPrefix("Sorter") || name == "OpenEphemeral" || name == "DecrJumpZero"
+                || name == "OffsetLimit"
+            {
+                return false
+            }
             if name == "VFilter" { scans += 1 }
         }
         // One scan of one table: a second scan of `records` in follow mode would read only what
-        // is new since the first.
-        return scans <= 1
+        // is new since the first; none would answer the same at every run.
+        return scans == 1
     }
 
     /// A SQL condition over the columns of `records` (`level >= 'warning' AND arg1 > 250`), to test
@@ -142,14 +161,24 @@ public final class LogQuery {
         let db = lb_query_database(raw)
         let rc = sql.withCString { text in
             let rc = sqlite3_prepare_v3(db, text, -1, 0, &statement, &tail)
-            if rc == SQLITE_OK, let tail, String(cString: tail).contains(where: { !$0.isWhitespace && $0 != ";" }) {
-                return SQLITE_MISUSE
+            // What follows the statement may be blanks, semicolons and comments, nothing else.
+            while rc == SQLITE_OK, let rest = tail, rest.pointee != 0 {
+                var next: OpaquePointer?
+                let more = sqlite3_prepare_v3(db, rest, -1, 0, &next, &tail)
+                if next != nil || more != SQLITE_OK {
+                    sqlite3_finalize(next)
+                    return SQLITE_MISUSE
+                }
+                if tail == rest { break }
             }
             return rc
         }
         if rc == SQLITE_MISUSE {
             sqlite3_finalize(statement)
             throw QueryError.invalid(message: "one statement at a time: the SQL goes on after the first", offset: nil)
+        }
+        if rc == SQLITE_OK && statement == nil {
+            throw QueryError.invalid(message: "no SQL statement (only blanks, semicolons or comments)", offset: nil)
         }
         guard rc == SQLITE_OK, let statement else {
             sqlite3_finalize(statement)

@@ -66,8 +66,16 @@ final class QueryHost {
             })
     }
 
-    /// Keeps what a reader found (what `verify` adds needs a whole read: not asked here).
+    /// Records the sources' bundles counted that no read found (``VerifySummary/recordsLost``),
+    /// the largest of any one read of each source.
+    private(set) var recordsMissing: [String: UInt64] = [:]
+
+    /// Keeps what a reader found, with what `verify` adds once it has read everything (a scan reads
+    /// to the end even when its statement stopped early): missing archive files, chunks, records.
     func take(_ reader: LogReader) {
+        if let summary = try? reader.verify(), summary.recordsLost > 0 {
+            recordsMissing[reader.path] = max(recordsMissing[reader.path] ?? 0, summary.recordsLost)
+        }
         for issue in reader.issues where issuesSeen.insert("\(reader.path)\u{0}\(issue)").inserted {
             issues.append(issue)
         }

@@ -27,6 +27,12 @@ final class LogQueryTests: XCTestCase {
                 case 2: net.info("big \(String(repeating: "x", count: 1000 + i % 5000)) \(i)")
                 case 3: db.debug("pool size \(i % 17) free \(UInt64(i) * 1_000_000_007) ok \(i % 2 == 0)")
                 case 4: net.critical("crash \(i) in \("session \(session)")")
+                case 5:
+                    // A repeated key (the last one is the value) and a float that is a whole number.
+                    net.notice("dup \(i)", metadata: LogMetadata([
+                        .init(key: "dup", value: .init(i)), .init(key: "dup", value: .init(i + 1)),
+                        .init(key: "ratio", value: .init(Double(i))),
+                    ]))
                 default: net.info("request \(i) took \(i % 250) ms", metadata: ["user": "u\(i % 11)", "nested": ["a": .init(i), "b": ["x", "y"]]])
                 }
             }
@@ -70,7 +76,8 @@ def check(name, got, want):
 n = 0
 check("count", q("SELECT count(*) AS n FROM records")[0]["n"], len(rows)); n += 1
 by_level = collections.Counter(r["level"] for r in rows)
-check("by level", {r["level_name"]: r["n"] for r in q("SELECT level_name, count(*) AS n FROM records GROUP BY level")}, dict(by_level)); n += 1
+check("by level", {r["level"]: r["n"] for r in q("SELECT level, count(*) AS n FROM records GROUP BY level")}, dict(by_level)); n += 1
+check("severity", [r["s"] for r in q("SELECT severity AS s FROM records")], [LEVELS.index(r["level"]) + 1 for r in rows]); n += 1
 for name in ["warning", "error", "info"]:
     want = sum(1 for r in rows if LEVELS.index(r["level"]) >= LEVELS.index(name))
     check(">= " + name, q("SELECT count(*) AS n FROM records WHERE level >= '%s'" % name)[0]["n"], want); n += 1
@@ -78,6 +85,20 @@ for name in ["warning", "error", "info"]:
     check("= " + name, q("SELECT count(*) AS n FROM records WHERE level = '%s'" % name.upper())[0]["n"], want); n += 1
 check("level in", q("SELECT count(*) AS n FROM records WHERE level IN (level('error'), 7)")[0]["n"],
       sum(1 for r in rows if r["level"] in ("error", "critical"))); n += 1
+# Names compare by severity wherever SQLite evaluates them, not only where pushed down.
+for sql, want in [
+        ("level != 'INFO'", lambda r: r["level"] != "info"),
+        ("NOT (level < 'warning')", lambda r: LEVELS.index(r["level"]) >= 4),
+        ("level IN ('error', 'Critical')", lambda r: r["level"] in ("error", "critical")),
+        ("level >= 'warning' OR 0", lambda r: LEVELS.index(r["level"]) >= 4),
+        ("level > 4.5", lambda r: LEVELS.index(r["level"]) + 1 > 4.5),
+        ("severity >= 5", lambda r: LEVELS.index(r["level"]) >= 4),
+        ("logger = 'net' OR template = 'pool size {} free {} ok {}'", lambda r: r["logger"] == "net" or r["message"].startswith("pool size")),
+        ("level >= 'warning' OR logger = 'net'", lambda r: LEVELS.index(r["level"]) >= 4 or r["logger"] == "net"),
+        ("logger = 'NET' COLLATE NOCASE", lambda r: r["logger"] == "net")]:
+    check(sql, q("SELECT count(*) AS n FROM records WHERE " + sql)[0]["n"], sum(1 for r in rows if want(r))); n += 1
+check("filter", q("SELECT count(*) FILTER (WHERE level >= 'warning') AS n FROM records")[0]["n"],
+      sum(1 for r in rows if LEVELS.index(r["level"]) >= 4)); n += 1
 check("by logger", {r["logger"]: r["n"] for r in q("SELECT logger, count(*) AS n FROM records GROUP BY logger")},
       dict(collections.Counter(r["logger"] for r in rows))); n += 1
 check("logger =", q("SELECT count(*) AS n FROM records WHERE logger = 'db.pool'")[0]["n"], sum(1 for r in rows if r["logger"] == "db.pool")); n += 1
@@ -101,6 +122,9 @@ check("arg rows", len(got), len(want)); n += 1
 check("metadata", [json.loads(r["metadata"]) for r in q("SELECT metadata FROM records")], [r["metadata"] for r in rows]); n += 1
 check("json_extract", q("SELECT count(*) AS n FROM records WHERE json_extract(metadata, '$.user') = 'u3'")[0]["n"],
       sum(1 for r in rows if r["metadata"].get("user") == "u3")); n += 1
+check("dup", [r["d"] for r in q("SELECT json_extract(metadata, '$.dup') AS d FROM records WHERE template = 'dup {}'")],
+      [r["metadata"]["dup"] for r in rows if r["message"].startswith("dup ")]); n += 1
+check("float type", {r["t"] for r in q("SELECT json_type(metadata, '$.ratio') AS t FROM records WHERE template = 'dup {}'")}, {"real"}); n += 1
 check("nested", q("SELECT sum(json_extract(metadata, '$.nested.a')) AS s FROM records")[0]["s"],
       sum(r["metadata"]["nested"]["a"] for r in rows if "nested" in r["metadata"]) or None); n += 1
 # Errors.
@@ -119,6 +143,11 @@ check("sites count", total, len(rows)); n += 1
 times = sorted(q("SELECT time FROM records"), key=lambda r: r["time"])
 if times:
     middle = times[len(times) // 2]["time"]
+    low, high = times[len(times) // 4]["time"], times[3 * len(times) // 4]["time"]
+    check("time or", q("SELECT count(*) AS n FROM records WHERE time < %d OR time > %d" % (low, high))[0]["n"],
+          sum(1 for t in times if t["time"] < low or t["time"] > high)); n += 1
+    check("time real", q("SELECT count(*) AS n FROM records WHERE time < %d.0" % middle)[0]["n"],
+          q("SELECT count(*) AS n FROM records WHERE time + 0 < %d.0" % middle)[0]["n"]); n += 1
     check("time >=", q("SELECT count(*) AS n FROM records WHERE time >= %d" % middle)[0]["n"], sum(1 for t in times if t["time"] >= middle)); n += 1
     check("time <", q("SELECT count(*) AS n FROM records WHERE time < %d" % middle)[0]["n"], sum(1 for t in times if t["time"] < middle)); n += 1
     text = q("SELECT time_text FROM records WHERE time = %d LIMIT 1" % middle)[0]["time_text"]
@@ -221,6 +250,51 @@ print("%d questions agree" % n)
         let shown = try runProgram(try logbook(), ["show", path]).output.split(separator: "\n").filter { $0.contains(" x: ") }.count
         let counted = try LogQuery(sources: [path]).rows("SELECT count(*) FROM records").first?.values.first
         XCTAssertEqual(counted, .integer(Int64(shown)))
+    }
+
+    /// An archive file deleted: the answer says what it lacks, as show says it (verify's count).
+    func testAMissingArchiveFileIsReportedAsShowReportsIt() throws {
+        let path = makeTemporaryDirectory(self) + "/m.logbook"
+        let bundle = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, wrapPolicy: .lossless,
+                                   archive: ArchiveOptions(maxFileSize: 16 * 4096, maxFiles: nil, quota: nil))
+        let log = try bundle.logger("x")
+        for i in 0..<6000 { log.info("record \(i) of the archive") }
+        try bundle.close()
+        let files = try FileManager.default.contentsOfDirectory(atPath: path + "/archive").filter { $0.contains(".lba") }.sorted()
+        XCTAssertGreaterThan(files.count, 2, "\(files)")
+        try FileManager.default.removeItem(atPath: path + "/archive/" + files[1])
+        let shown = try runProgram(try logbook(), ["show", path])
+        let queried = try runProgram(try logbook(), ["query", path, "SELECT count(*) FROM records"])
+        let shownCount = shown.output.split(separator: "\n").filter { $0.contains(" x: ") }.count
+        XCTAssertTrue(queried.output.contains("\n\(shownCount)\n"), queried.output)
+        XCTAssertLessThan(shownCount, 6000)
+        let problem = { (text: String) in
+            text.split(separator: "\n").first { $0.contains("problems in") }.map { $0.split(separator: "(").dropFirst().first?.split(separator: ")").first }
+        }
+        XCTAssertNotNil(problem(queried.output) ?? nil, queried.output)
+        XCTAssertEqual(problem(queried.output), problem(shown.output), "the same records unreadable or missing")
+    }
+
+    /// A follower lapped by an overwriting writer says how many records it never saw.
+    func testAFollowedQueryCountsWhatWasOverwritten() throws {
+        let path = makeTemporaryDirectory(self) + "/o.logbook"
+        let bundle = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, wrapPolicy: .overwrite)
+        let log = try bundle.logger("x")
+        for i in 0..<100 { log.info("first \(i)") }
+        try bundle.flush()
+        let query = try LogQuery(sources: [path])
+        query.follow = true
+        var seen = 0
+        try query.run("SELECT arg1 FROM records") { _ in seen += 1 }
+        XCTAssertEqual(seen, 100)
+        for i in 0..<20_000 { log.info("lapping \(i) with some words to fill the ring") }
+        try bundle.close()
+        try query.run("SELECT arg1 FROM records") { _ in seen += 1 }
+        XCTAssertGreaterThan(query.recordsOverwritten, 0)
+        XCTAssertEqual(UInt64(seen) + query.recordsOverwritten, 20_100, "every record read or counted overwritten")
+        let refused = try runProgram(try logbook(), ["query", "--follow", "--interval", "inf", path, "SELECT 1 FROM records"])
+        XCTAssertNotEqual(refused.status, 0)
+        XCTAssertTrue(refused.output.contains("--interval takes seconds from 0.01 to 86400"), refused.output)
     }
 
     func testFollowReturnsEachNewRecordOnceAndRefusesAggregates() throws {

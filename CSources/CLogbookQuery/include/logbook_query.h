@@ -5,8 +5,10 @@
  *
  *   records   one row per record, source after source, each source in time order (as
  *             lb_reader_stream hands them out): columns time (ns since the epoch, UTC),
- *             time_text (RFC 3339, 9 digits), level (1 trace .. 7 critical; compared with a
- *             name, `level >= 'warning'`, the name is read as its number), level_name, logger,
+ *             time_text (RFC 3339, 9 digits), level (its name, "trace" .. "critical", with the
+ *             collation `level`, which orders names, in any case, and numbers by severity:
+ *             `level >= 'warning'`, `level != 'INFO'`, `level > 4` and `ORDER BY level` mean
+ *             severity wherever SQLite evaluates them), severity (1 trace .. 7 critical), logger,
  *             message (rendered by the host, only when asked for), template, file, line,
  *             function, thread, pid, session, site (a number per call site, the same for its
  *             template, file, line and function in every session and source of the query: GROUP
@@ -21,9 +23,15 @@
  *             function, logger, count (the records of a full read).
  *
  * Pushed down into the reader's filter (lb_read_filter), so that a record they reject is never
- * decoded: time (=, <, <=, >, >=; a number of ns or RFC 3339 text), level (the same; numbers or
- * names), and equality on logger, site, template, file and function. Every other condition is
- * evaluated by SQLite on the rows the reader hands out.
+ * decoded: time (=, <, <=, >, >=; a number of ns, or RFC 3339 text there and in time_ns()), level
+ * and severity (the same), and equality on logger, site, template, file and function (with
+ * SQLite's default BINARY collation; `COLLATE NOCASE` is left to SQLite). Every other condition is
+ * evaluated by SQLite on the rows the reader hands out. A row's rowid is the record's identity,
+ * the same in every scan (its source, chunk sequence and offset). Every scan reads its sources
+ * whole: a condition saves decoding, not reading (a join on records is a full read per row of the
+ * other side; materialize it first). At most 127 sources.
+ *
+ * Functions: level('warning') = 5, time_ns('2026-11-28T18:00:00Z') = nanoseconds.
  *
  * The database refuses anything but reading: no writes, no ATTACH, no PRAGMA, no temporary tables,
  * no load_extension (an authorizer, SQLITE_DBCONFIG_DEFENSIVE, no attached databases). Each scan of

@@ -1,6 +1,6 @@
 /* query.c — the database of lb_query_open: in memory, read-only by construction (an authorizer
- * that lets a statement read and call functions, nothing else), with the `records` and `sites`
- * tables and the level() function. */
+ * that lets a statement read and call functions, nothing else), with the `records`, `record` and
+ * `sites` tables, the `level` collation and the level() and time_ns() functions. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -65,6 +65,44 @@ static void level_function(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     sqlite3_result_int(ctx, level);
 }
 
+/* The `level` collation: level names (any case) and numbers by severity, trace 1 .. critical 7;
+ * anything else after them, in byte order. So `level >= 'warning'`, `level != 'info'`,
+ * `ORDER BY level` and `max(level)` mean severity wherever SQLite evaluates them. */
+static int64_t severity(const char *text, int length) {
+    char name[16];
+    if (length > 0 && length < (int)sizeof name) {
+        memcpy(name, text, (size_t)length);
+        name[length] = '\0';
+        int level = lb_query_level_from_name(name);
+        if (level) return level;
+        char *end;
+        long long number = strtoll(name, &end, 10);
+        if (end == name + length && (name[0] == '-' || (name[0] >= '0' && name[0] <= '9'))) return number;
+    }
+    return INT64_MAX;
+}
+
+static int compare_levels(void *context, int a_length, const void *a, int b_length, const void *b) {
+    (void)context;
+    int64_t x = severity(a, a_length), y = severity(b, b_length);
+    if (x != y) return x < y ? -1 : 1;
+    if (x != INT64_MAX) return 0;
+    int common = memcmp(a, b, (size_t)(a_length < b_length ? a_length : b_length));
+    return common ? common : (a_length > b_length) - (a_length < b_length);
+}
+
+/* time_ns('2026-11-28T18:00:00Z') = nanoseconds since the epoch: RFC 3339 as a number, for
+ * comparisons SQLite makes itself (`time > time_ns('...') OR ...`). */
+static void time_ns_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    (void)argc;
+    if (sqlite3_value_type(argv[0]) == SQLITE_NULL) return sqlite3_result_null(ctx);
+    int64_t ns;
+    int rc = lb_q_parse_time((const char *)sqlite3_value_text(argv[0]), &ns);
+    if (rc == -2) return sqlite3_result_error(ctx, "time_ns(): a time outside 1677 to 2262", -1);
+    if (rc != 0) return sqlite3_result_error(ctx, "time_ns(): not RFC 3339 (2026-11-28T18:00:00Z)", -1);
+    sqlite3_result_int64(ctx, ns);
+}
+
 static int set_up(lb_query *q) {
     sqlite3 *db = q->db;
     int on = 1, off = 0;
@@ -78,6 +116,9 @@ static int set_up(lb_query *q) {
     if (sqlite3_create_module_v2(db, "records", &lb_q_records_module, q, NULL) != SQLITE_OK ||
         sqlite3_create_module_v2(db, "record", &lb_q_records_module, q, NULL) != SQLITE_OK ||
         sqlite3_create_module_v2(db, "sites", &lb_q_sites_module, q, NULL) != SQLITE_OK ||
+        sqlite3_create_collation_v2(db, "level", SQLITE_UTF8, NULL, compare_levels, NULL) != SQLITE_OK ||
+        sqlite3_create_function_v2(db, "time_ns", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, NULL,
+                                   time_ns_function, NULL, NULL, NULL) != SQLITE_OK ||
         sqlite3_create_function_v2(db, "level", 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS, NULL,
                                    level_function, NULL, NULL, NULL) != SQLITE_OK)
         return -1;

@@ -99,7 +99,8 @@ void lb_q_text_free(lb_q_text *text);
 const char *lb_q_level_name(int level);
 /* RFC 3339 with 9 fraction digits and Z, as logbook show prints it: 30 bytes and a NUL. */
 void lb_q_time_text(int64_t wall_ns, char out[96]);
-/* Parses RFC 3339 ("2026-11-28T18:00:00.5Z", "+01:00", a space for the T) or a date: 0 or -1. */
+/* Parses RFC 3339 ("2026-11-28T18:00:00.5Z", "+01:00", a space for the T) or a date: 0, -1 (not
+ * such a time) or -2 (one outside 1677 to 2262, which int64 nanoseconds cannot hold). */
 int lb_q_parse_time(const char *text, int64_t *wall_ns);
 /* The record's arguments as a JSON array of values (stops before its metadata). */
 void lb_q_args_json(const lb_entry *entry, lb_q_text *out);

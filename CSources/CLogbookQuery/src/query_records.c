@@ -4,20 +4,22 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "query_internal.h"
 
 enum column {
-    C_TIME, C_TIME_TEXT, C_LEVEL, C_LEVEL_NAME, C_LOGGER, C_MESSAGE, C_TEMPLATE, C_FILE, C_LINE,
+    C_TIME, C_TIME_TEXT, C_LEVEL, C_SEVERITY, C_LOGGER, C_MESSAGE, C_TEMPLATE, C_FILE, C_LINE,
     C_FUNCTION, C_THREAD, C_PID, C_SESSION, C_SITE, C_METADATA, C_ERROR_TYPE, C_ERROR_MESSAGE, C_ARGS,
     C_SOURCE, C_ARG1
 };
 enum { ARG_COLUMNS = 16, MAX_PUSHED = 32 };
 
 static const char schema[] =
-    "CREATE TABLE x(time INTEGER, time_text TEXT, level INTEGER, level_name TEXT, logger TEXT, message TEXT, "
+    "CREATE TABLE x(time INTEGER, time_text TEXT, level TEXT COLLATE level, severity INTEGER, logger TEXT, message TEXT, "
     "template TEXT, file TEXT, line INTEGER, function TEXT, thread INTEGER, pid INTEGER, session INTEGER, "
     "site INTEGER, metadata TEXT, error_type TEXT, error_message TEXT, args TEXT, source TEXT, "
     "arg1, arg2, arg3, arg4, arg5, arg6, arg7, arg8, arg9, arg10, arg11, arg12, arg13, arg14, arg15, arg16)";
@@ -103,21 +105,26 @@ static int best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
     (void)vtab;
     char codes[2 * MAX_PUSHED + 1];
     int pushed = 0;
-    double cost = 1e7;
+    double rows = 1e7;
     for (int i = 0; i < info->nConstraint && pushed < MAX_PUSHED; i++) {
         const struct sqlite3_index_constraint *c = &info->aConstraint[i];
         char op = op_code(c->op);
         if (!c->usable || !op) continue;
         int column = c->iColumn;
-        int ranged = column == C_TIME || column == C_LEVEL;
-        int matched = op == OP_EQ && (column == C_LOGGER || column == C_SITE || column == C_TEMPLATE ||
-                                      column == C_FILE || column == C_FUNCTION);
+        /* Pushed down only where the reader's comparison is SQLite's: a level by the level
+         * collation, a text by BINARY (`logger = 'NET' COLLATE NOCASE` is SQLite's to decide). */
+        const char *collation = sqlite3_vtab_collation(info, i);
+        int ranged = column == C_TIME || column == C_SEVERITY ||
+                     (column == C_LEVEL && collation && strcasecmp(collation, "level") == 0);
+        int text = column == C_LOGGER || column == C_TEMPLATE || column == C_FILE || column == C_FUNCTION;
+        int matched = op == OP_EQ && (column == C_SITE || (text && (!collation || strcasecmp(collation, "BINARY") == 0)));
         if (!ranged && !matched) continue;
         codes[2 * pushed] = (char)('A' + column);
         codes[2 * pushed + 1] = op;
         info->aConstraintUsage[i].argvIndex = ++pushed;
-        info->aConstraintUsage[i].omit = ranged;
-        cost /= op == OP_EQ ? 10 : 3;
+        /* `severity` is an INTEGER: compared with text, SQLite's answer stands (checked again). */
+        info->aConstraintUsage[i].omit = ranged && column != C_SEVERITY;
+        rows /= op == OP_EQ ? 10 : 3;
     }
     codes[2 * pushed] = '\0';
     /* A message is rendered by the host from the reader: the stream waits while rows are read. */
@@ -127,8 +134,11 @@ static int best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
         if (!info->idxStr) return SQLITE_NOMEM;
         info->needToFreeIdxStr = 1;
     }
-    info->estimatedCost = cost;
-    info->estimatedRows = (sqlite3_int64)cost;
+    /* Every scan reads its sources whole (a pushed-down condition saves decoding, not reading):
+     * the cost stays that of a full read, so SQLite never plans a scan per row of another table
+     * as if it were an index lookup. */
+    info->estimatedCost = 1e7 + rows;
+    info->estimatedRows = (sqlite3_int64)rows;
     return SQLITE_OK;
 }
 
@@ -316,26 +326,37 @@ typedef struct range {
 
 static int narrow(range *r, char op, double x) {
     if (isnan(x)) return 1;
-    double low = -9.2e18, high = 9.2e18;
+    /* In integers: a double beyond 2^53 is an integer already, and x - 1 there is x again. */
+    if (x >= 9223372036854775808.0) return op == OP_LT || op == OP_LE ? 0 : 1;
+    if (x < -9223372036854775808.0) return op == OP_GT || op == OP_GE ? 0 : 1;
+    int integral = x == floor(x);
+    int64_t low = r->low, high = r->high;
     switch (op) {
     case OP_EQ:
-        if (x != floor(x)) return 1;
-        low = high = x;
+        if (!integral) return 1;
+        low = high = (int64_t)x;
         break;
-    case OP_GT: low = floor(x) + 1; break;
-    case OP_GE: low = ceil(x); break;
-    case OP_LT: high = ceil(x) - 1; break;
-    case OP_LE: high = floor(x); break;
+    case OP_GT:
+        if (!integral) low = (int64_t)ceil(x);
+        else if ((int64_t)x == INT64_MAX) return 1;
+        else low = (int64_t)x + 1;
+        break;
+    case OP_GE: low = (int64_t)ceil(x); break;
+    case OP_LT:
+        if (!integral) high = (int64_t)floor(x);
+        else if ((int64_t)x == INT64_MIN) return 1;
+        else high = (int64_t)x - 1;
+        break;
+    case OP_LE: high = (int64_t)floor(x); break;
     }
-    if (low > 9.2e18 || high < -9.2e18) return 1;
-    if (low > -9.2e18 && (int64_t)low > r->low) r->low = (int64_t)low;
-    if (high < 9.2e18 && (int64_t)high < r->high) r->high = (int64_t)high;
+    if (low > r->low) r->low = low;
+    if (high < r->high) r->high = high;
     return r->low > r->high;
 }
 
 /* A time compared exactly in integers (ns); text is RFC 3339. */
 static int narrow_time(records_cursor *c, range *r, char op, sqlite3_value *v, int *empty) {
-    int type = sqlite3_value_type(v);
+    int type = sqlite3_value_type(v), rc;
     int64_t x;
     if (type == SQLITE_NULL) return *empty = 1, SQLITE_OK;
     if (type == SQLITE_FLOAT) {
@@ -344,10 +365,11 @@ static int narrow_time(records_cursor *c, range *r, char op, sqlite3_value *v, i
     }
     if (type == SQLITE_INTEGER) {
         x = sqlite3_value_int64(v);
-    } else if (lb_q_parse_time((const char *)sqlite3_value_text(v), &x) != 0) {
+    } else if ((rc = lb_q_parse_time((const char *)sqlite3_value_text(v), &x)) != 0) {
         sqlite3_free(c->base.pVtab->zErrMsg);
         c->base.pVtab->zErrMsg = sqlite3_mprintf(
-            "time compared with '%s', which is neither nanoseconds nor RFC 3339 (2026-11-28T18:00:00Z)",
+            rc == -2 ? "time compared with '%s', outside the times Logbook can name (1677 to 2262)"
+                     : "time compared with '%s', which is neither nanoseconds nor RFC 3339 (2026-11-28T18:00:00Z)",
             sqlite3_value_text(v));
         return SQLITE_ERROR;
     }
@@ -376,7 +398,7 @@ static int narrow_level(records_cursor *c, range *r, char op, sqlite3_value *v, 
     int type = sqlite3_value_type(v);
     if (type == SQLITE_NULL) return *empty = 1, SQLITE_OK;
     double x;
-    if (type == SQLITE_TEXT) {
+    if (type == SQLITE_TEXT && sqlite3_value_numeric_type(v) == SQLITE_TEXT) {
         int level = lb_query_level_from_name((const char *)sqlite3_value_text(v));
         if (level == 0) {
             sqlite3_free(c->base.pVtab->zErrMsg);
@@ -391,6 +413,13 @@ static int narrow_level(records_cursor *c, range *r, char op, sqlite3_value *v, 
     }
     if (narrow(r, op, x)) *empty = 1;
     return SQLITE_OK;
+}
+
+/* `severity` compared with a number (text is no number to SQLite: left to it). */
+static void narrow_severity(range *r, char op, sqlite3_value *v, int *empty) {
+    int type = sqlite3_value_type(v);
+    if (type == SQLITE_NULL) *empty = 1;
+    else if ((type == SQLITE_INTEGER || type == SQLITE_FLOAT) && narrow(r, op, sqlite3_value_double(v))) *empty = 1;
 }
 
 static int take_match(records_cursor *c, int column, sqlite3_value *v, int *empty) {
@@ -424,6 +453,7 @@ static int filter(sqlite3_vtab_cursor *cursor, int idx_num, const char *idx_str,
         char op = idx_str[2 * i + 1];
         if (column == C_TIME) rc = narrow_time(c, &time, op, argv[i], &empty);
         else if (column == C_LEVEL) rc = narrow_level(c, &level, op, argv[i], &empty);
+        else if (column == C_SEVERITY) narrow_severity(&level, op, argv[i], &empty);
         else rc = take_match(c, column, argv[i], &empty);
     }
     if (rc != SQLITE_OK) {
@@ -451,8 +481,16 @@ static int next(sqlite3_vtab_cursor *cursor) { return advance((records_cursor *)
 
 static int eof(sqlite3_vtab_cursor *cursor) { return ((records_cursor *)cursor)->eof; }
 
+/* A record's identity, the same in every scan (SQLite's OR plans merge scans by it): its source,
+ * its chunk's sequence and its offset in the chunk (7, 32 and 24 bits). */
 static int rowid(sqlite3_vtab_cursor *cursor, sqlite3_int64 *out) {
-    *out = ((records_cursor *)cursor)->rowid;
+    const records_cursor *c = (const records_cursor *)cursor;
+    if (c->single) {
+        *out = 1;
+        return SQLITE_OK;
+    }
+    *out = (sqlite3_int64)(((uint64_t)c->source & 0x7F) << 56 | (c->entry->chunk_sequence & 0xFFFFFFFFu) << 24 |
+                           (c->entry->chunk_offset & 0xFFFFFFu));
     return SQLITE_OK;
 }
 
@@ -542,12 +580,18 @@ static int column(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int index) 
         lb_q_time_text(e->wall_ns, text);
         sqlite3_result_text(ctx, text, -1, SQLITE_TRANSIENT);
         break;
-    case C_LEVEL: sqlite3_result_int(ctx, e->level); break;
-    case C_LEVEL_NAME:
+    case C_LEVEL:
+        /* Its name; a level this version does not know, as its number (the level collation
+         * orders both by severity). */
         s = lb_q_level_name(e->level);
-        if (s) sqlite3_result_text(ctx, s, -1, SQLITE_STATIC);
-        else sqlite3_result_null(ctx);
+        if (s) {
+            sqlite3_result_text(ctx, s, -1, SQLITE_STATIC);
+        } else {
+            snprintf(text, sizeof text, "%u", e->level);
+            sqlite3_result_text(ctx, text, -1, SQLITE_TRANSIENT);
+        }
         break;
+    case C_SEVERITY: sqlite3_result_int(ctx, e->level); break;
     case C_LOGGER:
         s = c->row->logger;
         result_text(ctx, c, s, s ? strlen(s) : 0);

@@ -77,9 +77,10 @@ int lb_q_parse_time(const char *text, int64_t *wall_ns) {
         return -1;
     struct tm tm = {.tm_year = year - 1900, .tm_mon = month - 1, .tm_mday = day, .tm_hour = hour, .tm_min = minute,
                     .tm_sec = second};
-    int64_t seconds = (int64_t)timegm(&tm) - offset;
-    if (seconds > INT64_MAX / 1000000000 - 1 || seconds < INT64_MIN / 1000000000 + 1) return -1;
-    *wall_ns = seconds * 1000000000 + fraction;
+    int64_t seconds = (int64_t)timegm(&tm) - offset, ns;
+    if (__builtin_mul_overflow(seconds, (int64_t)1000000000, &ns) || __builtin_add_overflow(ns, fraction, &ns))
+        return -2;   /* a time Logbook cannot name: before 1677 or after 2262 */
+    *wall_ns = ns;
     return 0;
 }
 
@@ -128,6 +129,26 @@ static size_t utf8_sequence(const uint8_t *p, size_t left) {
     return n;
 }
 
+/* The bytes one U+FFFD replaces at an invalid sequence: its maximal subpart, as Unicode (and
+ * Swift's String(decoding:)) count it: a lead byte and the continuation bytes that could still
+ * have completed it; one byte when the lead cannot begin a sequence. */
+static size_t invalid_prefix(const uint8_t *p, size_t left) {
+    uint8_t c = p[0];
+    size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    size_t k = 1;
+    for (; n && k < n && k < left; k++) {
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (k == 1) {
+            if (c == 0xE0) lo = 0xA0;
+            else if (c == 0xED) hi = 0x9F;
+            else if (c == 0xF0) lo = 0x90;
+            else if (c == 0xF4) hi = 0x8F;
+        }
+        if (p[k] < lo || p[k] > hi) break;
+    }
+    return k;
+}
+
 int lb_q_is_utf8(const uint8_t *bytes, size_t length) {
     for (size_t i = 0; i < length;) {
         if (bytes[i] < 0x80) {
@@ -165,7 +186,7 @@ static void put_text(lb_q_text *t, const uint8_t *bytes, size_t length, int json
         size_t n = utf8_sequence(bytes + i, length - i);
         if (n == 0) {
             put(t, "\xEF\xBF\xBD", 3);
-            i++;
+            i += invalid_prefix(bytes + i, length - i);
         } else {
             put(t, (const char *)bytes + i, n);
             i += n;
@@ -196,6 +217,8 @@ static void put_double(lb_q_text *t, double value, int single) {
         snprintf(text, sizeof text, "%.*g", precision, value);
         if (single ? (float)strtod(text, NULL) == (float)value : strtod(text, NULL) == value) break;
     }
+    /* A float stays one in JSON (53.0, not 53: json_extract types it REAL), as Swift writes it. */
+    if (!strpbrk(text, ".en")) strcat(text, ".0");
     puts_(t, text);
 }
 
@@ -250,20 +273,52 @@ void lb_q_args_json(const lb_entry *e, lb_q_text *t) {
 /* A metadata value at *offset (a scalar, or a list or map and what it holds), depth-limited. */
 static int put_value(lb_q_text *t, const lb_entry *e, uint32_t *offset, int depth);
 
+/* Moves *offset past one value (a scalar, or a list or map and what it holds). */
+static int skip_value(const lb_entry *e, uint32_t *offset, int depth) {
+    lb_arg a;
+    if (depth > (int)LB_ARG_MAX_DEPTH || lb_arg_next(e->args, e->args_length, offset, &a) != 1) return -1;
+    uint64_t items = a.type == LB_ARG_LIST ? a.value.u : a.type == LB_ARG_MAP ? 2 * a.value.u : 0;
+    for (uint64_t i = 0; i < items; i++)
+        if (skip_value(e, offset, depth + 1) != 0) return -1;
+    return 0;
+}
+
+static int same_key(const lb_arg *a, const lb_arg *b) {
+    return a->length == b->length && (a->length == 0 || memcmp(a->bytes, b->bytes, a->length) == 0);
+}
+
+/* Whether the key at pair `index` appears again in a later pair (readers keep the last value). */
+static int repeated_later(const lb_entry *e, uint32_t after_value, const lb_arg *key, uint64_t left, int depth) {
+    uint32_t offset = after_value;
+    for (uint64_t i = 0; i < left; i++) {
+        lb_arg other;
+        if (lb_arg_next(e->args, e->args_length, &offset, &other) != 1) return 0;
+        if (same_key(key, &other)) return 1;
+        if (skip_value(e, &offset, depth) != 0) return 0;
+    }
+    return 0;
+}
+
 static int put_pairs(lb_q_text *t, const lb_entry *e, uint32_t *offset, uint64_t count, int depth) {
     put(t, "{", 1);
+    int first = 1;
     for (uint64_t i = 0; i < count; i++) {
         lb_arg key;
         if (lb_arg_next(e->args, e->args_length, offset, &key) != 1) return -1;
-        if (i > 0) put(t, ",", 1);
-        if (key.type == LB_ARG_STRING || key.type == LB_ARG_STATIC_STRING) {
+        int text = key.type == LB_ARG_STRING || key.type == LB_ARG_STATIC_STRING;
+        if (!text) key.length = 0;
+        uint32_t value_at = *offset;
+        if (skip_value(e, offset, depth) != 0) return -1;
+        if (repeated_later(e, *offset, &key, count - i - 1, depth)) continue;
+        if (!first) put(t, ",", 1);
+        first = 0;
+        if (text) {
             put_scalar(t, &key);
         } else {
-            put(t, "\"", 1);
-            put(t, "\"", 1);
+            put(t, "\"\"", 2);
         }
         put(t, ":", 1);
-        if (put_value(t, e, offset, depth) != 0) return -1;
+        if (put_value(t, e, &value_at, depth) != 0) return -1;
     }
     put(t, "}", 1);
     return 0;
