@@ -84,6 +84,12 @@ let package = Package(
                 .product(name: "LogbookStatistics", package: logbookPackage),
             ]
         ),
+        // SQL over records (query.sh): writes the bundle that `logbook query`, lnav and jq answer
+        // the same questions over.
+        .executableTarget(
+            name: "QueryBench",
+            dependencies: [.product(name: "Logbook", package: logbookPackage)]
+        ),
         .testTarget(
             name: "PureSwiftLogbookTests",
             dependencies: ["PureSwiftLogbook", .product(name: "Logbook", package: logbookPackage)]
