@@ -167,6 +167,14 @@ int lb_q_is_utf8(const uint8_t *bytes, size_t length) {
 static void put_text(lb_q_text *t, const uint8_t *bytes, size_t length, int json) {
     reserve(t, length + 2);
     for (size_t i = 0; i < length && !t->failed;) {
+        /* A run of printable ASCII that needs no escape: one copy. */
+        size_t run = i;
+        while (run < length && bytes[run] >= 0x20 && bytes[run] < 0x80 && bytes[run] != '"' && bytes[run] != '\\') run++;
+        if (run > i) {
+            put(t, (const char *)bytes + i, run - i);
+            i = run;
+            continue;
+        }
         uint8_t c = bytes[i];
         if (json && (c < 0x20 || c == '"' || c == '\\')) {
             char escape[8];
@@ -224,17 +232,27 @@ static void put_double(lb_q_text *t, double value, int single) {
 
 /* ---- arguments as JSON ---- */
 
+/* An integer in decimal, without printf (the dearest part of a row's JSON otherwise). */
+static void put_unsigned(lb_q_text *t, uint64_t value, int negative) {
+    char text[24];
+    char *p = text + sizeof text;
+    do {
+        *--p = (char)('0' + value % 10);
+        value /= 10;
+    } while (value);
+    if (negative) *--p = '-';
+    put(t, p, (size_t)(text + sizeof text - p));
+}
+
 static void put_scalar(lb_q_text *t, const lb_arg *a) {
     char text[32];
     switch (a->type) {
     case LB_ARG_BOOL: puts_(t, a->value.b ? "true" : "false"); return;
     case LB_ARG_I8: case LB_ARG_I16: case LB_ARG_I32: case LB_ARG_I64: case LB_ARG_INT:
-        snprintf(text, sizeof text, "%lld", (long long)a->value.i);
-        puts_(t, text);
+        put_unsigned(t, a->value.i < 0 ? 0 - (uint64_t)a->value.i : (uint64_t)a->value.i, a->value.i < 0);
         return;
     case LB_ARG_U8: case LB_ARG_U16: case LB_ARG_U32: case LB_ARG_U64: case LB_ARG_UINT:
-        snprintf(text, sizeof text, "%llu", (unsigned long long)a->value.u);
-        puts_(t, text);
+        put_unsigned(t, a->value.u, 0);
         return;
     case LB_ARG_F32: put_double(t, a->value.f, 1); return;
     case LB_ARG_F64: put_double(t, a->value.f, 0); return;
