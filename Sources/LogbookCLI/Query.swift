@@ -68,6 +68,15 @@ struct Query: ParsableCommand {
                         warn("\(overwritten - overwrittenSaid) records were overwritten before they could be read (\(overwritten) since following began)")
                         overwrittenSaid = overwritten
                     }
+                    // A bundle removed, or made again at its path, is said and followed as show does.
+                    for change in query.followedSourceChanges() {
+                        switch change {
+                        case .removed(let source): warn("\(source) was removed; waiting for a bundle to be made there again")
+                        case .back(let source): warn("\(source) is back (the same bundle); following it on")
+                        case .replaced(let source):
+                            warn("\(source) is another bundle now (made again at this path); following it from its start")
+                        }
+                    }
                     pause(interval)
                 }
             }

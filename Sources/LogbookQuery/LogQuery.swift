@@ -64,6 +64,41 @@ public final class LogQuery {
         didSet { lb_query_set_follow(raw, follow ? 1 : 0) }
     }
 
+    /// What happened at a followed source's path since the last call of ``followedSourceChanges()``.
+    public enum SourceChange: Sendable, Equatable {
+        /// The bundle is gone from its path (the query waits for one to be made there).
+        case removed(source: String)
+        /// The same bundle is at its path again (it was moved away and back).
+        case back(source: String)
+        /// Another bundle was made at the path: the next run reads it from its beginning (what the
+        /// old one held was read).
+        case replaced(source: String)
+    }
+
+    private var removedSources: Set<Int> = []
+
+    /// Follow mode: checks each followed source's bundle is still the one read (as `show --follow`
+    /// does after each poll), and turns to a bundle made again at its path.
+    public func followedSourceChanges() -> [SourceChange] {
+        var changes: [SourceChange] = []
+        for (index, path) in sources.enumerated() {
+            guard let reader = host.lastOpened[index], let identity = try? reader.bundleIdentity() else { continue }
+            switch identity {
+            case .same:
+                if removedSources.remove(index) != nil { changes.append(.back(source: path)) }
+            case .removed:
+                if removedSources.insert(index).inserted { changes.append(.removed(source: path)) }
+            case .replaced:
+                guard let next = try? LogReader(path: path), (try? next.bundleIdentity()) == .same,
+                    lb_query_refollow(raw, index) == 0
+                else { continue }
+                removedSources.remove(index)
+                changes.append(.replaced(source: path))
+            }
+        }
+        return changes
+    }
+
     /// Records the reader decoded since the query was opened: one a pushed-down condition rejected
     /// (on time, level, logger, site, template, file or function) is never decoded, and not counted.
     public var recordsDecoded: UInt64 { lb_query_records_decoded(raw) }

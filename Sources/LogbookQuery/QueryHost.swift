@@ -22,6 +22,8 @@ final class QueryHost {
     /// The `record` table's reader when a host reads records itself (``LogQuery/matches(_:)``).
     var current: LogReader?
     var message: [UInt8] = []
+    /// The reader opened last for each source: in follow mode, the one kept between scans.
+    var lastOpened: [Int: LogReader] = [:]
 
     init(sources: [String]) {
         self.sources = sources
@@ -41,6 +43,7 @@ final class QueryHost {
                 do {
                     let reader = try LogReader(path: host.sources[index])
                     host.readers[reader.raw] = reader
+                    host.lastOpened[index] = reader
                     out?.pointee = reader.raw
                     return 0
                 } catch let error as LogbookError {
@@ -49,10 +52,13 @@ final class QueryHost {
                     return -EIO
                 }
             },
-            close_reader: { context, _, raw in
+            close_reader: { context, index, raw in
                 guard let raw else { return }
                 let host = QueryHost.from(context)
-                if let reader = host.readers.removeValue(forKey: raw) { host.take(reader) }
+                if let reader = host.readers.removeValue(forKey: raw) {
+                    host.take(reader)
+                    if host.lastOpened[index] === reader { host.lastOpened[index] = nil }
+                }
             },
             message: { context, raw, entry, length in
                 guard let raw, let entry else { return nil }

@@ -297,6 +297,33 @@ print("%d questions agree" % n)
         XCTAssertTrue(refused.output.contains("--interval takes seconds from 0.01 to 86400"), refused.output)
     }
 
+    /// A followed bundle removed and made again at its path: said, and the new one read from its start.
+    func testAFollowedQueryTurnsToABundleMadeAgain() throws {
+        let path = makeTemporaryDirectory(self) + "/r.logbook"
+        var bundle = try LogBundle(path: path, capacity: 16 * 4096, chunkSize: 4096)
+        var log = try bundle.logger("x")
+        for i in 0..<50 { log.info("old \(i)") }
+        try bundle.close()
+        let query = try LogQuery(sources: [path])
+        query.follow = true
+        var seen: [String] = []
+        let sql = "SELECT message FROM records"
+        try query.run(sql) { if case .text(let m) = $0.values[0] { seen.append(m) } }
+        XCTAssertEqual(seen.count, 50)
+        XCTAssertEqual(query.followedSourceChanges(), [])
+        try FileManager.default.removeItem(atPath: path)
+        XCTAssertEqual(query.followedSourceChanges(), [.removed(source: path)])
+        XCTAssertEqual(query.followedSourceChanges(), [], "said once")
+        bundle = try LogBundle(path: path, capacity: 16 * 4096, chunkSize: 4096)
+        log = try bundle.logger("x")
+        for i in 0..<30 { log.info("new \(i)") }
+        try bundle.close()
+        XCTAssertEqual(query.followedSourceChanges(), [.replaced(source: path)])
+        seen = []
+        try query.run(sql) { if case .text(let m) = $0.values[0] { seen.append(m) } }
+        XCTAssertEqual(seen, (0..<30).map { "new \($0)" })
+    }
+
     func testFollowReturnsEachNewRecordOnceAndRefusesAggregates() throws {
         let path = makeTemporaryDirectory(self) + "/f.logbook"
         let bundle = try LogBundle(path: path, capacity: 64 * 4096, chunkSize: 4096, wrapPolicy: .lossless, archive: ArchiveOptions())

@@ -89,6 +89,11 @@ void lb_query_set_follow(lb_query *query, int follow);
  * read it), or none (NULL). */
 void lb_query_set_record(lb_query *query, lb_reader *reader, const lb_entry *entry);
 
+/* Follow mode: gives back the reader kept for source `index`, so that the next scan reads the
+ * source again from its beginning with a new one (a bundle removed and made again at its path).
+ * 0, or -EBUSY while a statement reads it. */
+int lb_query_refollow(lb_query *query, size_t index);
+
 /* Records the readers handed out (decoded) since the query was opened: a record a pushed-down
  * condition rejected is not counted. */
 uint64_t lb_query_records_decoded(const lb_query *query);

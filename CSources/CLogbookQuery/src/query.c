@@ -158,6 +158,14 @@ void lb_query_set_record(lb_query *q, lb_reader *reader, const lb_entry *entry) 
     q->current_entry = entry;
 }
 
+int lb_query_refollow(lb_query *q, size_t index) {
+    if (index >= q->host.source_count || !q->followed) return -EINVAL;
+    if (q->followed_busy[index]) return -EBUSY;
+    if (q->followed[index]) q->host.close_reader(q->host.context, index, q->followed[index]);
+    q->followed[index] = NULL;
+    return 0;
+}
+
 uint64_t lb_query_records_decoded(const lb_query *q) { return q->records_decoded; }
 
 const char *lb_query_refusal(const lb_query *q) { return q->refusal[0] ? q->refusal : NULL; }
