@@ -124,6 +124,10 @@ check("json_extract", q("SELECT count(*) AS n FROM records WHERE json_extract(me
       sum(1 for r in rows if r["metadata"].get("user") == "u3")); n += 1
 check("dup", [r["d"] for r in q("SELECT json_extract(metadata, '$.dup') AS d FROM records WHERE template = 'dup {}'")],
       [r["metadata"]["dup"] for r in rows if r["message"].startswith("dup ")]); n += 1
+# json_extract on a column takes a fast path: it must say what SQLite's own says (`|| ''`: no column).
+for path in ["$.user", "$.duration_us", "$.dup", "$.ratio", "$.table", "$.nested", "$.nested.a", "$.missing", "$", "$.nested.b[1]"]:
+    check("json_extract " + path, q("SELECT count(*) AS n FROM records WHERE json_extract(metadata, '%s') IS NOT json_extract(metadata || '', '%s') OR typeof(json_extract(metadata, '%s')) != typeof(json_extract(metadata || '', '%s'))" % (path, path, path, path))[0]["n"], 0); n += 1
+check("json_extract args", q("SELECT count(*) AS n FROM records WHERE json_extract(args, '$[0]') IS NOT json_extract(args || '', '$[0]')")[0]["n"], 0); n += 1
 check("float type", {r["t"] for r in q("SELECT json_type(metadata, '$.ratio') AS t FROM records WHERE template = 'dup {}'")}, {"real"}); n += 1
 check("nested", q("SELECT sum(json_extract(metadata, '$.nested.a')) AS s FROM records")[0]["s"],
       sum(r["metadata"]["nested"]["a"] for r in rows if "nested" in r["metadata"]) or None); n += 1

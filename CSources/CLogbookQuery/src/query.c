@@ -172,6 +172,7 @@ const char *lb_query_refusal(const lb_query *q) { return q->refusal[0] ? q->refu
 
 void lb_query_close(lb_query *q) {
     if (!q) return;
+    sqlite3_finalize(q->json_extract);
     if (q->db) sqlite3_close_v2(q->db);
     for (size_t i = 0; q->followed && i < q->host.source_count; i++)
         if (q->followed[i]) q->host.close_reader(q->host.context, i, q->followed[i]);

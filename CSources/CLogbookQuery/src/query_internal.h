@@ -40,6 +40,7 @@ struct lb_query {
     size_t logger_count, logger_capacity;
     lb_q_index logger_index;
     int declaring;               /* a table is declaring its columns (sqlite3_declare_vtab) */
+    sqlite3_stmt *json_extract;  /* SELECT json_extract(?1, ?2): what the fast path cannot say */
     char refusal[160];           /* what the authorizer refused last, for the error message */
 };
 
@@ -110,6 +111,18 @@ void lb_q_tail(const lb_entry *entry, uint32_t tail_offset, lb_q_text *metadata,
                lb_q_text *error_message, int *has_error);
 /* Copies `length` bytes that should be UTF-8 into `out`, invalid sequences as U+FFFD. */
 void lb_q_text_utf8(lb_q_text *out, const uint8_t *bytes, size_t length);
+/* A member of a JSON object, as json_extract gives it for `$.key`: a string (without escapes), an
+ * integer, a real, true and false as 1 and 0, or null. */
+typedef struct lb_q_json_value {
+    int type;                    /* SQLITE_TEXT, SQLITE_INTEGER, SQLITE_FLOAT or SQLITE_NULL */
+    const char *text;            /* into the JSON */
+    size_t length;
+    int64_t integer;
+    double real;
+} lb_q_json_value;
+/* Finds `key` among the members of the JSON object `json`: 1 (*out set), 0 (no such member), or
+ * -1 when it cannot say as json_extract would (escapes, an object or array value, no object). */
+int lb_q_json_member(const char *json, size_t length, const char *key, size_t key_length, lb_q_json_value *out);
 /* Whether `length` bytes are valid UTF-8 (then SQLite may take them as they are). */
 int lb_q_is_utf8(const uint8_t *bytes, size_t length);
 

@@ -628,6 +628,56 @@ static int column(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int index) 
     return SQLITE_OK;
 }
 
+/* json_extract(X, '$.key') with X a column of this table (SQLite asks xFindFunction): the member
+ * found by a scan of the object, not a parse of all of it (a metadata filter's dearest step); any
+ * other case by SQLite's own json_extract, through a statement kept for it. */
+static void json_extract_member(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+    lb_query *q = sqlite3_user_data(ctx);
+    if (argc == 2 && sqlite3_value_type(argv[0]) == SQLITE_TEXT && sqlite3_value_type(argv[1]) == SQLITE_TEXT) {
+        const char *path = (const char *)sqlite3_value_text(argv[1]);
+        size_t key_length = 0;
+        if (path[0] == '$' && path[1] == '.') {
+            const char *k = path + 2;
+            while ((k[key_length] >= 'a' && k[key_length] <= 'z') || (k[key_length] >= 'A' && k[key_length] <= 'Z') ||
+                   (k[key_length] >= '0' && k[key_length] <= '9') || k[key_length] == '_')
+                key_length++;
+            if (k[key_length] != '\0') key_length = 0;
+        }
+        lb_q_json_value v;
+        int found = key_length ? lb_q_json_member((const char *)sqlite3_value_text(argv[0]),
+                                                  (size_t)sqlite3_value_bytes(argv[0]), path + 2, key_length, &v)
+                               : -1;
+        if (found == 0) return sqlite3_result_null(ctx);
+        if (found == 1) {
+            switch (v.type) {
+            case SQLITE_TEXT: return sqlite3_result_text(ctx, v.text, (int)v.length, SQLITE_TRANSIENT);
+            case SQLITE_INTEGER: return sqlite3_result_int64(ctx, v.integer);
+            case SQLITE_FLOAT: return sqlite3_result_double(ctx, v.real);
+            default: return sqlite3_result_null(ctx);
+            }
+        }
+    }
+    if (!q->json_extract &&
+        sqlite3_prepare_v2(q->db, "SELECT json_extract(?1, ?2)", -1, &q->json_extract, NULL) != SQLITE_OK)
+        return sqlite3_result_error(ctx, sqlite3_errmsg(q->db), -1);
+    sqlite3_bind_value(q->json_extract, 1, argv[0]);
+    sqlite3_bind_value(q->json_extract, 2, argv[1]);
+    if (sqlite3_step(q->json_extract) == SQLITE_ROW) {
+        sqlite3_result_value(ctx, sqlite3_column_value(q->json_extract, 0));
+    } else {
+        sqlite3_result_error(ctx, sqlite3_errmsg(q->db), -1);
+    }
+    sqlite3_reset(q->json_extract);
+}
+
+static int find_function(sqlite3_vtab *vtab, int argc, const char *name,
+                         void (**function)(sqlite3_context *, int, sqlite3_value **), void **argument) {
+    if (argc != 2 || strcasecmp(name, "json_extract") != 0) return 0;
+    *function = json_extract_member;
+    *argument = ((records_table *)vtab)->query;
+    return 1;
+}
+
 const sqlite3_module lb_q_records_module = {
     .iVersion = 1,
     .xCreate = NULL,            /* eponymous only: `records` exists without CREATE */
@@ -642,4 +692,5 @@ const sqlite3_module lb_q_records_module = {
     .xEof = eof,
     .xColumn = column,
     .xRowid = rowid,
+    .xFindFunction = find_function,
 };

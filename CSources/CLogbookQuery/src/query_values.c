@@ -4,6 +4,7 @@
  * a redacted value as null). */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -392,4 +393,108 @@ void lb_q_tail(const lb_entry *e, uint32_t tail_offset, lb_q_text *metadata, lb_
     reserve(error_message, 0);
     if (error_type->bytes) error_type->bytes[error_type->length] = '\0';
     if (error_message->bytes) error_message->bytes[error_message->length] = '\0';
+}
+
+/* ---- json_extract(metadata, '$.key') without parsing the whole object ---- */
+
+static const char *json_space(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+/* Past a string starting at its opening quote; *escaped says whether it holds a backslash. */
+static const char *json_string_end(const char *p, const char *end, int *escaped) {
+    *escaped = 0;
+    for (p++; p < end; p++) {
+        if (*p == '\\') {
+            *escaped = 1;
+            p++;
+        } else if (*p == '"') {
+            return p + 1;
+        }
+    }
+    return NULL;
+}
+
+/* Past one value (any JSON value, nested ones whole). */
+static const char *json_value_end(const char *p, const char *end) {
+    if (p >= end) return NULL;
+    int escaped;
+    if (*p == '"') return json_string_end(p, end, &escaped);
+    if (*p == '{' || *p == '[') {
+        int depth = 0;
+        for (; p < end; p++) {
+            if (*p == '"') {
+                p = json_string_end(p, end, &escaped);
+                if (!p) return NULL;
+                p--;
+            } else if (*p == '{' || *p == '[') {
+                depth++;
+            } else if (*p == '}' || *p == ']') {
+                if (--depth == 0) return p + 1;
+            }
+        }
+        return NULL;
+    }
+    while (p < end && *p != ',' && *p != '}' && *p != ']' && *p != ' ' && *p != '\n' && *p != '\t' && *p != '\r') p++;
+    return p;
+}
+
+int lb_q_json_member(const char *json, size_t length, const char *key, size_t key_length, lb_q_json_value *out) {
+    const char *p = json, *end = json + length;
+    p = json_space(p, end);
+    if (p >= end || *p != '{') return -1;
+    p = json_space(p + 1, end);
+    if (p < end && *p == '}') return 0;
+    while (p < end) {
+        if (*p != '"') return -1;
+        int escaped;
+        const char *key_end = json_string_end(p, end, &escaped);
+        if (!key_end || escaped) return -1;
+        int match = (size_t)(key_end - p - 2) == key_length && memcmp(p + 1, key, key_length) == 0;
+        p = json_space(key_end, end);
+        if (p >= end || *p != ':') return -1;
+        p = json_space(p + 1, end);
+        const char *value_end = json_value_end(p, end);
+        if (!value_end) return -1;
+        if (match) {
+            size_t n = (size_t)(value_end - p);
+            if (*p == '"') {
+                if (!json_string_end(p, end, &escaped) || escaped) return -1;
+                *out = (lb_q_json_value){.type = SQLITE_TEXT, .text = p + 1, .length = n - 2};
+            } else if (n == 4 && memcmp(p, "true", 4) == 0) {
+                *out = (lb_q_json_value){.type = SQLITE_INTEGER, .integer = 1};
+            } else if (n == 5 && memcmp(p, "false", 5) == 0) {
+                *out = (lb_q_json_value){.type = SQLITE_INTEGER, .integer = 0};
+            } else if (n == 4 && memcmp(p, "null", 4) == 0) {
+                *out = (lb_q_json_value){.type = SQLITE_NULL};
+            } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+                char number[64];
+                if (n >= sizeof number) return -1;
+                memcpy(number, p, n);
+                number[n] = '\0';
+                char *stop;
+                if (!strpbrk(number, ".eE")) {
+                    errno = 0;
+                    long long value = strtoll(number, &stop, 10);
+                    if (*stop != '\0') return -1;
+                    if (errno != ERANGE) {
+                        *out = (lb_q_json_value){.type = SQLITE_INTEGER, .integer = value};
+                        return 1;
+                    }
+                }
+                double value = strtod(number, &stop);
+                if (*stop != '\0') return -1;
+                *out = (lb_q_json_value){.type = SQLITE_FLOAT, .real = value};
+            } else {
+                return -1;   /* an object or array: SQLite's json_extract says it (as JSON) */
+            }
+            return 1;
+        }
+        p = json_space(value_end, end);
+        if (p < end && *p == '}') return 0;
+        if (p >= end || *p != ',') return -1;
+        p = json_space(p + 1, end);
+    }
+    return -1;
 }
