@@ -310,11 +310,15 @@ extension Show {
                 _ = try query.condition(condition)
                 sql.append(condition)
             } catch {
+                // key=value only for a key that is no column (logger=db means logger = 'db', which
+                // SQL says needs quotes) and has no blank at its ends (a = 100 is SQL gone wrong).
                 guard let equals = condition.firstIndex(of: "="), equals != condition.startIndex,
                     !"<>!=".contains(condition[condition.index(before: equals)]),
-                    !condition[condition.index(after: equals)...].hasPrefix("=")
+                    !condition[condition.index(after: equals)...].hasPrefix("="),
+                    case let key = String(condition[..<equals]), key.trimmingCharacters(in: .whitespaces) == key,
+                    !LogQuery.recordColumns.contains(key.lowercased()), key.lowercased() != "rowid"
                 else {
-                    fail("--where: '\(condition)' is neither a SQL condition (\(error)) nor key=value")
+                    fail("--where: '\(condition)' is neither a SQL condition (\(error)) nor key=value on a metadata key that is no column")
                 }
                 metadata.append((String(condition[..<equals]), String(condition[condition.index(after: equals)...])))
             }

@@ -53,7 +53,7 @@ struct Query: ParsableCommand {
         do {
             if follow {
                 guard try query.isStreamable(sql) else {
-                    throw ValidationError("--follow runs a query that returns rows as records come: no aggregate (count, avg, GROUP BY) and no ORDER BY")
+                    throw ValidationError("--follow runs a query that returns rows of records as they come: one scan of records, and no aggregate (count, avg, GROUP BY), ORDER BY, DISTINCT, UNION or LIMIT")
                 }
                 query.follow = true
                 signal(SIGPIPE, SIG_IGN)
@@ -110,7 +110,7 @@ struct Query: ParsableCommand {
         let missing = query.recordsMissing
         guard !failures.isEmpty || missing > 0, !once || !Self.said else { return }
         Self.said = true
-        let names = sources.joined(separator: " ")
+        let names = query.damagedSources.joined(separator: " ")
         if !failures.isEmpty {
             let records = failures.reduce(UInt64(0)) { $0 + $1.records }
             let lost = records > 0 ? " (\(records) records unreadable or missing)" : ""

@@ -111,6 +111,9 @@ public final class LogQuery {
     /// records: `VerifySummary.recordsLost`), summed over the sources.
     public var recordsMissing: UInt64 { host.recordsMissing.values.reduce(0, +) }
 
+    /// The sources whose reads found damage or missing records, in the order given.
+    public var damagedSources: [String] { sources.filter(host.failingSources.contains) }
+
     /// Records the overwrite policy destroyed before a followed read reached them (``follow``):
     /// the readers' `LogReader.overwrittenRecords`, summed.
     public var recordsOverwritten: UInt64 { host.readers.values.reduce(0) { $0 + $1.overwrittenRecords } }
@@ -174,15 +177,26 @@ public final class LogQuery {
         }
         // One scan of one table: a second scan of `records` in follow mode would read only what
         // is new since the first; none would answer the same at every run.
-        return scans == 1
+        guard scans == 1 else { return false }
+        // And that scan is of `records`, with nothing joined to it by UNION ALL.
+        let plan = try prepare("EXPLAIN QUERY PLAN " + sql)
+        defer { sqlite3_finalize(plan) }
+        while sqlite3_step(plan) == SQLITE_ROW {
+            guard let detail = sqlite3_column_text(plan, 3) else { continue }
+            let text = String(cString: detail)
+            if text.contains("COMPOUND") || text.contains("UNION") || (text.hasPrefix("SCAN ") && !text.hasPrefix("SCAN records")) {
+                return false
+            }
+        }
+        return true
     }
 
     /// A SQL condition over the columns of `records` (`level >= 'warning' AND arg1 > 250`), to test
     /// records a caller reads itself (`LogReader.stream(where:_:)`) one at a time.
     public func condition(_ expression: String) throws -> RecordCondition {
-        let prefix = "SELECT 1 FROM record WHERE ("
+        let prefix = "SELECT 1 FROM record WHERE (\n"   // the newlines end a trailing -- comment
         do {
-            return RecordCondition(query: self, statement: try prepare(prefix + expression + ")"))
+            return RecordCondition(query: self, statement: try prepare(prefix + expression + "\n)"))
         } catch QueryError.invalid(let message, let offset?) {
             // The position in the condition, not in the statement made around it.
             let inside = offset - prefix.utf8.count

@@ -75,6 +75,8 @@ final class QueryHost {
     /// Records the sources' bundles counted that no read found (``VerifySummary/recordsLost``),
     /// the largest of any one read of each source.
     private(set) var recordsMissing: [String: UInt64] = [:]
+    /// The sources whose reads found damage or missing records.
+    private(set) var failingSources: Set<String> = []
 
     /// Keeps what a reader found, with what `verify` adds once it has read everything (a scan reads
     /// to the end even when its statement stopped early): missing archive files, chunks, records.
@@ -84,7 +86,9 @@ final class QueryHost {
         }
         for issue in reader.issues where issuesSeen.insert("\(reader.path)\u{0}\(issue)").inserted {
             issues.append(issue)
+            if issue.isFailure { failingSources.insert(reader.path) }
         }
+        if recordsMissing[reader.path] != nil { failingSources.insert(reader.path) }
     }
 
     static func from(_ context: UnsafeMutableRawPointer?) -> QueryHost {

@@ -92,6 +92,9 @@ for sql, want in [
         ("level IN ('error', 'Critical')", lambda r: r["level"] in ("error", "critical")),
         ("level >= 'warning' OR 0", lambda r: LEVELS.index(r["level"]) >= 4),
         ("level > 4.5", lambda r: LEVELS.index(r["level"]) + 1 > 4.5),
+        ("NOT (level >= 5.0)", lambda r: LEVELS.index(r["level"]) + 1 < 5),
+        ("level != 5.0 OR 0", lambda r: LEVELS.index(r["level"]) + 1 != 5),
+        ("(level < 4.5) OR 0", lambda r: LEVELS.index(r["level"]) + 1 < 4.5),
         ("severity >= 5", lambda r: LEVELS.index(r["level"]) >= 4),
         ("logger = 'net' OR template = 'pool size {} free {} ok {}'", lambda r: r["logger"] == "net" or r["message"].startswith("pool size")),
         ("level >= 'warning' OR logger = 'net'", lambda r: LEVELS.index(r["level"]) >= 4 or r["logger"] == "net"),
@@ -339,6 +342,10 @@ print("%d questions agree" % n)
         XCTAssertFalse(try query.isStreamable("SELECT count(*) FROM records"))
         XCTAssertFalse(try query.isStreamable("SELECT arg1 FROM records ORDER BY arg1"))
         XCTAssertTrue(try query.isStreamable("SELECT arg1 FROM records WHERE level >= 'info'"))
+        for refused in ["SELECT arg1 FROM records UNION ALL SELECT 'x'", "SELECT site, count FROM sites",
+                        "SELECT DISTINCT arg1 FROM records", "SELECT arg1 FROM records LIMIT 3", "SELECT 1"] {
+            XCTAssertFalse(try query.isStreamable(refused), refused)
+        }
         var seen: [Int64] = []
         try query.run("SELECT arg1 FROM records") { if case .integer(let v) = $0.values[0] { seen.append(v) } }
         for i in 300..<1000 { log.info("next \(i)") }
@@ -365,6 +372,18 @@ print("%d questions agree" % n)
         XCTAssertEqual(shown.output.split(separator: "\n").count, 50, shown.output)
         let legacy = try runProgram(try logbook(), ["show", path, "--where", "request_id=r7"])
         XCTAssertEqual(legacy.output.split(separator: "\n").count, 1, legacy.output)
+        // A column is no metadata key: SQL's error is said, never an empty answer.
+        for column in ["logger=http", "level=info", "a = 100"] {
+            let refused = try runProgram(try logbook(), ["show", path, "--where", column])
+            XCTAssertEqual(refused.status, 1, column)
+            XCTAssertTrue(refused.output.contains("is neither a SQL condition"), refused.output)
+        }
+        // A trailing comment, and rowid as query gives it.
+        let rowid = try LogQuery(sources: [path]).rows("SELECT rowid FROM records WHERE arg1 LIKE '%/items/7,%'")
+        guard case .integer(let id)? = rowid.first?.values.first else { return XCTFail("\(rowid)") }
+        let byRowid = try runProgram(try logbook(), ["show", path, "--where", "rowid = \(id) -- the seventh"])
+        XCTAssertEqual(byRowid.output.split(separator: "\n").count, 1, byRowid.output)
+        XCTAssertThrowsError(try LogQuery(sources: [path]).rows("SELECT time_ns('2026-02-30T00:00:00Z')"))
         let stats = try runProgram(try logbook(), ["stats", path, "--metadata", "duration_us"])
         XCTAssertTrue(stats.output.contains("testShowWhereStatsMetadataAndCSV() at LogbookQueryTests/LogQueryTests.swift:"), stats.output)
         XCTAssertTrue(stats.output.contains("metadata duration_us (200 values): min 0  p50 990"), stats.output)

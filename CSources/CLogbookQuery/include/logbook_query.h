@@ -7,8 +7,10 @@
  *             lb_reader_stream hands them out): columns time (ns since the epoch, UTC),
  *             time_text (RFC 3339, 9 digits), level (its name, "trace" .. "critical", with the
  *             collation `level`, which orders names, in any case, and numbers by severity:
- *             `level >= 'warning'`, `level != 'INFO'`, `level > 4` and `ORDER BY level` mean
- *             severity wherever SQLite evaluates them), severity (1 trace .. 7 critical), logger,
+ *             `level >= 'warning'`, `level != 'INFO'`, `level > 4.5` and `ORDER BY level` mean
+ *             severity wherever SQLite evaluates them, against a name or number written in the
+ *             statement; against a column of numbers, SQLite compares numbers: use severity),
+ *             severity (1 trace .. 7 critical), logger,
  *             message (rendered by the host, only when asked for), template, file, line,
  *             function, thread, pid, session, site (a number per call site, the same for its
  *             template, file, line and function in every session and source of the query: GROUP

@@ -3,6 +3,7 @@
  * `sites` tables, the `level` collation and the level() and time_ns() functions. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,25 +69,28 @@ static void level_function(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 /* The `level` collation: level names (any case) and numbers by severity, trace 1 .. critical 7;
  * anything else after them, in byte order. So `level >= 'warning'`, `level != 'info'`,
  * `ORDER BY level` and `max(level)` mean severity wherever SQLite evaluates them. */
-static int64_t severity(const char *text, int length) {
-    char name[16];
+static double severity(const char *text, int length) {
+    char name[64];
     if (length > 0 && length < (int)sizeof name) {
         memcpy(name, text, (size_t)length);
         name[length] = '\0';
         int level = lb_query_level_from_name(name);
         if (level) return level;
+        /* A number as SQLite writes one as text: 5, 5.0, 4.5, 3e0. */
         char *end;
-        long long number = strtoll(name, &end, 10);
-        if (end == name + length && (name[0] == '-' || (name[0] >= '0' && name[0] <= '9'))) return number;
+        double number = strtod(name, &end);
+        if (end == name + length && number == number && (name[0] == '-' || name[0] == '+' || name[0] == '.' ||
+                                                          (name[0] >= '0' && name[0] <= '9')))
+            return number;
     }
-    return INT64_MAX;
+    return HUGE_VAL;
 }
 
 static int compare_levels(void *context, int a_length, const void *a, int b_length, const void *b) {
     (void)context;
-    int64_t x = severity(a, a_length), y = severity(b, b_length);
+    double x = severity(a, a_length), y = severity(b, b_length);
     if (x != y) return x < y ? -1 : 1;
-    if (x != INT64_MAX) return 0;
+    if (x != HUGE_VAL) return 0;
     int common = memcmp(a, b, (size_t)(a_length < b_length ? a_length : b_length));
     return common ? common : (a_length > b_length) - (a_length < b_length);
 }

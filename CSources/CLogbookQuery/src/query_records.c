@@ -485,11 +485,9 @@ static int eof(sqlite3_vtab_cursor *cursor) { return ((records_cursor *)cursor)-
  * its chunk's sequence and its offset in the chunk (7, 32 and 24 bits). */
 static int rowid(sqlite3_vtab_cursor *cursor, sqlite3_int64 *out) {
     const records_cursor *c = (const records_cursor *)cursor;
-    if (c->single) {
-        *out = 1;
-        return SQLITE_OK;
-    }
-    *out = (sqlite3_int64)(((uint64_t)c->source & 0x7F) << 56 | (c->entry->chunk_sequence & 0xFFFFFFFFu) << 24 |
+    /* `record`: its host reads one source, the first (show --where). */
+    uint64_t source = c->single ? 0 : (uint64_t)c->source & 0x7F;
+    *out = (sqlite3_int64)(source << 56 | (c->entry->chunk_sequence & 0xFFFFFFFFu) << 24 |
                            (c->entry->chunk_offset & 0xFFFFFFu));
     return SQLITE_OK;
 }

@@ -195,6 +195,11 @@ static int filter(sqlite3_vtab_cursor *cursor, int idx_num, const char *idx_str,
     sites_cursor *c = (sites_cursor *)cursor;
     lb_query *q = c->query;
     forget_rows(c);
+    if (q->follow) {
+        sqlite3_free(cursor->pVtab->zErrMsg);
+        cursor->pVtab->zErrMsg = sqlite3_mprintf("sites counts whole reads: a followed query reads records");
+        return SQLITE_ERROR;
+    }
     for (size_t source = 0; source < q->host.source_count; source++) {
         int rc = count_source(c, source);
         if (rc < 0) {

@@ -78,7 +78,11 @@ int lb_q_parse_time(const char *text, int64_t *wall_ns) {
         return -1;
     struct tm tm = {.tm_year = year - 1900, .tm_mon = month - 1, .tm_mday = day, .tm_hour = hour, .tm_min = minute,
                     .tm_sec = second};
-    int64_t seconds = (int64_t)timegm(&tm) - offset, ns;
+    time_t t = timegm(&tm);
+    struct tm check;
+    /* A day the month has (timegm would take 30 February for 2 March). */
+    if (!gmtime_r(&t, &check) || check.tm_mday != day || check.tm_mon != month - 1) return -1;
+    int64_t seconds = (int64_t)t - offset, ns;
     if (__builtin_mul_overflow(seconds, (int64_t)1000000000, &ns) || __builtin_add_overflow(ns, fraction, &ns))
         return -2;   /* a time Logbook cannot name: before 1677 or after 2262 */
     *wall_ns = ns;
