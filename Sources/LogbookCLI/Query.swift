@@ -212,27 +212,6 @@ struct RowPrinter {
         return line + "}"
     }
 
-    func jsonString(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    out += "\\u" + String(scalar.value, radix: 16).leftPadded(4)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
-}
-
-extension String {
-    fileprivate func leftPadded(_ width: Int) -> String { String(repeating: "0", count: max(0, width - count)) + self }
+    /// A JSON string: Logbook's one escaping for JSON (escapingJSON), in quotes.
+    func jsonString(_ text: String) -> String { "\"" + escapingJSON(text) + "\"" }
 }

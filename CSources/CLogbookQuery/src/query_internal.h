@@ -123,6 +123,9 @@ typedef struct lb_q_json_value {
 /* Finds `key` among the members of the JSON object `json`: 1 (*out set), 0 (no such member), or
  * -1 when it cannot say as json_extract would (escapes, an object or array value, no object). */
 int lb_q_json_member(const char *json, size_t length, const char *key, size_t key_length, lb_q_json_value *out);
+/* A text column's value: NULL for NULL, the bytes when they are UTF-8, else a copy made valid in
+ * `scratch` (SQLite's text must be UTF-8). */
+void lb_q_result_text(sqlite3_context *ctx, const char *text, size_t length, lb_q_text *scratch);
 /* Whether `length` bytes are valid UTF-8 (then SQLite may take them as they are). */
 int lb_q_is_utf8(const uint8_t *bytes, size_t length);
 

@@ -519,14 +519,7 @@ static void make_tail(records_cursor *c) {
 }
 
 static void result_text(sqlite3_context *ctx, records_cursor *c, const char *text, size_t length) {
-    if (!text) return sqlite3_result_null(ctx);
-    if (lb_q_is_utf8((const uint8_t *)text, length)) {
-        sqlite3_result_text(ctx, text, (int)length, SQLITE_TRANSIENT);
-        return;
-    }
-    lb_q_text_utf8(&c->scratch, (const uint8_t *)text, length);
-    if (c->scratch.failed) return sqlite3_result_error_nomem(ctx);
-    sqlite3_result_text(ctx, c->scratch.bytes, (int)c->scratch.length, SQLITE_TRANSIENT);
+    lb_q_result_text(ctx, text, length, &c->scratch);
 }
 
 static void result_owned(sqlite3_context *ctx, const lb_q_text *text) {

@@ -230,13 +230,9 @@ static int rowid(sqlite3_vtab_cursor *cursor, sqlite3_int64 *out) {
 }
 
 static void result_text(sqlite3_context *ctx, const char *text) {
-    if (!text) return sqlite3_result_null(ctx);
-    if (lb_q_is_utf8((const uint8_t *)text, strlen(text))) return sqlite3_result_text(ctx, text, -1, SQLITE_TRANSIENT);
-    lb_q_text clean = {0};
-    lb_q_text_utf8(&clean, (const uint8_t *)text, strlen(text));
-    if (clean.failed) sqlite3_result_error_nomem(ctx);
-    else sqlite3_result_text(ctx, clean.bytes, (int)clean.length, SQLITE_TRANSIENT);
-    lb_q_text_free(&clean);
+    lb_q_text scratch = {0};
+    lb_q_result_text(ctx, text, text ? strlen(text) : 0, &scratch);
+    lb_q_text_free(&scratch);
 }
 
 static int column(sqlite3_vtab_cursor *cursor, sqlite3_context *ctx, int index) {

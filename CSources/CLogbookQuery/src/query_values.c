@@ -502,3 +502,11 @@ int lb_q_json_member(const char *json, size_t length, const char *key, size_t ke
     }
     return -1;
 }
+
+void lb_q_result_text(sqlite3_context *ctx, const char *text, size_t length, lb_q_text *scratch) {
+    if (!text) return sqlite3_result_null(ctx);
+    if (lb_q_is_utf8((const uint8_t *)text, length)) return sqlite3_result_text(ctx, text, (int)length, SQLITE_TRANSIENT);
+    lb_q_text_utf8(scratch, (const uint8_t *)text, length);
+    if (scratch->failed) return sqlite3_result_error_nomem(ctx);
+    sqlite3_result_text(ctx, scratch->bytes, (int)scratch->length, SQLITE_TRANSIENT);
+}
