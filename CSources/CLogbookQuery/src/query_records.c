@@ -17,6 +17,7 @@ enum column {
     C_SOURCE, C_ARG1
 };
 enum { ARG_COLUMNS = 16, MAX_PUSHED = 32 };
+_Static_assert(C_LEVEL == LB_Q_LEVEL_COLUMN, "query_levels.c finds the level column by its index");
 
 static const char schema[] =
     "CREATE TABLE x(time INTEGER, time_text TEXT, level TEXT COLLATE level, severity INTEGER, logger TEXT, message TEXT, "
@@ -78,11 +79,14 @@ static int connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sq
     memset(t, 0, sizeof *t);
     t->query = aux;
     t->single = argc > 0 && strcmp(argv[0], "record") == 0;
+    q->records_tables[t->single] = &t->base;
     *out = &t->base;
     return SQLITE_OK;
 }
 
 static int disconnect(sqlite3_vtab *vtab) {
+    records_table *t = (records_table *)vtab;
+    if (t->query->records_tables[t->single] == vtab) t->query->records_tables[t->single] = NULL;
     sqlite3_free(vtab);
     return SQLITE_OK;
 }
