@@ -19,15 +19,17 @@
  *             BY site groups by an integer), metadata (a JSON object), error_type,
  *             error_message, args (a JSON array), source (the host's name for it), and arg1 ..
  *             arg16: the typed arguments with SQLite's types (integers; an unsigned above
- *             INT64_MAX and floats as REAL; strings as TEXT; bytes as BLOB; a redacted value
- *             and a missing argument as NULL).
+ *             INT64_MAX and floats, infinities included, as REAL; strings as TEXT; bytes as
+ *             BLOB; a redacted value, a missing argument and a NaN, which SQLite cannot hold, as
+ *             NULL: `args` tells them apart, with "nan", null, or no element).
  *   record    the same columns, one row: the entry lb_query_set_record names (a host that reads
  *             records itself tests each against a condition: SELECT 1 FROM record WHERE ...).
  *   sites     one row per call site and logger that records name: site, template, file, line,
  *             function, logger, count (the records of a full read).
  *
  * Pushed down into the reader's filter (lb_read_filter), so that a record they reject is never
- * decoded: time (=, <, <=, >, >=; a number of ns, or RFC 3339 text there and in time_ns()), level
+ * decoded: time (=, <, <=, >, >=; a number of ns, text holding one, or RFC 3339 text there and in
+ * time_ns()), level
  * and severity (the same), and equality on logger, site, template, file and function (with
  * SQLite's default BINARY collation; `COLLATE NOCASE` is left to SQLite). Every other condition is
  * evaluated by SQLite on the rows the reader hands out. A row's rowid is the record's identity,
