@@ -287,7 +287,8 @@ static void transfer(analysis *a, int i, uint64_t *state) {
     /* EXPLAIN shows an empty string's P4 as NULL. */
     case K_STRING: set(a, state, op->p2, spelled_as_the_column_does(op->p4 ? op->p4 : "") ? 0 : N); break;
     case K_NULL:
-        for (int r = op->p2; r <= (op->p3 > op->p2 ? op->p3 : op->p2) && r < a->registers; r++) set(a, state, r, 0);
+        for (int r = op->p2 > 0 ? op->p2 : 0; r <= (op->p3 > op->p2 ? op->p3 : op->p2) && r < a->registers; r++)
+            set(a, state, r, 0);
         break;
     case K_COPY:
         for (int k = 0; k <= op->p3 && op->p3 < a->registers; k++) set(a, state, op->p2 + k, get(a, state, op->p1 + k));
@@ -420,10 +421,10 @@ static void mark_writes(const analysis *a, const instruction *op, uint8_t *bits)
     default: return;
     }
     if (op->kind == K_MOVE)
-        for (int r = op->p1; r < op->p1 + op->p3 && r < a->registers; r++) bits[r / 8] |= (uint8_t)(1 << (r % 8));
+        for (int r = op->p1 > 0 ? op->p1 : 0; r < op->p1 + op->p3 && r < a->registers; r++)
+            bits[r / 8] |= (uint8_t)(1 << (r % 8));
     if (last < first) last = first;
-    for (int r = first; r <= last && r < a->registers; r++)
-        if (r >= 0) bits[r / 8] |= (uint8_t)(1 << (r % 8));
+    for (int r = first > 0 ? first : 0; r <= last && r < a->registers; r++) bits[r / 8] |= (uint8_t)(1 << (r % 8));
     if (other >= 0 && other < a->registers) bits[other / 8] |= (uint8_t)(1 << (other % 8));
 }
 
