@@ -17,19 +17,22 @@ struct Query: ParsableCommand {
             arg1 .. arg16; site is a number per call site across sessions: GROUP BY site is the fast grouping), \
             sites (site, template, file, line, function, logger, count); functions \
             percentile(value, p) (nearest rank, within 0.05% as logbook stats), level('warning') and \
-            time_ns('2026-11-28T18:00:00Z'). Conditions on time, level, logger, site, template, file and \
+            time_ns('2026-11-28T18:00:00Z'). A statement that would compare, sort or take max() of what a \
+            function or aggregate made of level as text (HAVING max(level) >= 'error') is refused: write \
+            severity, or COLLATE level. A NaN argument is NULL, as SQLite holds none (args says "nan"). \
+            Conditions on time, level, logger, site, template, file and \
             function are decided before a record is decoded. Example:
               logbook query app.logbook "SELECT template, count(*), percentile(arg1, 99) FROM records \
             WHERE level >= 'warning' GROUP BY site"
             """)
 
-    @Argument(help: ArgumentHelp("One or more sources, then the SQL statement.", valueName: "source... sql"))
+    @Argument(parsing: .allUnrecognized, help: ArgumentHelp("One or more sources, then the SQL statement (which may begin with a -- comment).", valueName: "source... sql"))
     var arguments: [String] = []
 
-    @Flag(help: "One JSON object per row.")
+    @Flag(help: "One JSON object per row. A column name seen before in the row gets :1, :2... (the first not taken), as SQLite names the columns of a subquery (SELECT 1 AS a, 2 AS a: \"a\" and \"a:1\"); an infinity is the string \"inf\" or \"-inf\", as show --json writes it.")
     var json = false
 
-    @Flag(help: "Comma-separated values (quoted as RFC 4180 says; lines end in LF), a header row first.")
+    @Flag(help: "Comma-separated values (quoted as RFC 4180 says; lines end in LF), a header row first. On a terminal, control and invisible format characters are escaped as in the table (\\u{1b}); to a pipe or a file, values are written exactly as they are.")
     var csv = false
 
     @Flag(name: [.short, .long], help: "Run the query again on the records new since the last run, until interrupted (a query without aggregates or ORDER BY).")
@@ -38,18 +41,46 @@ struct Query: ParsableCommand {
     @Option(help: "Seconds between runs with --follow.")
     var interval: Double = 0.2
 
+    /// The sources and the SQL: `arguments` without the `--` that may end the options (which
+    /// `.allUnrecognized` keeps), so that `logbook query app.logbook -- "-- why\nSELECT ..."` still works.
+    var positionals: [String] {
+        guard let end = arguments.firstIndex(of: "--") else { return arguments }
+        var rest = arguments
+        rest.remove(at: end)
+        return rest
+    }
+
     func validate() throws {
-        guard arguments.count >= 2 else { throw ValidationError("logbook query takes one or more sources, then the SQL") }
+        // The arguments take what looks like an option but is none, so that SQL beginning with a
+        // comment (-- ...) needs no `--` before it. A misspelt option is still said as one.
+        let positionals = positionals
+        let end = arguments.firstIndex(of: "--") ?? arguments.count
+        for (index, argument) in arguments[..<end].enumerated() where Self.looksLikeAnOption(argument) {
+            let isSQL = index == positionals.count - 1
+            if isSQL || access(argument, F_OK) != 0 {
+                throw ValidationError("Unknown option '\(escapingControlCharacters(argument))'")
+            }
+        }
+        guard positionals.count >= 2 else { throw ValidationError("logbook query takes one or more sources, then the SQL") }
         guard !(json && csv) else { throw ValidationError("--json and --csv: choose one") }
         try validateInterval(interval)
     }
 
+    /// `-x`, `--name` or `--name=value`: an option's shape, which SQL (`-- a comment` followed by
+    /// a statement, `-1`) never has alone.
+    static func looksLikeAnOption(_ argument: String) -> Bool {
+        guard argument.hasPrefix("-"), argument.count > 1 else { return false }
+        let name = argument.drop(while: { $0 == "-" }).prefix(while: { $0 != "=" })
+        return argument.prefix(3) != "---" && !name.isEmpty && name.first!.isLetter
+            && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+    }
+
     func run() throws {
-        let sql = arguments.last!
-        let sources = Array(arguments.dropLast())
+        let sql = positionals.last!
+        let sources = Array(positionals.dropLast())
         let query: LogQuery
         do { query = try LogQuery(sources: sources) } catch { fail("\(error)") }
-        var printer = RowPrinter(style: json ? .json : csv ? .csv : .table)
+        var printer = RowPrinter(style: json ? .json : csv ? .csv : .table, terminal: isatty(1) == 1)
         do {
             if follow {
                 guard try query.isStreamable(sql) else {
@@ -123,21 +154,34 @@ struct Query: ParsableCommand {
 }
 
 /// Rows as an aligned table (widths from the first 1,000 rows, then streamed), JSON lines or CSV.
+/// What reaches a terminal is escaped as everything the CLI prints (`isUnsafeForTerminal`): the
+/// table and JSON always (JSON's escapes keep the value exact), CSV when standard output is a
+/// terminal (CSV has no escapes: to a pipe or a file its values stay exact, for the program
+/// reading them).
 struct RowPrinter {
     enum Style { case table, json, csv }
     let style: Style
+    /// Standard output is a terminal: CSV escapes as the table does.
+    let terminal: Bool
     var output = Output()
     var held: [QueryRow] = []
     var widths: [Int]?
     var rowsPrinted = 0
     var headerDone = false
+    /// The JSON keys of the last column names seen (each name once), and those names.
+    var jsonKeys: (names: [String], keys: [String]) = ([], [])
 
-    init(style: Style) { self.style = style }
+    init(style: Style, terminal: Bool = false) {
+        self.style = style
+        self.terminal = terminal
+    }
 
     mutating func row(_ row: QueryRow) {
         rowsPrinted += 1
         switch style {
-        case .json: output.line(json(row))
+        case .json:
+            if jsonKeys.names != row.columnNames { jsonKeys = (row.columnNames, Self.uniqueKeys(row.columnNames)) }
+            output.line(json(row, keys: jsonKeys.keys))
         case .csv:
             if !headerDone { header(row.columnNames) }
             output.line(row.values.map { csvField($0) }.joined(separator: ","))
@@ -190,21 +234,40 @@ struct RowPrinter {
         output.line(padded.joined(separator: "  "))
     }
 
+    /// A CSV field: escaped first on a terminal, then quoted as RFC 4180 says when it holds a
+    /// quote, a comma, CR or LF (which only a pipe or a file gets raw).
     func csvField(_ value: QueryValue) -> String {
-        let text = value.description
-        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        let text = terminal ? escapingControlCharacters(value.description) : value.description
+        guard text.utf8.contains(where: { $0 == 44 || $0 == 34 || $0 == 10 || $0 == 13 }) else { return text }
         return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }
 
-    func json(_ row: QueryRow) -> String {
+    /// Column names as JSON keys, each once: a name seen before gets ":1", ":2"..., the first of
+    /// them not taken, as SQLite names the columns of a subquery (`SELECT 1 AS a, 2 AS a`: a, a:1).
+    static func uniqueKeys(_ names: [String]) -> [String] {
+        var taken = Set<String>()
+        return names.map { name in
+            var key = name
+            var suffix = 0
+            while taken.contains(key) {
+                suffix += 1
+                key = "\(name):\(suffix)"
+            }
+            taken.insert(key)
+            return key
+        }
+    }
+
+    func json(_ row: QueryRow, keys: [String]) -> String {
         var line = "{"
-        for (index, name) in row.columnNames.enumerated() {
+        for (index, key) in keys.enumerated() {
             if index > 0 { line += "," }
-            line += jsonString(name) + ":"
+            line += jsonString(key) + ":"
             switch row.values[index] {
             case .null: line += "null"
             case .integer(let value): line += String(value)
-            case .real(let value): line += value.isFinite ? value.description : "null"
+            // JSON has no infinity: the string show --json writes ("inf", "-inf"; SQLite holds no NaN).
+            case .real(let value): line += value.isFinite ? value.description : jsonString(value.isNaN ? "nan" : value.description)
             case .text(let value): line += jsonString(value)
             case .blob: line += jsonString(row.values[index].description)
             }

@@ -237,6 +237,15 @@ public final class LogQuery {
             sqlite3_finalize(statement)
             throw QueryError.refused("anything but reading")
         }
+        // A level compared as text (max(level) >= 'error', ifnull(level, '') > 'info') would be a
+        // wrong answer: refused, with how to write it (logbook_query.h, lb_query_check_levels).
+        if sqlite3_stmt_isexplain(statement) == 0, let text = sqlite3_sql(statement) {
+            let rc = lb_query_check_levels(raw, text)
+            if rc != 0 {
+                sqlite3_finalize(statement)
+                throw QueryError.invalid(message: String(cString: lb_error_detail()), offset: nil)
+            }
+        }
         return statement
     }
 

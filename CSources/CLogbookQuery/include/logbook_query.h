@@ -7,9 +7,11 @@
  *             lb_reader_stream hands them out): columns time (ns since the epoch, UTC),
  *             time_text (RFC 3339, 9 digits), level (its name, "trace" .. "critical", with the
  *             collation `level`, which orders names, in any case, and numbers by severity:
- *             `level >= 'warning'`, `level != 'INFO'`, `level > 4.5` and `ORDER BY level` mean
- *             severity wherever SQLite evaluates them, against a name or number written in the
- *             statement; against a column of numbers, SQLite compares numbers: use severity),
+ *             `level >= 'warning'`, `level != 'INFO'`, `level > 4.5`, `ORDER BY level` and
+ *             `max(level)` mean severity wherever SQLite evaluates them, against a name or number
+ *             written in the statement; what a function, aggregate or CASE makes of the column
+ *             has no collation: lb_query_check_levels refuses a statement that would compare it
+ *             as text; against a column of numbers, SQLite compares numbers: use severity),
  *             severity (1 trace .. 7 critical), logger,
  *             message (rendered by the host, only when asked for), template, file, line,
  *             function, thread, pid, session, site (a number per call site, the same for its
@@ -17,15 +19,17 @@
  *             BY site groups by an integer), metadata (a JSON object), error_type,
  *             error_message, args (a JSON array), source (the host's name for it), and arg1 ..
  *             arg16: the typed arguments with SQLite's types (integers; an unsigned above
- *             INT64_MAX and floats as REAL; strings as TEXT; bytes as BLOB; a redacted value
- *             and a missing argument as NULL).
+ *             INT64_MAX and floats, infinities included, as REAL; strings as TEXT; bytes as
+ *             BLOB; a redacted value, a missing argument and a NaN, which SQLite cannot hold, as
+ *             NULL: `args` tells them apart, with "nan", null, or no element).
  *   record    the same columns, one row: the entry lb_query_set_record names (a host that reads
  *             records itself tests each against a condition: SELECT 1 FROM record WHERE ...).
  *   sites     one row per call site and logger that records name: site, template, file, line,
  *             function, logger, count (the records of a full read).
  *
  * Pushed down into the reader's filter (lb_read_filter), so that a record they reject is never
- * decoded: time (=, <, <=, >, >=; a number of ns, or RFC 3339 text there and in time_ns()), level
+ * decoded: time (=, <, <=, >, >=; a number of ns, text holding one, or RFC 3339 text there and in
+ * time_ns()), level
  * and severity (the same), and equality on logger, site, template, file and function (with
  * SQLite's default BINARY collation; `COLLATE NOCASE` is left to SQLite). Every other condition is
  * evaluated by SQLite on the rows the reader hands out. A row's rowid is the record's identity,
@@ -103,6 +107,20 @@ uint64_t lb_query_records_decoded(const lb_query *query);
 /* What the last statement refused was asked of it (a write, ATTACH, PRAGMA, load_extension),
  * when SQLite's error is "not authorized"; NULL when nothing was refused. */
 const char *lb_query_refusal(const lb_query *query);
+
+/* Whether `sql` (one statement) compares, sorts and takes min()/max() of levels by severity
+ * wherever it does so. SQLite keeps the level collation only on the column itself (and through
+ * CAST, unary + and a subquery's column): the result of max(level), ifnull(level, ...), CASE and
+ * other functions has none and would compare as text ('critical' < 'error'). This reads the
+ * statement's bytecode (EXPLAIN) and follows every value taken from a `level` column into the
+ * comparisons, sorts (ORDER BY, GROUP BY, windows), lookups (DISTINCT, IN) and min()/max() it
+ * reaches: each that orders must use the level collation (COLLATE level written in the statement
+ * is one); an equality as text passes when both sides are spelt as the column spells levels
+ * (lowercase names) or name no level ('error', not 'ERROR' or 6). Run it before a
+ * statement the host did not write itself (LogQuery does, for every statement). Returns 0,
+ * -ENOTSUP when the statement would compare a level as text (lb_error_detail says how to write
+ * it: severity, or COLLATE level), -EINVAL when SQLite rejects the SQL, or -ENOMEM. */
+int lb_query_check_levels(lb_query *query, const char *sql);
 
 /* Closes the database and gives back every reader (follow mode keeps them until here). */
 void lb_query_close(lb_query *query);

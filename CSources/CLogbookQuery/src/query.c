@@ -68,7 +68,8 @@ static void level_function(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 /* The `level` collation: level names (any case) and numbers by severity, trace 1 .. critical 7;
  * anything else after them, in byte order. So `level >= 'warning'`, `level != 'info'`,
- * `ORDER BY level` and `max(level)` mean severity wherever SQLite evaluates them. */
+ * `ORDER BY level` and `max(level)` mean severity wherever SQLite evaluates them on the column;
+ * where SQLite drops it (a function's or an aggregate's result), query_levels.c refuses. */
 static double severity(const char *text, int length) {
     char name[64];
     if (length > 0 && length < (int)sizeof name) {

@@ -41,11 +41,13 @@ struct lb_query {
     lb_q_index logger_index;
     int declaring;               /* a table is declaring its columns (sqlite3_declare_vtab) */
     sqlite3_stmt *json_extract;  /* SELECT json_extract(?1, ?2): what the fast path cannot say */
+    const sqlite3_vtab *records_tables[2];   /* `records` and `record` while connected (query_levels.c
+                                              * tells their scans by them in EXPLAIN) */
     char refusal[160];           /* what the authorizer refused last, for the error message */
 };
 
-/* ---- query_tables.c: the two virtual tables ---- */
-int lb_q_register_tables(lb_query *query);
+/* The column of `records` and `record` that holds the level's name (query_records.c). */
+enum { LB_Q_LEVEL_COLUMN = 2 };
 
 /* ---- query_batches.c: a stream turned inside out. lb_reader_stream runs on a thread of its own
  * and hands entries out in batches (their arguments copied, their site and logger resolved to

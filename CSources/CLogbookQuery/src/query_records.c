@@ -17,6 +17,7 @@ enum column {
     C_SOURCE, C_ARG1
 };
 enum { ARG_COLUMNS = 16, MAX_PUSHED = 32 };
+_Static_assert(C_LEVEL == LB_Q_LEVEL_COLUMN, "query_levels.c finds the level column by its index");
 
 static const char schema[] =
     "CREATE TABLE x(time INTEGER, time_text TEXT, level TEXT COLLATE level, severity INTEGER, logger TEXT, message TEXT, "
@@ -78,11 +79,14 @@ static int connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sq
     memset(t, 0, sizeof *t);
     t->query = aux;
     t->single = argc > 0 && strcmp(argv[0], "record") == 0;
+    q->records_tables[t->single] = &t->base;
     *out = &t->base;
     return SQLITE_OK;
 }
 
 static int disconnect(sqlite3_vtab *vtab) {
+    records_table *t = (records_table *)vtab;
+    if (t->query->records_tables[t->single] == vtab) t->query->records_tables[t->single] = NULL;
     sqlite3_free(vtab);
     return SQLITE_OK;
 }
@@ -354,24 +358,44 @@ static int narrow(range *r, char op, double x) {
     return r->low > r->high;
 }
 
-/* A time compared exactly in integers (ns); text is RFC 3339. */
+/* An operand as the statement wrote it, for an error message: 'text' (quotes doubled, as SQL
+ * writes them) or x'0a1b' (a blob, its first 32 bytes). sqlite3_free() it. */
+static char *operand_text(sqlite3_value *v) {
+    if (sqlite3_value_type(v) != SQLITE_BLOB) return sqlite3_mprintf("%Q", (const char *)sqlite3_value_text(v));
+    const unsigned char *bytes = sqlite3_value_blob(v);
+    int length = sqlite3_value_bytes(v), shown = length < 32 ? length : 32;
+    char hex[2 * 32 + 1] = "";
+    for (int i = 0; i < shown; i++) snprintf(hex + 2 * i, 3, "%02x", bytes[i]);
+    return sqlite3_mprintf("x'%s'%s", hex, shown < length ? " (its first 32 bytes)" : "");
+}
+
+static int refuse_operand(records_cursor *c, const char *format, sqlite3_value *v) {
+    char *operand = operand_text(v);
+    sqlite3_free(c->base.pVtab->zErrMsg);
+    c->base.pVtab->zErrMsg = operand ? sqlite3_mprintf(format, operand) : NULL;
+    sqlite3_free(operand);
+    return operand && c->base.pVtab->zErrMsg ? SQLITE_ERROR : SQLITE_NOMEM;
+}
+
+/* A time compared exactly in integers (ns). Text holding a number is that number, as SQLite
+ * reads it against the INTEGER column (time = '1796675894679069049'); other text is RFC 3339. */
 static int narrow_time(records_cursor *c, range *r, char op, sqlite3_value *v, int *empty) {
     int type = sqlite3_value_type(v), rc;
     int64_t x;
     if (type == SQLITE_NULL) return *empty = 1, SQLITE_OK;
+    if (type == SQLITE_TEXT) type = sqlite3_value_numeric_type(v);
     if (type == SQLITE_FLOAT) {
         if (narrow(r, op, sqlite3_value_double(v))) *empty = 1;
         return SQLITE_OK;
     }
     if (type == SQLITE_INTEGER) {
         x = sqlite3_value_int64(v);
-    } else if ((rc = lb_q_parse_time((const char *)sqlite3_value_text(v), &x)) != 0) {
-        sqlite3_free(c->base.pVtab->zErrMsg);
-        c->base.pVtab->zErrMsg = sqlite3_mprintf(
-            rc == -2 ? "time compared with '%s', outside the times Logbook can name (1677 to 2262)"
-                     : "time compared with '%s', which is neither nanoseconds nor RFC 3339 (2026-11-28T18:00:00Z)",
-            sqlite3_value_text(v));
-        return SQLITE_ERROR;
+    } else if (type == SQLITE_BLOB || (rc = lb_q_parse_time((const char *)sqlite3_value_text(v), &x)) != 0) {
+        return refuse_operand(c,
+                              type != SQLITE_BLOB && rc == -2
+                                  ? "time compared with %s, outside the times Logbook can name (1677 to 2262)"
+                                  : "time compared with %s, which is neither nanoseconds nor RFC 3339 (2026-11-28T18:00:00Z)",
+                              v);
     }
     switch (op) {
     case OP_EQ:
@@ -398,15 +422,11 @@ static int narrow_level(records_cursor *c, range *r, char op, sqlite3_value *v, 
     int type = sqlite3_value_type(v);
     if (type == SQLITE_NULL) return *empty = 1, SQLITE_OK;
     double x;
-    if (type == SQLITE_TEXT && sqlite3_value_numeric_type(v) == SQLITE_TEXT) {
-        int level = lb_query_level_from_name((const char *)sqlite3_value_text(v));
-        if (level == 0) {
-            sqlite3_free(c->base.pVtab->zErrMsg);
-            c->base.pVtab->zErrMsg = sqlite3_mprintf(
-                "level compared with '%s', which is no level (trace, debug, info, notice, warning, error, critical)",
-                sqlite3_value_text(v));
-            return SQLITE_ERROR;
-        }
+    if (type == SQLITE_BLOB || (type == SQLITE_TEXT && sqlite3_value_numeric_type(v) == SQLITE_TEXT)) {
+        int level = type == SQLITE_BLOB ? 0 : lb_query_level_from_name((const char *)sqlite3_value_text(v));
+        if (level == 0)
+            return refuse_operand(
+                c, "level compared with %s, which is no level (trace, debug, info, notice, warning, error, critical)", v);
         x = level;
     } else {
         x = sqlite3_value_double(v);
