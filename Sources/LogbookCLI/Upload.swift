@@ -36,7 +36,7 @@ struct Upload: ParsableCommand {
     @Option(help: "Attempts per item before giving up. An attempt that moved a resumable upload forward by 1 MiB or an eighth of what remained does not count, but no item gets more than 10 times this many attempts in all.")
     var maxAttempts: Int = 8
 
-    @Option(help: "The longest wait between attempts, in seconds: the backoff (random, below 1 s doubling per attempt) never waits longer, nor does an item spooled by an earlier run (a wait stored farther ahead, say after the clock was set back, is cut to it); 0 retries at once. Only a server's Retry-After may ask for more, up to an hour.")
+    @Option(help: "The longest wait between attempts, in seconds: the backoff (random, below 1 s doubling per attempt) never waits longer; 0 retries at once. Only a server's Retry-After may ask for more, up to an hour. A wait an earlier run stored farther ahead (the clock was set back since) is cut to these bounds, and an item never tried waits not at all.")
     var maxDelay: Int = 30
 
     @Option(help: "Seconds an attempt may go without sending a byte of its body (connecting included); once the body is sent, the whole answer must come within as many seconds.")
@@ -45,7 +45,7 @@ struct Upload: ParsableCommand {
     @Option(help: "Uploads at once.")
     var parallel: Int = 2
 
-    @Option(help: "The most the spool may hold, in MiB (a file larger than this alone is refused).")
+    @Option(help: "The most the spool may hold, in MiB (a file larger than this alone is refused). Past it the oldest items go first, those of earlier runs included, each reported as dropped (exit 1).")
     var spoolQuota: Int = 1024
 
     @Flag(help: "Link files into the spool (where it shares their file system) instead of copying them: for files that are not changed in place until they are delivered (one that is, is given up, never sent as other content).")
