@@ -13,9 +13,12 @@ struct Upload: ParsableCommand {
             carries Idempotency-Key: "ID" (the SHA-256 of the content; lba-RING-NUMBER for an archive \
             file) and Logbook-Attempt: N. Retried: transport errors, timeouts, 408, 425, 429, 500, 502, \
             503, 504, with exponential backoff and full jitter, honouring Retry-After; any other status \
-            gives up at once; redirects are not followed. Files delivered are marked for their \
-            destination (method and --to) and skipped there afterwards unless --again. Exits 1 when anything gave \
-            up, with the reason per item.
+            gives up at once; redirects are not followed. A server that offers resumable uploads (a 104 \
+            with an upload URL on the --to URL's origin) gets only what it lacks after a lost connection \
+            or a kill; an upload URL is used only by the --to URL it was learned from. Files delivered \
+            are marked for their destination (method and --to) and skipped there afterwards unless \
+            --again. Exits 1 when anything gave up, expired, was dropped by the quota or was \
+            quarantined, with the reason per item.
             """)
 
     @Option(name: .customLong("to"), help: "The URL; {id} in it is replaced by the item's id (unique: the content's SHA-256, or lba-RING-NUMBER for an archive file), {name} by its file name (archive-0000000001.lba recurs across bundles).")
@@ -30,19 +33,19 @@ struct Upload: ParsableCommand {
     @Option(help: "The spool directory (default: $XDG_STATE_HOME/logbook/upload-spool, or ~/.local/state/...).")
     var spool: String?
 
-    @Option(help: "Attempts per item before giving up.")
+    @Option(help: "Attempts per item before giving up. An attempt that moved a resumable upload forward by 1 MiB or an eighth of what remained does not count, but no item gets more than 10 times this many attempts in all.")
     var maxAttempts: Int = 8
 
-    @Option(help: "The longest wait between attempts, in seconds (Retry-After may ask for up to an hour).")
+    @Option(help: "The longest wait between attempts, in seconds: the backoff (random, below 1 s doubling per attempt) never waits longer; 0 retries at once. Only a server's Retry-After may ask for more, up to an hour. A wait an earlier run stored farther ahead (the clock was set back since) is cut to these bounds, and an item never tried waits not at all.")
     var maxDelay: Int = 30
 
-    @Option(help: "Seconds an attempt may go without progress before it times out.")
+    @Option(help: "Seconds an attempt may go without sending a byte of its body (connecting included); once the body is sent, the whole answer must come within as many seconds.")
     var timeout: Int = 60
 
     @Option(help: "Uploads at once.")
     var parallel: Int = 2
 
-    @Option(help: "The most the spool may hold, in MiB (a file larger than this alone is refused).")
+    @Option(help: "The most the spool may hold, in MiB (a file larger than this alone is refused). Past it the oldest items go first, those of earlier runs included, each reported as dropped (exit 1).")
     var spoolQuota: Int = 1024
 
     @Flag(help: "Link files into the spool (where it shares their file system) instead of copying them: for files that are not changed in place until they are delivered (one that is, is given up, never sent as other content).")
@@ -174,7 +177,13 @@ struct Upload: ParsableCommand {
         Task { await uploader.stop() }  // finishes `outcomes` once the workers are done
         outcomesEnded.wait()
         if Self.terminal { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        // Outcomes of items this run never waited for (dropped by the quota as the spool opened):
+        // said and counted too.
+        for (line, failed) in tracker.withLock({ $0.settleUnexpected() }) { if failed { warn(line) } else { say(line) } }
         let statistics = uploader.statistics
+        if statistics.ignoredUploadURLs > 0 {
+            warn("ignored \(statistics.ignoredUploadURLs) upload URL\(statistics.ignoredUploadURLs == 1 ? "" : "s") (the last: \(statistics.lastIgnoredUploadURL ?? "")): those uploads went on as plain ones")
+        }
         let failed = tracker.withLock { $0.failed } + submissionFailures
         say("\(statistics.delivered) delivered (\(statistics.deliveredBytes) bytes), \(failed) failed, \(statistics.attempts) attempts")
         if failed > 0 { throw ExitCode(1) }
@@ -205,8 +214,16 @@ struct Upload: ParsableCommand {
             return early.removeValue(forKey: item.id).flatMap { settle($0) }
         }
 
+        /// The lines of the outcomes kept for an item whose submission never came (an item this run
+        /// did not submit nor find pending: one the quota dropped as the spool opened).
+        mutating func settleUnexpected() -> [(String, Bool)] {
+            let left = early.sorted { $0.key < $1.key }
+            early = [:]
+            return left.compactMap { settle($0.value, waitingForItsSubmission: false) }
+        }
+
         /// The line to print for an outcome, and whether it is a failure (`nil`: printed later).
-        mutating func settle(_ outcome: Uploader.Outcome) -> (String, Bool)? {
+        mutating func settle(_ outcome: Uploader.Outcome, waitingForItsSubmission waits: Bool = true) -> (String, Bool)? {
             let (id, line, failure): (String, String, Bool)
             func name(_ id: String) -> String { expected[id] ?? id }
             switch outcome {
@@ -226,7 +243,7 @@ struct Upload: ParsableCommand {
             let waitsForItsSubmission: Bool
             switch outcome {
             case .notSubmitted, .quarantined: waitsForItsSubmission = false  // found, not submitted, by this run
-            default: waitsForItsSubmission = expected[id] == nil
+            default: waitsForItsSubmission = waits && expected[id] == nil
             }
             if waitsForItsSubmission {
                 early[id] = outcome

@@ -9,6 +9,9 @@ public struct OTLPDestination: Sendable {
     public var url: URL
     public var headers: [String: String]
     public var policy: RetryPolicy
+    /// The one HTTP layer's bounds on an attempt: its body may go this long without a byte sent,
+    /// and the whole answer must come within this long of the request's end (a collector that
+    /// trickles its answer cannot hold the export longer; only its body's first 64 KiB are read).
     public var timeout: Duration
     /// How bodies are compressed (`Content-Encoding`), or nil for not at all.
     public var compression: Compression?

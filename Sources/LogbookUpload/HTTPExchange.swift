@@ -120,9 +120,11 @@ package final class HTTPTransport: Sendable {
     }
 
     /// Sends `request` with `body`; the answer (any status), or why there is none. `timeout`: how
-    /// long the exchange may go without a byte moving (connecting included). `onInterim` runs on the
-    /// exchange's thread for each 1xx answer (its status and headers), before the final one.
-    /// `freshConnection`: never an idle one (see `takeConnection`).
+    /// long the body may go without a byte sent (connecting included), and how long after the
+    /// request's end the whole answer may take (a server trickling it one byte at a time ends
+    /// there, timed out). `responseLimit`: the bytes of the answer's body read, the rest not (the
+    /// answer ends there). `onInterim` runs on the exchange's thread for each 1xx answer (its status
+    /// and headers), before the final one. `freshConnection`: never an idle one (see `takeConnection`).
     package func send(_ request: DeliveryRequest, body: HTTPBody, timeout: Duration, responseLimit: Int = 64 << 10,
                       progress: TransferProgress? = nil, freshConnection: Bool = false,
                       onInterim: (@Sendable (Int, [(name: String, value: String)]) -> Void)? = nil) async -> Result<HTTPAnswer, HTTPFailure> {

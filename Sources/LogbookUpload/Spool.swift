@@ -28,10 +28,15 @@ public struct SpooledItem: Sendable, Equatable {
     public var resumptionURL: String? = nil
     /// The highest offset the server reported for its resumable upload.
     public var resumedOffset: Int = 0
-    /// Attempts whose bytes the server kept (its offset, asked by the next attempt, had grown): they
-    /// do not count toward the policy's attempts, so that a flaky link that moves the upload forward
-    /// each time never exhausts them.
+    /// Attempts that moved the upload forward by enough (the server's offset, asked by the next
+    /// attempt, had grown by ``RetryPolicy/creditsProgress(from:to:of:)``'s measure): they do not
+    /// count toward the policy's `maxAttempts`, so that a flaky link that moves the upload forward
+    /// each time does not exhaust them (its `maxAttemptsInAll` still bounds them).
     public var progressedAttempts: Int = 0
+    /// The request URL whose 104 answer named ``resumptionURL``: the upload URL is used only while
+    /// the item's request still goes there (never by another destination's request, which would
+    /// carry its credentials to this one's server).
+    public var resumptionRequestURL: String? = nil
 }
 
 /// A spool directory: items put there durably before `submit` returns, each with a state file
@@ -341,10 +346,21 @@ public final class Spool {
         _ = fsync(directory)
     }
 
+    /// Opens (creating it 0700) the spool's subdirectory `name` relative to the spool's descriptor,
+    /// never through a symlink (`O_NOFOLLOW`: one planted as `quarantine` would move items out of
+    /// the spool), and only as a private directory (`lb_dir_check_private`): a symlink, FIFO or file
+    /// in its place is refused with `ELOOP` or `ENOTDIR`, a directory others may write `EPERM`.
     private func subdirectory(_ name: String) throws(LogbookError) -> Int32 {
-        try systemCall(.spool, "mkdirat", path: path + "/" + name, ignoring: EEXIST) { mkdirat(directory, name, 0o700) }
-        let target = lb_dir_open_private(path + "/" + name, "spool directory", 0)
-        try check(target, .spool, "lb_dir_open_private", path: path + "/" + name, detailed: true)
+        let subpath = path + "/" + name
+        try systemCall(.spool, "mkdirat", path: subpath, ignoring: EEXIST) { mkdirat(directory, name, 0o700) }
+        let target = try systemCall(.spool, "openat", path: subpath) {
+            openat(directory, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        }
+        let checked = lb_dir_check_private(target, "spool directory", subpath)
+        if checked < 0 {
+            close(target)
+            try check(checked, .spool, "lb_dir_check_private", path: subpath, detailed: true)
+        }
         return target
     }
 
@@ -517,21 +533,22 @@ public final class Spool {
 /// 36  reason length r       u16 (at most 1024)
 /// 38  source length s       u16 (at most 4096)
 /// 40  size submitted        u64                      (version 2 and later)
-/// 48  resumption URL length u u16 (at most 4096)     (version 3)
-/// 50  reserved              u16 (0)
+/// 48  resumption URL length u u16 (at most 4096)     (version 3 and later)
+/// 50  its request URL length q u16 (at most 4096)    (version 4; 0 in version 3)
 /// 52  progressed attempts   u32
 /// 56  resumed offset        u64
-/// 64  reason, source, then the resumption URL        UTF-8
-/// 64+r+s+u  CRC-32C of every byte before it          u32
+/// 64  reason, source, the resumption URL, then the request URL it was learned from   UTF-8
+/// 64+r+s+u+q  CRC-32C of every byte before it        u32
 /// ```
 ///
-/// Versions 1 (strings at 40, no size) and 2 (strings at 48, no resumption) are read; 3 is written.
+/// Versions 1 (strings at 40, no size), 2 (strings at 48, no resumption) and 3 (no request URL:
+/// its resumption URL is never used) are read; 4 is written.
 enum SpoolStateRecord {
     static let magic = Array("LBSPOOL1".utf8)
     static let maximumReason = 1024
     static let maximumSource = 4096
     static let maximumURL = 4096
-    static let maximumSize = 68 + maximumReason + maximumSource + maximumURL
+    static let maximumSize = 68 + maximumReason + maximumSource + 2 * maximumURL
 
     static func encode(_ item: SpooledItem) -> [UInt8] {
         var bytes = magic
@@ -544,7 +561,8 @@ enum SpoolStateRecord {
         }
         let source = item.source.utf8.count <= maximumSource ? Array(item.source.utf8) : []
         let url = (item.resumptionURL?.utf8.count ?? 0) <= maximumURL ? Array((item.resumptionURL ?? "").utf8) : []
-        put(UInt32(3))
+        let request = (item.resumptionRequestURL?.utf8.count ?? 0) <= maximumURL ? Array((item.resumptionRequestURL ?? "").utf8) : []
+        put(UInt32(4))
         put(UInt32(clamping: item.attempts))
         put(item.firstSubmittedNanoseconds)
         put(item.nextAttemptNanoseconds)
@@ -553,17 +571,18 @@ enum SpoolStateRecord {
         put(UInt16(source.count))
         put(UInt64(item.byteCount))  // version 2: the size submitted, checked before every attempt
         put(UInt16(url.count))       // version 3: where a resumable upload resumes
-        put(UInt16(0))
+        put(UInt16(request.count))   // version 4: the request URL that learned it
         put(UInt32(clamping: item.progressedAttempts))
         put(UInt64(clamping: item.resumedOffset))
         bytes.append(contentsOf: reason)
         bytes.append(contentsOf: source)
         bytes.append(contentsOf: url)
+        bytes.append(contentsOf: request)
         put(bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) })
         return bytes
     }
 
-    /// The item, or `nil` for anything but a whole, intact record of version 1, 2 or 3. Version 1
+    /// The item, or `nil` for anything but a whole, intact record of version 1 to 4. Version 1
     /// records carry no size: the content's size now (`byteCount`) stands in.
     static func decode(_ bytes: [UInt8], id: String, byteCount: Int) -> SpooledItem? {
         guard bytes.count >= 44, bytes.count <= maximumSize, Array(bytes[0..<8]) == magic else { return nil }
@@ -573,26 +592,30 @@ enum SpoolStateRecord {
             return T(littleEndian: value)
         }
         let version = get(8, UInt32.self)
-        guard version == 1 || (version == 2 && bytes.count >= 52) || (version == 3 && bytes.count >= 68) else { return nil }
-        let strings = [1: 40, 2: 48, 3: 64][Int(version)]!
+        guard version == 1 || (version == 2 && bytes.count >= 52) || ((version == 3 || version == 4) && bytes.count >= 68) else {
+            return nil
+        }
+        let strings = [1: 40, 2: 48, 3: 64, 4: 64][Int(version)]!
         let reasonLength = Int(get(36, UInt16.self)), sourceLength = Int(get(38, UInt16.self))
-        let urlLength = version == 3 ? Int(get(48, UInt16.self)) : 0
-        let end = strings + reasonLength + sourceLength + urlLength
-        guard reasonLength <= maximumReason, sourceLength <= maximumSource, urlLength <= maximumURL,
-              version < 3 || get(50, UInt16.self) == 0, bytes.count == end + 4 else { return nil }
+        let urlLength = version >= 3 ? Int(get(48, UInt16.self)) : 0
+        let requestLength = version >= 4 ? Int(get(50, UInt16.self)) : 0
+        let end = strings + reasonLength + sourceLength + urlLength + requestLength
+        guard reasonLength <= maximumReason, sourceLength <= maximumSource, urlLength <= maximumURL, requestLength <= maximumURL,
+              version != 3 || get(50, UInt16.self) == 0, bytes.count == end + 4 else { return nil }
         let stored = get(end, UInt32.self)
         let computed = bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, end) }
         guard stored == computed else { return nil }
         let recorded = version == 1 ? byteCount : Int(clamping: get(40, UInt64.self))
-        let sourceEnd = strings + reasonLength + sourceLength
+        let sourceEnd = strings + reasonLength + sourceLength, urlEnd = sourceEnd + urlLength
         return SpooledItem(
             id: id, byteCount: recorded,
             source: String(decoding: bytes[strings + reasonLength..<sourceEnd], as: UTF8.self),
             attempts: Int(get(12, UInt32.self)), firstSubmittedNanoseconds: get(16, Int64.self),
             nextAttemptNanoseconds: get(24, Int64.self), lastStatus: Int(get(32, Int32.self)),
             lastReason: String(decoding: bytes[strings..<strings + reasonLength], as: UTF8.self),
-            resumptionURL: urlLength == 0 ? nil : String(decoding: bytes[sourceEnd..<end], as: UTF8.self),
-            resumedOffset: version == 3 ? Int(clamping: get(56, UInt64.self)) : 0,
-            progressedAttempts: version == 3 ? Int(get(52, UInt32.self)) : 0)
+            resumptionURL: urlLength == 0 ? nil : String(decoding: bytes[sourceEnd..<urlEnd], as: UTF8.self),
+            resumedOffset: version >= 3 ? Int(clamping: get(56, UInt64.self)) : 0,
+            progressedAttempts: version >= 3 ? Int(get(52, UInt32.self)) : 0,
+            resumptionRequestURL: requestLength == 0 ? nil : String(decoding: bytes[urlEnd..<end], as: UTF8.self))
     }
 }

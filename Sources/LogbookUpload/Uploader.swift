@@ -27,8 +27,10 @@ public final class Uploader: Sendable {
         public var policy: RetryPolicy
         /// Uploads at once (at least 1).
         public var maxConcurrentUploads: Int
-        /// How long an attempt may go without progress (connecting, sending, waiting for the
-        /// answer) before it counts as timed out.
+        /// How long an attempt's body may go without a byte sent (connecting included), and how
+        /// long after its end the whole answer may take, before the attempt counts as timed out
+        /// (an answer trickled a byte at a time cannot hold it longer; only its body's first 64 KiB
+        /// are read).
         public var timeout: Duration
         /// How much the spool may hold; the oldest pending items go first when it would hold more.
         public var quota: Quota
@@ -97,7 +99,9 @@ public final class Uploader: Sendable {
         case expired(id: String)
         /// Removed unsent: by the quota (the oldest first) or by ``Uploader/purge()``.
         case dropped(id: String, reason: String)
-        /// Its state file was damaged: moved to the spool's `quarantine/`, not uploaded.
+        /// Its state file was damaged, or its content is not a regular file: moved to the spool's
+        /// `quarantine/`, not uploaded (left where it is when `quarantine/` is not a private
+        /// directory: a symlink there is never followed).
         case quarantined(id: String)
         /// A rolled archive file could not be put into the spool (``Uploader/submit(archive:)``);
         /// it stays in the archive directory for ``Uploader/submitArchives(in:includingDelivered:)``.
@@ -121,6 +125,13 @@ public final class Uploader: Sendable {
         /// Body bytes sent by all attempts, those in flight included (a resumed attempt counts only
         /// what it sends).
         public var bytesSent = 0
+        /// Upload URLs not used: a 104's `Location` that is no URI reference or is on another
+        /// origin than its request's, and one kept in the spool for another request URL (an
+        /// earlier run's destination, or a copied or edited state). Each upload went on, or
+        /// started over, as a plain one.
+        public var ignoredUploadURLs = 0
+        /// Why the last of ``ignoredUploadURLs`` was ignored, in words.
+        public var lastIgnoredUploadURL: String?
         /// The items being uploaded now, with how far each has come.
         public var inFlight: [Transfer] = []
     }
@@ -444,6 +455,7 @@ public final class Uploader: Sendable {
     private func takeDueItem() -> Next {
         let now = configuration.clock()
         return state.withLock { state in
+            bringTimesBack(&state, now: now)
             if configuration.quota.maxAge != nil { enforceQuota(&state, keeping: nil) }
             guard state.allowed else { return .wait(Int64.max) }
             var due: SpooledItem?
@@ -462,6 +474,29 @@ public final class Uploader: Sendable {
             guard let due else { return .wait(soonest) }
             state.inFlight.insert(due.id)
             return .item(due)
+        }
+    }
+
+    /// Times stored farther ahead than the clock and the policy allow (the wall clock was set back
+    /// since they were written, or a state was edited) are brought back, so that no item waits
+    /// longer than the policy's bound: a first submission in the future to now, the next attempt
+    /// moving with it; then a next attempt farther ahead than the longest wait the policy can ask
+    /// after the item's attempts (``RetryPolicy/longestWait(afterAttempt:lastStatus:)``) to that.
+    private func bringTimesBack(_ state: inout State, now: Int64) {
+        for var item in state.items.values where !state.inFlight.contains(item.id) {
+            let original = item
+            if item.firstSubmittedNanoseconds > now {
+                let (shift, _) = item.firstSubmittedNanoseconds.subtractingReportingOverflow(now)
+                item.firstSubmittedNanoseconds = now
+                item.nextAttemptNanoseconds = max(now, item.nextAttemptNanoseconds &- shift)
+            }
+            let counted = item.attempts == 0 ? 0 : max(1, item.attempts - item.progressedAttempts)
+            let longest = configuration.policy.longestWait(afterAttempt: counted, lastStatus: item.lastStatus)
+            let (latest, overflow) = now.addingReportingOverflow(longest)
+            if !overflow && item.nextAttemptNanoseconds > latest { item.nextAttemptNanoseconds = latest }
+            guard item != original else { continue }
+            state.items[item.id] = item
+            try? state.spool.update(item)  // if it cannot be written, the next launch brings it back again
         }
     }
 
@@ -491,7 +526,14 @@ public final class Uploader: Sendable {
             }
         }
         if configuration.resumesUploads, let url = item.resumptionURL {
-            if let result = await resume(item, at: url, request, content, progress) { return result }
+            if ResumableUpload.mayResume(at: url, learnedFrom: item.resumptionRequestURL, by: request.url) {
+                if let result = await resume(item, at: url, request, content, progress) { return result }
+            } else {
+                // Learned for another request URL (an earlier run's destination), or not a URI on
+                // this one's origin: nothing goes there; the upload starts over here.
+                ignoreUploadURL("the upload URL '\(escapingControlCharacters(url))' kept in the spool was not learned from this request's URL: forgotten, the upload starts over")
+                recordResumption(item.id, nil)
+            }
         }
         if configuration.resumesUploads {
             request.setHeader(ResumableUpload.versionField, ResumableUpload.version)
@@ -500,9 +542,12 @@ public final class Uploader: Sendable {
         let origin = request.url
         let answer = await transport.send(request, body: content.body(from: 0), timeout: configuration.timeout, progress: progress) {
             [weak self] status, headers in
-            guard status == 104, let self, self.configuration.resumesUploads,
-                  let location = ResumableUpload.location(in: headers, sentTo: origin) else { return }
-            self.recordResumption(item.id, location)
+            guard status == 104, let self, self.configuration.resumesUploads else { return }
+            switch ResumableUpload.location(in: headers, sentTo: origin) {
+            case .none: break
+            case .kept(let location): self.recordResumption(item.id, location, learnedFrom: origin)
+            case .ignored(let reason): self.ignoreUploadURL(reason)
+            }
         }
         return Self.result(of: answer)
     }
@@ -552,24 +597,37 @@ public final class Uploader: Sendable {
         return Self.result(of: appended)
     }
 
-    /// Records (or forgets) where the server keeps an item's upload, durably, before the body goes
-    /// on: a kill after this resumes there.
-    private func recordResumption(_ id: String, _ url: String?) {
+    /// Records (or forgets) where the server keeps an item's upload, and the request URL that
+    /// learned it (the only one that may use it), durably, before the body goes on: a kill after
+    /// this resumes there. A new upload starts from offset 0.
+    private func recordResumption(_ id: String, _ url: String?, learnedFrom request: String? = nil) {
         state.withLock { state in
-            guard var item = state.items[id], item.resumptionURL != url else { return }
+            guard var item = state.items[id], item.resumptionURL != url || item.resumptionRequestURL != request else { return }
             item.resumptionURL = url
+            item.resumptionRequestURL = url == nil ? nil : request
+            item.resumedOffset = 0
             state.items[id] = item
             try? state.spool.update(item)
         }
     }
 
-    /// The server's offset grew past the highest it reported before: the attempt before this one
-    /// moved the upload forward, and is credited back (durably, with the offset).
+    private func ignoreUploadURL(_ reason: String) {
+        state.withLock { state in
+            state.counters.ignoredUploadURLs += 1
+            state.counters.lastIgnoredUploadURL = reason
+        }
+    }
+
+    /// The server's offset grew past the highest it reported before: the attempts since moved the
+    /// upload forward, and when by enough to be worth an attempt (``RetryPolicy/creditsProgress(from:to:of:)``),
+    /// one is credited back (durably, with the offset).
     private func recordProgress(_ id: String, offset: UInt64) {
         state.withLock { state in
             guard var item = state.items[id], Int(clamping: offset) > item.resumedOffset else { return }
+            if RetryPolicy.creditsProgress(from: item.resumedOffset, to: Int(clamping: offset), of: item.byteCount) {
+                item.progressedAttempts = min(item.progressedAttempts + 1, item.attempts)
+            }
             item.resumedOffset = Int(clamping: offset)
-            item.progressedAttempts = min(item.progressedAttempts + 1, item.attempts)
             state.items[id] = item
             try? state.spool.update(item)
         }
@@ -696,9 +754,11 @@ public final class Uploader: Sendable {
         item.attempts += 1
         let now = configuration.clock()
         var random = SystemRandomness()
-        // Attempts whose bytes the server kept do not count (recorded during this attempt).
+        // Attempts that moved the upload forward by enough do not count (recorded during this
+        // attempt); all attempts together are bounded still (the policy's maxAttemptsInAll).
         let progressed = state.withLock { $0.items[item.id]?.progressedAttempts } ?? item.progressedAttempts
         let decision = configuration.policy.decide(outcome, attempt: max(1, item.attempts - progressed),
+                                                   attemptsInAll: item.attempts,
                                                    firstSubmittedNanoseconds: item.firstSubmittedNanoseconds,
                                                    nowNanoseconds: now, using: &random)
         switch outcome {
@@ -734,6 +794,7 @@ public final class Uploader: Sendable {
                 item.nextAttemptNanoseconds = at
                 if let current = state.items[item.id] {  // recorded during the attempt
                     item.resumptionURL = current.resumptionURL
+                    item.resumptionRequestURL = current.resumptionRequestURL
                     item.resumedOffset = current.resumedOffset
                     item.progressedAttempts = current.progressedAttempts
                 }
@@ -943,46 +1004,6 @@ final class Wakeup: Sendable {
             }
         } onCancel: {
             state.withLock { $0.waiters.removeValue(forKey: key) }?.resume()
-        }
-    }
-}
-
-/// The parts of draft-ietf-httpbis-resumable-upload the uploader speaks (interop version 6, as
-/// swift-nio-extras' NIOResumableUpload and Apple's URLSession do).
-enum ResumableUpload {
-    static let versionField = "Upload-Draft-Interop-Version"
-    static let version = "6"
-
-    /// The upload URL of a 104 answer, absolute; only on the origin the request went to (the
-    /// caller's headers, credentials among them, go to it too), and only when it speaks version 6.
-    static func location(in headers: [(name: String, value: String)], sentTo origin: String) -> String? {
-        func value(_ name: String) -> String? { headerValue(name, in: headers) }
-        guard value(versionField) == version, let location = value("Location"), !location.isEmpty,
-              let base = URLComponents(string: origin) else { return nil }
-        let resolved: URLComponents?
-        if location.hasPrefix("/") && !location.hasPrefix("//") {
-            var components = base
-            components.percentEncodedQuery = nil
-            components.fragment = nil
-            let parts = location.split(separator: "?", maxSplits: 1)
-            components.percentEncodedPath = String(parts[0])
-            if parts.count > 1 { components.percentEncodedQuery = String(parts[1]) }
-            resolved = components
-        } else {
-            resolved = URLComponents(string: location)
-        }
-        guard let resolved, let url = resolved.string,
-              resolved.scheme?.lowercased() == base.scheme?.lowercased(),
-              resolved.host?.lowercased() == base.host?.lowercased(),
-              (resolved.port ?? defaultPort(resolved.scheme)) == (base.port ?? defaultPort(base.scheme)) else { return nil }
-        return url
-    }
-
-    private static func defaultPort(_ scheme: String?) -> Int? {
-        switch scheme?.lowercased() {
-        case "http": 80
-        case "https": 443
-        default: nil
         }
     }
 }

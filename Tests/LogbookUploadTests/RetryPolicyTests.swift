@@ -123,4 +123,56 @@ final class RetryPolicyTests: XCTestCase {
         XCTAssertEqual(policy.decide(.status(200, retryAfter: nil), attempt: 99, firstSubmittedNanoseconds: now,
                                      nowNanoseconds: late * 2, using: &random), .delivered)
     }
+
+    /// Finding 9 of the fourth outside test: progress is credited (the attempt does not count) only
+    /// when it is worth an attempt: 1 MiB, or an eighth of what remained. A byte is not.
+    func testProgressIsCreditedOnlyWhenItIsWorthAnAttempt() {
+        let size = 3_000_000
+        XCTAssertFalse(RetryPolicy.creditsProgress(from: 0, to: 1, of: size), "a byte")
+        XCTAssertFalse(RetryPolicy.creditsProgress(from: 1000, to: 1000, of: size), "no move")
+        XCTAssertFalse(RetryPolicy.creditsProgress(from: 2000, to: 1000, of: size), "backwards")
+        XCTAssertTrue(RetryPolicy.creditsProgress(from: 0, to: size / 8, of: size), "an eighth")
+        XCTAssertFalse(RetryPolicy.creditsProgress(from: 0, to: size / 8 - 1, of: size))
+        XCTAssertTrue(RetryPolicy.creditsProgress(from: 0, to: 1 << 20, of: 1 << 30), "1 MiB of a GiB")
+        XCTAssertFalse(RetryPolicy.creditsProgress(from: 0, to: (1 << 20) - 1, of: 1 << 30))
+        XCTAssertTrue(RetryPolicy.creditsProgress(from: size - 8, to: size - 7, of: size), "a byte of the last eight")
+    }
+
+    /// However much each attempt moved an upload forward, no item gets more than 10 × maxAttempts
+    /// attempts in all.
+    func testAllAttemptsTogetherStopAtTenTimesTheMaximum() {
+        var random = Largest()
+        let policy = RetryPolicy(maxDelay: .seconds(1), maxAttempts: 3)
+        XCTAssertEqual(policy.maxAttemptsInAll, 30)
+        guard case .retry = policy.decide(.timedOut, attempt: 1, attemptsInAll: 29, firstSubmittedNanoseconds: now, nowNanoseconds: now,
+                                          using: &random) else { return XCTFail("29 of 30 in all") }
+        XCTAssertEqual(policy.decide(.timedOut, attempt: 2, attemptsInAll: 30, firstSubmittedNanoseconds: now, nowNanoseconds: now,
+                                     using: &random),
+                       .gaveUp(reason: "30 attempts in all (28 that moved the upload forward did not count), the last: timed out"))
+        XCTAssertEqual(RetryPolicy(maxAttempts: .max).maxAttemptsInAll, .max, "no overflow")
+    }
+
+    /// Finding 8: every wait the policy asks is within `longestWait(afterAttempt:lastStatus:)`: the
+    /// backoff's bound, or after an HTTP answer `maxRetryAfter` (whatever its Retry-After says);
+    /// none before the first attempt. The uploader brings a stored next attempt back to it.
+    func testEveryWaitIsWithinTheLongestWait() {
+        let policy = RetryPolicy(baseDelay: .seconds(1), maxDelay: .seconds(300), maxRetryAfter: .seconds(3600), maxAttempts: 100)
+        XCTAssertEqual(policy.longestWait(afterAttempt: 0, lastStatus: 0), 0)
+        XCTAssertEqual(policy.longestWait(afterAttempt: 1, lastStatus: -1), 1_000_000_000)
+        XCTAssertEqual(policy.longestWait(afterAttempt: 3, lastStatus: -1), 4_000_000_000)
+        XCTAssertEqual(policy.longestWait(afterAttempt: 99, lastStatus: -1), 300_000_000_000)
+        XCTAssertEqual(policy.longestWait(afterAttempt: 1, lastStatus: 503), 3_600_000_000_000)
+        var random = Largest()
+        for attempt in 1...40 {
+            let outcomes: [(AttemptOutcome, Int)] = [
+                (.timedOut, -1), (.transportError("reset"), -1), (.status(503, retryAfter: nil), 503),
+                (.status(429, retryAfter: "99999999999"), 429), (.status(503, retryAfter: "Tue, 24 Nov 2026 12:00:00 GMT"), 503),
+            ]
+            for (outcome, status) in outcomes {
+                guard case .retry(let at) = policy.decide(outcome, attempt: attempt, firstSubmittedNanoseconds: now, nowNanoseconds: now,
+                                                          using: &random) else { continue }
+                XCTAssertLessThanOrEqual(at - now, policy.longestWait(afterAttempt: attempt, lastStatus: status), "\(outcome), attempt \(attempt)")
+            }
+        }
+    }
 }

@@ -490,6 +490,60 @@ final class UploaderFailureTests: XCTestCase, UploaderFailureTestCase {
         XCTAssertEqual(seen, [.quarantined(id: ids[0]), .delivered(id: ids[1], attempts: 1)])
     }
 
+    /// Finding 12 of the fourth outside test: a symlink planted as the spool's `quarantine` (or
+    /// `given-up`) was followed, so damaged items were moved out of the spool, wherever it pointed.
+    /// Now the directory is opened without following a symlink, and refused when it is not a
+    /// private directory: the item is reported (quarantined, or given up) and stays in the spool.
+    func testASymlinkPlantedAsAQuarantineIsNeverFollowed() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let elsewhere = dir + "/elsewhere"
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        let spool = dir + "/spool"
+        let ids = try spoolItems(["damaged", "good"], in: spool, server: server)
+        try Data("garbage".utf8).write(to: URL(fileURLWithPath: spool + "/\(ids[0]).state"))
+        try FileManager.default.createSymbolicLink(atPath: spool + "/quarantine", withDestinationPath: elsewhere)
+        do {
+            let uploader = try Uploader(.init(spool: spool, makeRequest: request(server.url("/ok"))))
+            uploader.start()
+            let seen = await outcomes(uploader, count: 2)
+            await uploader.stop()
+            XCTAssertEqual(seen, [.quarantined(id: ids[0]), .delivered(id: ids[1], attempts: 1)])
+        }
+        // Given up and kept (keepsGivenUpItems): `given-up` planted as a symlink.
+        let refusedSpool = dir + "/refused-spool"
+        let refused = try spoolItems(["refused"], in: refusedSpool, server: server)
+        try FileManager.default.createSymbolicLink(atPath: refusedSpool + "/given-up", withDestinationPath: elsewhere)
+        let uploader = try Uploader(.init(spool: refusedSpool, keepsGivenUpItems: true, makeRequest: request(server.url("/status/400"))))
+        uploader.start()
+        let seen = await outcomes(uploader, count: 1)
+        await uploader.stop()
+        XCTAssertEqual(seen, [.gaveUp(id: refused[0], reason: "HTTP 400")])
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: elsewhere), [], "moved through a planted symlink")
+        XCTAssertTrue(FileManager.default.fileExists(atPath: spool + "/\(ids[0]).data"), "the damaged item stays in the spool")
+    }
+
+    /// Finding 4 of the fourth outside test: two 3 MB items spooled, then `logbook upload
+    /// --spool-quota 4`: one was delivered and the other left the spool unsent and unreported, exit
+    /// 0. Past the quota the oldest goes, reported as dropped, and the run exits 1.
+    func testTheUploadCommandReportsItemsTheQuotaDropsAsTheSpoolOpens() throws {
+        guard let logbook = logbookExecutable() else { throw XCTSkip("the logbook executable is not built") }
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let spool = dir + "/spool"
+        let ids: [String]
+        do {
+            let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
+            ids = try (0..<2).map { index in try uploader.submit(data: [UInt8](repeating: UInt8(index), count: 3_000_000)).id }
+        }
+        let run = try runProgram(logbook, ["upload", "--spool", spool, "--spool-quota", "4", "--to", server.url("/ok/{id}").absoluteString])
+        XCTAssertEqual(run.status, 1, run.output)
+        XCTAssertTrue(run.output.contains("dropped \(ids[0]): the spool's quota of 4194304 bytes was reached"), run.output)
+        XCTAssertTrue(run.output.contains("delivered \(ids[1]) (1 attempt)"), run.output)
+        XCTAssertTrue(run.output.contains("1 delivered (3000000 bytes), 1 failed"), run.output)
+        XCTAssertEqual(server.requests().count, 1)
+    }
+
     /// An archive file submitted by its path is the same item as through its directory (one id,
     /// lba-RING-NUMBER, and a hard link): the directory afterwards submits it no more.
     func testAnArchiveFileIsOneItemHoweverItIsSubmitted() async throws {

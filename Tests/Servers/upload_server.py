@@ -10,8 +10,22 @@ bodies at about 2 MB/s;
 `/redirect/S` answers S with Location: /ok/redirected; `/discard` reads the body in pieces and
 answers 204 (for benchmarks); `/resumable-stuck` offers a resumable upload (a 104 with an upload
 URL under /upload/) and answers 503, and that upload never moves: HEAD says offset 0, PATCH
-answers 409. Every request is appended
-to LOG as one JSON line: path, key, attempt header, bytes, the SHA-256 of the body, the answer.
+answers 409.
+
+Resumable uploads that the server keeps (a 104 with Location /upload/N, then HEAD /upload/N says
+the offset kept, and PATCH at that offset appends; the upload completes with 201):
+`/resumable-half/...` keeps the first half of the body it reads whole, then answers 503 with
+Retry-After: 3600; `/resumable-trickle/...` keeps 1 byte of each PUT and PATCH, then resets the
+connection; `/resumable-eighth/...` keeps an eighth of what remains (at least 1 byte) of each,
+then resets. `/resumable-location/QUOTED` sends a 104 whose Location is QUOTED percent-decoded
+into raw bytes (no check: a hostile server), then reads the body and answers 201.
+
+Answers that trickle, forever (only the client's bound ends them): `/trickle/body` answers 201
+with a body of 1 TB, one byte every 0.1 s; `/trickle/head` sends its head one byte every 0.1 s;
+`/trickle/interim` sends a 104 every 0.1 s.
+
+Every request is appended to LOG as one JSON line: path, key, attempt header, Authorization
+header, bytes, the SHA-256 of the body, the answer.
 As soon as its headers are read, each request also appends its path to LOG.arrivals (so that a test
 can act once an upload began, instead of after a time).
 With BODIES, each 2xx body is stored there under its key. The port is printed on stdout once
@@ -31,6 +45,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 counts = {}
 lock = threading.Lock()
+uploads = {}  # resumable uploads kept: number -> {"mode", "length", "kept": bytes}
 
 
 def key_of(handler):
@@ -45,7 +60,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def record(self, answer, length, body=None):
         entry = {"path": self.path, "key": self.headers.get("Idempotency-Key"),
-                 "attempt": self.headers.get("Logbook-Attempt"), "bytes": length, "answer": answer}
+                 "attempt": self.headers.get("Logbook-Attempt"), "bytes": length, "answer": answer,
+                 "authorization": self.headers.get("Authorization")}
         if body is not None:
             entry["sha256"] = hashlib.sha256(body).hexdigest()
             if len(sys.argv) > 3 and 200 <= answer < 300 and entry["key"]:
@@ -94,16 +110,60 @@ class Handler(BaseHTTPRequestHandler):
         self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         self.connection.shutdown(socket.SHUT_RDWR)
 
+    def kept_upload(self):
+        """The resumable upload kept at /upload/N, or None (the stuck one, or unknown)."""
+        parts = [p for p in self.path.split("?")[0].split("/") if p]
+        if parts[:1] == ["upload"] and len(parts) == 2 and parts[1].isdigit():
+            with lock:
+                return uploads.get(int(parts[1]))
+        return None
+
     def do_HEAD(self):
+        upload = self.kept_upload()
         self.record("head", 0)
         self.send_response(204)
         self.send_header("Upload-Draft-Interop-Version", "6")
-        self.send_header("Upload-Offset", "0")
+        self.send_header("Upload-Offset", str(len(upload["kept"])) if upload else "0")
         self.send_header("Upload-Complete", "?0")
         self.end_headers()
 
+    def keep_part(self, upload, length, creating=False):
+        """Reads a body of `length` bytes (the creation's, or an append's) and keeps what the
+        upload's mode says, then answers or resets."""
+        left = upload["length"] - len(upload["kept"])
+        if upload["mode"] == "half" and creating:
+            body = self.read_body(length)
+            if body is None:
+                return
+            upload["kept"] += body[:max(0, upload["length"] // 2 - len(upload["kept"]))]
+            self.record(503, length, body)
+            self.answer(503, "3600")
+            return
+        keep = {"half": length, "trickle": 1}.get(upload["mode"], max(1, (left + 7) // 8))
+        if keep >= length:
+            body = self.read_body(length)
+            if body is None:
+                return
+            upload["kept"] += body
+            if len(upload["kept"]) == upload["length"]:
+                self.record(201, length, upload["kept"])
+                self.answer(201)
+                return
+            self.record(204, length)
+            self.answer(204)
+            return
+        upload["kept"] += self.rfile.read(keep)  # then lost mid-body
+        self.record("reset", length)
+        self.close_connection = True
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        self.connection.shutdown(socket.SHUT_RDWR)
+
     def do_PATCH(self):
         length = int(self.headers.get("Content-Length", 0))
+        upload = self.kept_upload()
+        if upload is not None and self.headers.get("Upload-Offset") == str(len(upload["kept"])):
+            self.keep_part(upload, length)
+            return
         self.record(409, length)
         self.send_response(409)
         self.send_header("Upload-Draft-Interop-Version", "6")
@@ -111,6 +171,33 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.close_connection = True
         self.end_headers()
+
+    def interim(self, location):
+        """A 104 with `location` as raw bytes, flushed before the body is read."""
+        self.wfile.write(b"HTTP/1.1 104 Upload Resumption Supported\r\nUpload-Draft-Interop-Version: 6\r\n"
+                         b"Location: " + location + b"\r\n\r\n")
+        self.wfile.flush()
+
+    def trickle(self, what, length):
+        """An answer that never ends, one byte every 0.1 s: only the client's bound stops it."""
+        self.read_body(length)
+        self.record("trickle-" + what, length)
+        self.close_connection = True
+        try:
+            if what == "body":
+                self.wfile.write(b"HTTP/1.1 201 Created\r\nContent-Length: 1000000000000\r\n\r\n")
+                piece = b"x"
+            elif what == "head":
+                self.wfile.write(b"HTTP/1.1 201 Created\r\nX-Slow: ")
+                piece = b"x"
+            else:
+                piece = b"HTTP/1.1 104 Upload Resumption Supported\r\n\r\n"
+            while True:
+                self.wfile.write(piece)
+                self.wfile.flush()
+                time.sleep(0.1)
+        except OSError:
+            pass
 
     def do_PUT(self):
         parts = [p for p in self.path.split("?")[0].split("/") if p]
@@ -126,6 +213,26 @@ class Handler(BaseHTTPRequestHandler):
             body = self.read_body(length)
             self.record(503, length, body)
             self.answer(503)
+            return
+        resumable = self.headers.get("Upload-Draft-Interop-Version") == "6"
+        mode = parts[0][len("resumable-"):] if parts and parts[0].startswith("resumable-") else None
+        if resumable and mode in ("half", "trickle", "eighth"):
+            with lock:
+                number = len(uploads) + 1
+                upload = uploads[number] = {"mode": mode, "length": length, "kept": b""}
+            self.interim(b"/upload/" + str(number).encode())
+            self.keep_part(upload, length, creating=True)
+            return
+        if resumable and mode == "location":
+            self.interim(urllib.parse.unquote_to_bytes(parts[1] if len(parts) > 1 else ""))
+            body = self.read_body(length)
+            if body is None:
+                return
+            self.record(201, length, body)
+            self.answer(201)
+            return
+        if parts[:1] == ["trickle"]:
+            self.trickle(parts[1] if len(parts) > 1 else "body", length)
             return
         with lock, open(sys.argv[2] + ".arrivals", "a") as arrivals:
             arrivals.write(self.path + "\n")

@@ -59,8 +59,12 @@ struct lb_http_request {
     const void *expected_prefix;     /* LB_CONTENT_CHECK_ARCHIVE: the header the key was read from */
     size_t expected_prefix_length;
     uint32_t connect_timeout_ms;     /* 0: 30 s */
-    uint32_t stall_timeout_ms;       /* no byte sent or received for this long: -ETIMEDOUT; 0: none */
-    size_t response_body_limit;      /* bytes of the answer's body kept (the rest is read, dropped) */
+    uint32_t stall_timeout_ms;       /* the body sends no byte for this long, or the whole answer
+                                        does not come within this long of the request's end (a
+                                        final head before it ends that): -ETIMEDOUT; 0: neither */
+    size_t response_body_limit;      /* bytes of the answer's body read and kept: past them the
+                                        body is not read (the answer ends there, the connection is
+                                        closed), so that no answer holds an exchange */
 };
 
 /* Called on the performing thread for each interim (1xx) response, with its status and its header
@@ -75,7 +79,8 @@ void lb_http_exchange_set_interim_handler(lb_http_exchange *exchange, lb_http_in
 
 /* Sends the request and reads the answer on the calling thread. 0: an answer arrived (any status).
  * Otherwise: -ECONNREFUSED (could not connect), -EHOSTUNREACH (the name did not resolve),
- * -ECONNRESET (the connection was lost), -ETIMEDOUT (connect or stall timeout), -ECANCELED,
+ * -ECONNRESET (the connection was lost), -ETIMEDOUT (connect or stall timeout, or an answer that
+ * did not end in time), -ECANCELED,
  * -EBADMSG (the content failed its check: lb_http_exchange_error says where; nothing after the
  * failing bytes was sent), -EIO (the body's file could not be read, or it ended early), -EPROTO
  * (a malformed answer or a TLS failure), -EINVAL (a bad URL or method). */
@@ -89,7 +94,7 @@ uint64_t lb_http_exchange_bytes_sent(const lb_http_exchange *exchange);
 int lb_http_exchange_status(const lb_http_exchange *exchange);
 /* The final answer's header lines ("Name: value\r\n" each, status line excluded). */
 const char *lb_http_exchange_headers(const lb_http_exchange *exchange, size_t *length);
-/* The answer's body, up to response_body_limit bytes. */
+/* The answer's body, up to response_body_limit bytes (a longer one was not read further). */
 const void *lb_http_exchange_body(const lb_http_exchange *exchange, size_t *length);
 /* What went wrong, in words ("" when nothing did). */
 const char *lb_http_exchange_error(const lb_http_exchange *exchange);

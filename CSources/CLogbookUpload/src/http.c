@@ -46,10 +46,15 @@ struct lb_http_exchange {
     _Atomic uint64_t sent_shared;
     _Atomic int cancelled;
     _Atomic int performed;         /* released by the performing thread when it is done */
-    int stalled;
+    int has_body;
+    int stalled;                   /* the body did not move for stall_timeout_ms */
+    int answer_late;               /* the answer did not end within stall_timeout_ms of the request */
+    int body_capped;               /* the answer's body passed response_body_limit: not read further */
     int read_failure;              /* -EBADMSG or -EIO from the read callback */
-    uint64_t last_progress_ns;
-    curl_off_t last_up, last_down;
+    int final_head_seen;           /* a final (non-1xx) head arrived */
+    uint64_t last_progress_ns;     /* the body's last move (or the start) */
+    uint64_t answer_started_ns;    /* when the request was all sent, or a final head came first */
+    curl_off_t last_up;
 
     int status;
     int head_status;               /* the status of the head being read */
@@ -324,6 +329,7 @@ static size_t on_header(char *bytes, size_t size, size_t count, void *context) {
                                   exchange->head.length);
             }
         } else {
+            exchange->final_head_seen = 1;
             exchange->final_head.length = 0;
             if (append(&exchange->final_head, exchange->head.bytes ? exchange->head.bytes : "", exchange->head.length, HEAD_LIMIT)) return 0;
         }
@@ -333,24 +339,47 @@ static size_t on_header(char *bytes, size_t size, size_t count, void *context) {
     return append(&exchange->head, bytes, length, HEAD_LIMIT) ? 0 : length;
 }
 
+/* An answer's body is kept up to response_body_limit bytes, and then not read at all: the answer
+ * is its status, its headers and that much of its body (a server that sends more, or trickles it,
+ * cannot hold the exchange). The connection is closed. */
 static size_t on_body(char *bytes, size_t size, size_t count, void *context) {
     lb_http_exchange *exchange = context;
     size_t length = size * count;
+    if (exchange->body.length + length > exchange->response_body_limit) {
+        append(&exchange->body, bytes, length, exchange->response_body_limit);
+        exchange->body_capped = 1;
+        return 0;
+    }
     return append(&exchange->body, bytes, length, exchange->response_body_limit) ? 0 : length;
 }
 
+/* The exchange's two bounds (stall_timeout_ms, the caller's timeout). While the body is being sent,
+ * it must move: no byte sent for that long is a stall (what the server sends meanwhile, 1xx heads
+ * one after another, is no progress). Once the body is all sent (at once for a request without
+ * one), or a final head came before its end, the whole answer must arrive within that long: a
+ * server trickling its head or body, or 104s, one byte at a time cannot hold the exchange longer. */
 static int on_progress(void *context, curl_off_t down_total, curl_off_t down, curl_off_t up_total, curl_off_t up) {
     (void)down_total;
+    (void)down;
     (void)up_total;
     lb_http_exchange *exchange = context;
     if (atomic_load(&exchange->cancelled)) return 1;
-    uint64_t now = now_ns();
-    if (up != exchange->last_up || down != exchange->last_down || exchange->last_progress_ns == 0) {
-        exchange->last_up = up;
-        exchange->last_down = down;
-        exchange->last_progress_ns = now;
-    } else if (exchange->stall_timeout_ms && now - exchange->last_progress_ns > (uint64_t)exchange->stall_timeout_ms * 1000000u) {
-        exchange->stalled = 1;
+    if (!exchange->stall_timeout_ms) return 0;
+    uint64_t now = now_ns(), bound = (uint64_t)exchange->stall_timeout_ms * 1000000u;
+    int sending = exchange->has_body && (uint64_t)up < exchange->body_length && !exchange->final_head_seen;
+    if (sending) {
+        if (up != exchange->last_up || exchange->last_progress_ns == 0) {
+            exchange->last_up = up;
+            exchange->last_progress_ns = now;
+        } else if (now - exchange->last_progress_ns > bound) {
+            exchange->stalled = 1;
+            return 1;
+        }
+        return 0;
+    }
+    if (exchange->answer_started_ns == 0) exchange->answer_started_ns = now;
+    if (now - exchange->answer_started_ns > bound) {
+        exchange->answer_late = 1;
         return 1;
     }
     return 0;
@@ -392,9 +421,11 @@ static int perform(lb_http_connection *connection, lb_http_exchange *exchange) {
     char detail[CURL_ERROR_SIZE] = "";
     int has_body = strcmp(exchange->method, "HEAD") != 0 && strcmp(exchange->method, "GET") != 0;
     exchange->status = 0;
-    exchange->stalled = 0;
+    exchange->has_body = has_body;
+    exchange->stalled = exchange->answer_late = exchange->body_capped = exchange->final_head_seen = 0;
     exchange->read_failure = 0;
-    exchange->last_progress_ns = 0;
+    exchange->last_progress_ns = exchange->answer_started_ns = 0;
+    exchange->last_up = 0;
     exchange->error[0] = 0;
     exchange->final_head.length = exchange->body.length = exchange->head.length = 0;
     if (has_body) {
@@ -433,7 +464,7 @@ static int perform(lb_http_connection *connection, lb_http_exchange *exchange) {
     }
     CURLcode code = curl_easy_perform(curl);
     curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, NULL);
-    if (code == CURLE_OK) {
+    if (code == CURLE_OK || (code == CURLE_WRITE_ERROR && exchange->body_capped)) {
         long status = 0;
         curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
         exchange->status = (int)status;
@@ -443,6 +474,11 @@ static int perform(lb_http_connection *connection, lb_http_exchange *exchange) {
     if (code == CURLE_ABORTED_BY_CALLBACK || atomic_load(&exchange->cancelled)) {
         if (exchange->stalled) {
             snprintf(exchange->error, sizeof exchange->error, "timed out (no progress for %u ms)", exchange->stall_timeout_ms);
+            return -ETIMEDOUT;
+        }
+        if (exchange->answer_late) {
+            snprintf(exchange->error, sizeof exchange->error, "timed out (the answer did not end within %u ms of the request)",
+                     exchange->stall_timeout_ms);
             return -ETIMEDOUT;
         }
         snprintf(exchange->error, sizeof exchange->error, "cancelled");
