@@ -144,9 +144,12 @@ final class ExportCommandTests: XCTestCase {
         defer { child.killIfRunning() }
         // Its first pass read the ring (what it counts as overwritten starts there) ...
         XCTAssertTrue(waitUntil { server.requests().contains { ($0["answer"] as? String) == "ok" } }, "the first pass sent nothing")
-        // ... then the writer laps the ring of 4 chunks about 40 times, and the next pass says so.
+        // ... then the writer laps the ring of 4 chunks about 40 times while the exporter is
+        // stopped (lapped on any machine, however fast its passes), and the next pass says so.
+        XCTAssertTrue(stopProcess(child.process.processIdentifier), "the exporter did not stop")
         for i in 0..<5000 { log.info("record \(i) \(String(repeating: "x", count: 100))") }
         try bundle.flush()
+        kill(child.process.processIdentifier, SIGCONT)
         try child.waitForErrors(containing: "overwritten in the ring before they could be read")
         child.process.terminate()
         XCTAssertEqual(try child.waitForExit(), 0, child.errors)
