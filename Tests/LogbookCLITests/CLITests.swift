@@ -256,7 +256,7 @@ final class CLITests: XCTestCase {
         log.info("first \(0)")
         try bundle.flush()
         let follower = try startFollower(path, in: dir)
-        defer { if follower.isRunning { follower.terminate() } }
+        defer { if follower.isRunning { kill(follower.processIdentifier, SIGCONT); follower.terminate() } }
         // What the follower wrote so far: entries shown, notices, and the records they say.
         func shown() throws -> (entries: Int, notices: Int, said: Int) {
             let lines = try String(contentsOfFile: dir + "/out", encoding: .utf8).split(separator: "\n")
@@ -269,9 +269,13 @@ final class CLITests: XCTestCase {
             return (lines.filter { $0.hasPrefix("{\"time\"") }.count, notices.count, said)
         }
         XCTAssertTrue(try waitUntil { try shown().entries > 0 }, "the follower showed nothing")
+        // The follower is stopped while the writer laps the ring: lapped on any machine, however
+        // fast it reads.
+        XCTAssertTrue(stopProcess(follower.processIdentifier), "the follower did not stop")
         let total = 300_000
         for i in 1..<total { log.info("lap \(i)") }
         try bundle.close()
+        kill(follower.processIdentifier, SIGCONT)
         // The follower scans again after the writer stopped: wait until it accounted for every
         // record (or, as a failsafe, two minutes passed: then the counts below say what it missed).
         _ = try waitUntil { let now = try shown(); return now.entries + now.said >= total }

@@ -116,13 +116,17 @@ final class ExportCommandTests: XCTestCase {
         XCTAssertTrue(try export("app.logbook", in: dir + "/b").contains("exported 30 records"), "another bundle, its own cursor")
         XCTAssertTrue(try export("app.logbook", in: dir + "/a").contains("exported 0 records"))
 
-        // The first exporter holds the cursor while its batches (one record each, answered after
-        // 1 s) go out: 30 s at least. The second starts once the first sent a batch.
-        let slow = try launch(logbook, ["export", "--otlp", server.url("/slow/1000/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
+        // The first exporter holds the cursor while its batches wait for answers the collector
+        // holds until the test is done (answered after a time, they could all be answered before
+        // a loaded machine started the second). The second starts once the first sent a batch.
+        let held = try launch(logbook, ["export", "--otlp", server.url("/hold/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
                                        "--batch", "1", dir + "/b/app.logbook"])
-        defer { slow.terminate() }
-        XCTAssertTrue(waitUntil { server.requests().contains { ($0["path"] as? String)?.hasPrefix("/slow/") == true } })
-        let second = try runProgram(logbook, ["export", "--otlp", server.url("/slow/1000/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
+        defer {
+            server.release()
+            held.terminate()
+        }
+        XCTAssertTrue(waitUntil { server.requests().contains { ($0["path"] as? String)?.hasPrefix("/hold/") == true } })
+        let second = try runProgram(logbook, ["export", "--otlp", server.url("/hold/v1/logs").absoluteString, "--cursors", dir + "/cursors2",
                                               dir + "/b/app.logbook"])
         XCTAssertNotEqual(second.status, 0)
         XCTAssertTrue(second.output.contains("another exporter uses this cursor"), second.output)
@@ -144,9 +148,12 @@ final class ExportCommandTests: XCTestCase {
         defer { child.killIfRunning() }
         // Its first pass read the ring (what it counts as overwritten starts there) ...
         XCTAssertTrue(waitUntil { server.requests().contains { ($0["answer"] as? String) == "ok" } }, "the first pass sent nothing")
-        // ... then the writer laps the ring of 4 chunks about 40 times, and the next pass says so.
+        // ... then the writer laps the ring of 4 chunks about 40 times while the exporter is
+        // stopped (lapped on any machine, however fast its passes), and the next pass says so.
+        XCTAssertTrue(stopProcess(child.process.processIdentifier), "the exporter did not stop")
         for i in 0..<5000 { log.info("record \(i) \(String(repeating: "x", count: 100))") }
         try bundle.flush()
+        kill(child.process.processIdentifier, SIGCONT)
         try child.waitForErrors(containing: "overwritten in the ring before they could be read")
         child.process.terminate()
         XCTAssertEqual(try child.waitForExit(), 0, child.errors)

@@ -15,6 +15,13 @@ import ServiceLifecycle
 final class MetricsConcurrencyTests: XCTestCase {
     /// Archive lag, files and totals from a real archiver; after close the archive metrics keep
     /// their last values and a poll does not fail.
+    ///
+    /// The directory's numbers are polled once the archiver says compression is done. A roll
+    /// returns once its file is compressed and announced, but the archiver thread publishes the
+    /// directory's numbers (files, bytes, files waiting for compression) only when it next runs,
+    /// after the compressor woke it: polled at once, they could still describe the rolled
+    /// `.lba` (12,744 bytes) in place of its `.lba.zst` (2,489 bytes), as a run on a loaded
+    /// machine saw.
     func testArchiveMetricsFollowTheArchiver() throws {
         let dir = makeTemporaryDirectory(self)
         let bundle = try LogBundle(path: dir + "/app.logbook", capacity: 32 * 4096, chunkSize: 4096,
@@ -25,8 +32,15 @@ final class MetricsConcurrencyTests: XCTestCase {
         for i in 0..<300 { log.info("record \(i) for the archive") }
         try bundle.syncArchive()
         try bundle.rollArchive()
+        let compressed = waitUntil { bundle.archiveStats.map { $0.compressionPending == 0 } ?? false }
+        XCTAssertTrue(compressed, "the archiver never said the rolled file was compressed")
         reporter.poll()
         let stats = try XCTUnwrap(bundle.archiveStats)
+        XCTAssertEqual(stats.filesCompressed, 1)
+        XCTAssertEqual(try counter(metrics, "logbook_archive_files_compressed_total"), 1)
+        XCTAssertEqual(try gauge(metrics, "logbook_archive_compression_pending_files"), 0)
+        XCTAssertEqual(try gauge(metrics, "logbook_archive_directory_bytes"), Double(try bytesOnDisk(dir + "/archive")),
+                       "what the directory holds: the .lba.zst")
         XCTAssertGreaterThan(stats.chunksArchived, 1)
         XCTAssertEqual(try counter(metrics, "logbook_archive_chunks_total"), Int64(stats.chunksArchived))
         XCTAssertEqual(try counter(metrics, "logbook_archive_chunks_total"), Int64(bundle.counters.chunksClaimed))
@@ -49,6 +63,13 @@ final class MetricsConcurrencyTests: XCTestCase {
         reporter.poll()
         XCTAssertEqual(try gauge(metrics, "logbook_archive_files"), 2, "kept after close")
         XCTAssertEqual(try counter(metrics, "logbook_archive_files_rolled_total"), 2)
+    }
+
+    /// The bytes of the files in `directory`.
+    func bytesOnDisk(_ directory: String) throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: directory).map {
+            (try FileManager.default.attributesOfItem(atPath: directory + "/" + $0)[.size] as! NSNumber).intValue
+        }.reduce(0, +)
     }
 
     /// The queue while a pass is under way: what the pass found, less the batches settled.

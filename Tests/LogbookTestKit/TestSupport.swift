@@ -93,6 +93,23 @@ package func eventually(seconds: Double = 120, _ condition: () async throws -> B
     return true
 }
 
+/// Stops process `pid` (SIGSTOP) and returns once every one of its threads is stopped (false if
+/// that never came: `waitUntil`'s failsafe). What the test does until it sends SIGCONT then
+/// happens while the process does nothing, on any machine: a follower is lapped by a writer
+/// however fast it reads.
+package func stopProcess(_ pid: pid_t) -> Bool {
+    guard kill(pid, SIGSTOP) == 0 else { return false }
+    return waitUntil {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return !tasks.isEmpty && tasks.allSatisfy { task in
+            // "TID (NAME) STATE ...": the name may hold spaces and parentheses, the state follows the last ')'.
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/stat", encoding: .utf8),
+                  let close = stat.lastIndex(of: ")") else { return false }
+            return stat[stat.index(after: close)...].trimmingCharacters(in: .whitespaces).hasPrefix("T")
+        }
+    }
+}
+
 /// Skips the test unless python3 imports opentelemetry-proto and protobuf: the OTLP tests parse
 /// every body with the official definitions (scripts/install-deps installs them).
 package func requireOTLPDefinitions() throws {

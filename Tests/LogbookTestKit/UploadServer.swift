@@ -49,6 +49,10 @@ package final class UploadServer {
         return text.split(separator: "\n").count
     }
 
+    /// Lets the requests that `/hold` (upload_server.py) or `/hold/v1/logs` (otlp_server.py)
+    /// holds be answered.
+    package func release() { FileManager.default.createFile(atPath: log + ".release", contents: nil) }
+
     /// Every request it got: path, Idempotency-Key, attempt header, body bytes, its answer.
     package func requests() -> [[String: Any]] {
         guard let text = try? String(contentsOfFile: log, encoding: .utf8) else { return [] }

@@ -7,9 +7,9 @@ final class UploaderConcurrencyTests: XCTestCase {
     /// The request timeout is far above what any attempt here takes, however loaded the machine:
     /// an attempt that timed out would change the attempts and answers the tests expect.
     func makeUploader(_ dir: String, server: UploadServer, path: String, policy: RetryPolicy = .fileUpload,
-                      timeout: Duration = .seconds(60)) throws -> Uploader {
+                      timeout: Duration = .seconds(60), clock: @escaping @Sendable () -> Int64 = Spool.wallClock) throws -> Uploader {
         let url = server.url(path)
-        return try Uploader(.init(spool: dir + "/spool", policy: policy, timeout: timeout) { _ in
+        return try Uploader(.init(spool: dir + "/spool", policy: policy, timeout: timeout, clock: clock) { _ in
             DeliveryRequest(method: "PUT", url: (url).absoluteString)
         })
     }
@@ -76,8 +76,13 @@ final class UploaderConcurrencyTests: XCTestCase {
         let big = [UInt8](repeating: 9, count: 4 << 20)
         var id = ""
         do {
+            // The uploader's clock stands still: the retry, due a random 0 to 30 s later by that
+            // clock, never comes (by the wall clock, a short one could end a second attempt
+            // before a slow test came to `stop()`).
+            let now = Spool.wallClock()
             let uploader = try makeUploader(dir, server: server, path: "/reset",
-                                            policy: RetryPolicy(baseDelay: .seconds(30), maxDelay: .seconds(30)))
+                                            policy: RetryPolicy(baseDelay: .seconds(30), maxDelay: .seconds(30)),
+                                            clock: { now })
             id = try uploader.submit(data: big).id
             uploader.start()
             // Stopped once the reset attempt was settled (counted), not after a time.

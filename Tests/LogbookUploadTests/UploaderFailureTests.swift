@@ -44,11 +44,16 @@ final class UploaderFailureTests: XCTestCase, UploaderFailureTestCase {
     }
 
     /// A server that never answers: the attempt times out, is counted, and the item stays.
+    ///
+    /// The uploader's clock stands still: the retry, due a random 0 to 60 s later by that clock,
+    /// never comes while the test looks. (By the wall clock, a retry drawn short enough could
+    /// begin, and time out, a second attempt before a slow test came to `stop()`.)
     func testAStallPastTheTimeoutIsRetriedAndTheItemKept() async throws {
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir)
+        let now = Spool.wallClock()
         let uploader = try Uploader(.init(spool: dir + "/spool", policy: RetryPolicy(baseDelay: .seconds(60)),
-                                          timeout: .seconds(1), makeRequest: request(server.url("/stall"))))
+                                          timeout: .seconds(1), clock: { now }, makeRequest: request(server.url("/stall"))))
         let item = try uploader.submit(data: [1, 2, 3])
         uploader.start()
         let attempted = await eventually { uploader.statistics.attempts > 0 }
@@ -445,8 +450,10 @@ final class UploaderFailureTests: XCTestCase, UploaderFailureTestCase {
     func testPurgeDuringAnUploadReportsWhatReallyHappened() async throws {
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir)
-        // The stalled attempt ends by its 2 s timeout; the slow one is answered long before its 60 s.
-        for (path, timeout, expectDelivered) in [("/slow/0.5", 60, true), ("/stall", 2, false)] {
+        // The held request is answered once the purge is done (answered after half a second, it
+        // could be delivered before a loaded machine came to the purge); the stalled attempt ends
+        // by its 2 s timeout (a purge after it drops the item all the same).
+        for (path, timeout, expectDelivered) in [("/hold", 60, true), ("/stall", 2, false)] {
             let uploader = try Uploader(.init(spool: dir + "/spool" + path.replacingOccurrences(of: "/", with: "-"),
                                               timeout: .seconds(timeout), makeRequest: request(server.url(path))))
             let item = try uploader.submit(data: [UInt8](repeating: 1, count: 100), id: "item" + path.replacingOccurrences(of: "/", with: "-"))
@@ -454,6 +461,7 @@ final class UploaderFailureTests: XCTestCase, UploaderFailureTestCase {
             let inFlight = await eventually { uploader.statistics.uploading > 0 }
             XCTAssertTrue(inFlight, path)
             XCTAssertEqual(uploader.purge(), 1)
+            server.release()
             let seen = await outcomes(uploader, count: 1)
             await uploader.stop()
             XCTAssertEqual(seen, [expectDelivered ? .delivered(id: item.id, attempts: 1) : .dropped(id: item.id, reason: "purged")], path)

@@ -5,7 +5,9 @@
 The request path scripts the answers, per Idempotency-Key: `/fail/N/STATUS[/RETRY-AFTER]` answers
 STATUS (with Retry-After when given) to the first N requests of a key and 201 after; `/status/S`
 always answers S; `/reset` closes the connection after reading part of the body; `/stall` never
-answers; `/reset-once` resets each key's first request, then answers 201; `/slow/SECONDS` waits that long, then answers 201; `/flaky` fails a third of all requests at random (half 503, half a reset mid-body) and reads
+answers; `/reset-once` resets each key's first request, then answers 201; `/hold` answers 201 once the file
+LOG.release exists (a test makes it when it has done what it must do while the request waits: no
+timing); `/flaky` fails a third of all requests at random (half 503, half a reset mid-body) and reads
 bodies at about 2 MB/s;
 `/redirect/S` answers S with Location: /ok/redirected; `/discard` reads the body in pieces and
 answers 204 (for benchmarks); `/resumable-stuck` offers a resumable upload (a 104 with an upload
@@ -277,8 +279,9 @@ class Handler(BaseHTTPRequestHandler):
                 self.connection.close()
                 self.wfile = io.BytesIO()  # finish() flushes it: nothing goes out
                 return
-        if parts[:1] == ["slow"]:
-            time.sleep(float(parts[1]))  # then answers as /ok does
+        if parts[:1] == ["hold"]:  # then answers as /ok does
+            while not os.path.exists(sys.argv[2] + ".release"):
+                time.sleep(0.005)
         if parts[:1] == ["stall"]:
             self.record("stall", length)
             time.sleep(30)
