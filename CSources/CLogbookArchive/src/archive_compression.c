@@ -94,6 +94,7 @@ void *lb_ar_compress_main(void *arg) {
         }
         f->announcing = 1;
         complete_file announced = *f;
+        lb_ar_publish_directory_stats_compressed(a);
         pthread_mutex_unlock(&a->files_lock);
 
         pthread_mutex_lock(&a->lock);

@@ -181,9 +181,12 @@ complete_file *lb_ar_add_complete(archiver *a, uint64_t number, uint64_t bytes, 
     return &a->files[at];
 }
 
-/* The directory's numbers for lb_archive_stats (files_lock held). */
-void lb_ar_publish_directory_stats_locked(archiver *a) {
-    uint64_t bytes = a->cur.fd >= 0 ? a->cur.size : 0, pending = 0;
+/* The directory's numbers for lb_archive_stats (files_lock held). The archiver thread, which owns
+ * the file being written, passes its size; the compression thread passes what the archiver thread
+ * last published (lb_ar_publish_directory_stats_compressed). */
+static void publish_directory_stats(archiver *a, uint64_t current_bytes) {
+    a->current_bytes_published = current_bytes;
+    uint64_t bytes = current_bytes, pending = 0;
     for (size_t i = 0; i < a->file_count; i++) {
         bytes += a->files[i].bytes;
         pending += a->files[i].pending || a->files[i].compressing;
@@ -193,6 +196,18 @@ void lb_ar_publish_directory_stats_locked(archiver *a) {
     a->stats.directory_bytes = bytes;
     a->stats.compression_pending = pending;
     pthread_mutex_unlock(&a->lock);
+}
+
+void lb_ar_publish_directory_stats_locked(archiver *a) {
+    publish_directory_stats(a, a->cur.fd >= 0 ? a->cur.size : 0);
+}
+
+/* Called by the compression thread once a file's compressed copy replaced it (or compression gave
+ * up), before the file is announced: a roll returns after the announcement, so that what
+ * lb_archive_stats says then is the directory as it is (before, the numbers waited for the archiver
+ * thread's next pass and still counted the .lba replaced by its .lba.zst). */
+void lb_ar_publish_directory_stats_compressed(archiver *a) {
+    publish_directory_stats(a, a->current_bytes_published);
 }
 
 /* Opens archive file `name` of the directory for reading, plain or compressed: never through a

@@ -130,6 +130,9 @@ typedef struct archiver {
     _Atomic int retention_due; /* set by the compression thread: the archiver thread applies it */
     int compress_error_reported;  /* the compression thread's own */
     int waiting_for_compression;  /* under files_lock: rolls waiting (they lend it a priority) */
+    uint64_t current_bytes_published; /* under files_lock: the file being written's size, as the
+                                       * archiver thread last published it (the compression thread
+                                       * publishes the directory's numbers with it) */
 } archiver;
 
 /* ---- small helpers ---- */
@@ -167,6 +170,7 @@ uint64_t lb_ar_first_unsound_frame(lb_archive_source *src, uint32_t chunk_size);
 lb_archive_name_kind lb_ar_file_kind(const complete_file *f);
 complete_file *lb_ar_add_complete(archiver *a, uint64_t number, uint64_t bytes, int unsynced, const file_summary *summary);
 void lb_ar_publish_directory_stats_locked(archiver *a);
+void lb_ar_publish_directory_stats_compressed(archiver *a);
 int lb_ar_open_archive_source(archiver *a, const char *name, lb_archive_file_header *h, lb_archive_source *src);
 void lb_ar_close_source(lb_archive_source *src);
 void lb_ar_enforce_retention(archiver *a);
