@@ -200,6 +200,27 @@ final class CProgramTests: XCTestCase {
         XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
     }
 
+    /// A clean close archives every chunk the ring holds, also under the overwrite policy, whose
+    /// archiver pass takes at most half of the chunks no writer owns: close made one pass and
+    /// returned 0 with the other half sealed, never archived (`archive lag: 32 chunks`, found by an
+    /// outside test). The archive disk fails (the shim) while two threads log several laps of a
+    /// ring of 64 chunks, so every chunk is sealed and none archived; then it works again and the
+    /// bundle is closed: the archive files alone must hold every record the bundle shows, and no
+    /// chunk may be left sealed. Three rounds.
+    func testACleanCloseArchivesEveryChunkAfterTheArchiverFellBehind() throws {
+        let dir = makeTemporaryDirectory(self)
+        let shim = try runProgram(compiler, ["-shared", "-fPIC", "-O1", repositoryRoot + "/Tests/CTests/io_error_shim.c",
+                                             "-o", dir + "/io_error_shim.so", "-ldl"])
+        XCTAssertEqual(shim.status, 0, shim.output)
+        try build("Tests/CTests/archive_stalls.c", archiver: true, testSupport: true, output: dir + "/archive-stalls")
+        var environment = ProcessInfo.processInfo.environment
+        environment["LD_PRELOAD"] = dir + "/io_error_shim.so"
+        let result = try runProgram(dir + "/archive-stalls", [dir, "clean-close"], environment: environment)
+        XCTAssertEqual(result.status, 0, result.output)
+        XCTAssertTrue(result.output.contains(" passed, 0 failed"), result.output)
+        XCTAssertEqual(result.output.components(separatedBy: "clean close ").count - 1, 3, result.output)
+    }
+
     /// The power-loss simulator (Tests/CTests/power_loss.c): a forked writer stopped after counted
     /// records and its bundle copied at each stop; images whose every 4 KiB page comes from one of
     /// two copies (never from before a sync that completed) are read back: no record is shown

@@ -314,7 +314,8 @@ static int append_chunks(archiver *a, candidate *c, size_t n) {
  * archiver holds chunks (a write in flight may take long on a slow disk); the oldest sealed chunks
  * are overwritten before they are archived instead, and counted (chunks_lost_unarchived,
  * records_overwritten). `*left`: the sealed chunks older than sequence `before` this pass left
- * (a sync or roll archives them in more passes; it takes at least one chunk per pass). */
+ * (a sync, a roll or a clean close archives them in more passes; it takes at least one chunk per
+ * pass). */
 int lb_ar_archive_sealed(archiver *a, uint64_t before, size_t *left) {
     lb_bundle *b = a->b;
     *left = 0;

@@ -64,8 +64,13 @@ static void *archiver_main(void *arg) {
         pthread_mutex_unlock(&a->lock);
 
         /* A sync or roll covers every record logged before it: the chunks flush sealed (older
-         * than the next sequence to be claimed now) are archived, in as many passes as needed. */
-        uint64_t before = requested ? atomic_load(&b->ring->next_sequence) : 0;
+         * than the next sequence to be claimed now) are archived, in as many passes as needed.
+         * So does a clean close, which detached every writer and sealed their chunks before it
+         * set `stop`: nothing is claimed any more, and every sealed chunk is older than the next
+         * sequence. One pass was not enough there: under the overwrite policy it takes at most
+         * half of the chunks no writer owns, and close returned 0 with up to half the ring
+         * sealed, never archived (found by an outside test, issue 42). */
+        uint64_t before = requested || stopping ? atomic_load(&b->ring->next_sequence) : 0;
         size_t left = 0;
         int rc = lb_ar_archive_sealed(a, before, &left);
         while (!rc && left) rc = lb_ar_archive_sealed(a, before, &left);
