@@ -82,7 +82,9 @@ typedef struct lb_options {
                                  and the bundle directory checked as always); 0 (default): a
                                  missing parent is -ENOENT */
     uint32_t permissions;     /* lb_permissions: who may read the bundle. Applied at every open
-                                 for writing, to the directory, its files and the archive's */
+                                 for writing, exactly, to the directory, its files and the
+                                 archive's: a private open takes back what a group-readable one
+                                 gave */
 } lb_options;
 
 /* Who may read a bundle. Nobody but its owner may ever write to it. */
@@ -109,13 +111,15 @@ void lb_options_init(lb_options *options);
  * "link/.", "link/sub/..") is followed only if this user or root owns the link (-ELOOP
  * otherwise). Every file in it is opened relative to the directory, never through a symlink
  * (-ELOOP), and must be a regular file (-EINVAL for a FIFO, directory, socket or device in its
- * place); new files are created exclusively. After lb_bundle_shutdown nothing is written to the
+ * place) that no other name reaches (-EMLINK for a hard link: the lock, ring, meta, mirror and
+ * durable files are written or given the bundle's mode, which would change a file elsewhere);
+ * new files are created exclusively. After lb_bundle_shutdown nothing is written to the
  * bundle's files any more (a later writer may own them): a log call at a new call site is
  * dropped, its site not registered.
  *
  * Returns 0, or: -EWOULDBLOCK when another process holds the writer lock; -EINVAL for bad options;
  * -EPROTO for a file that is not a Logbook bundle of this version (or a damaged ring header);
- * -EPERM, -ELOOP, -ENOTDIR as above; -errno of a failed system call. On failure,
+ * -EPERM, -ELOOP, -ENOTDIR, -EMLINK as above; -errno of a failed system call. On failure,
  * lb_error_detail() says in a sentence what was wrong (the option and its allowed range, the file
  * or directory and why). */
 int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out);
