@@ -883,14 +883,19 @@ typedef struct lb_verify_summary {
                                     retention deleted (0 when not accounted); for a reader that
                                     followed a live overwrite ring, plus the records it read
                                     (found, or accounted for by issues) before the ring overwrote
-                                    them */
+                                    them. After a crash inside a claim, up to the records of the
+                                    chunks recovery kept from such claims more (the claim may
+                                    have counted them overwritten; they are here) */
     uint64_t records_unreadable; /* records the issues account for (damaged, cut short) */
     uint64_t records_lost;       /* expected, neither found nor accounted for by an issue */
-    uint64_t records_overwritten;/* by the overwrite policy, before they were archived */
+    uint64_t records_overwritten;/* by the overwrite policy, before they were archived: the
+                                    ring header's count, plus the records of the ring whose
+                                    beginning it destroyed (their last fragment is here) */
     uint64_t records_retired;    /* in archive files retention deleted */
     uint64_t records_dropped;    /* never stored: dropped when logged, counted by reason */
     uint32_t accounted;          /* 1 when the counts were checked: a bundle whose ring header is
-                                    intact and whose writer has stopped */
+                                    intact, whose counters are possible and whose writer has
+                                    stopped */
     uint32_t writer_alive;       /* a writer holds the bundle: counts move, so only files and
                                     bytes were checked */
 } lb_verify_summary;
@@ -899,14 +904,21 @@ typedef struct lb_verify_summary {
  * adds an issue for each thing missing. Archive file numbers must have no gaps (from the first
  * one retention kept to the newest one made; for an archive directory alone, between the lowest
  * and highest present); a lossless bundle must hold every chunk ever claimed (in the ring or an
- * archive file) but for those retention deleted; and the records read, plus those the issues
- * account for, must match what the ring header counts. Returns 0, or -EALREADY on a second call. */
+ * archive file) but for those retention deleted; the ring header's counters must be possible
+ * (records overwritten no more than the chunks reused held, none for a lossless ring, records
+ * sealed and retired no more than the chunks claimed held); and the records read, plus those
+ * the issues account for, must match what the ring header counts.
+ *
+ * Returns the number of issues that fail verification (corrupt, truncated, missing, unknown
+ * site: every kind but torn and overwritten), those of the scans included: 0 when the bundle
+ * verified clean, more when `logbook verify` would exit 1 (at most INT_MAX). -EINVAL, or
+ * -EALREADY on a second call. */
 int lb_reader_verify(lb_reader *reader, lb_verify_summary *out);
 
 /* Records of an overwrite ring that the overwrite policy destroyed before this reader could read
  * them, since its first scan (a follower that a fast writer lapped), a record whose beginning was
- * overwritten included (a torn issue names it too). Records that cannot be read because their
- * bytes are damaged are never counted here: issues account for them (lb_issue.records, verify's
+ * overwritten included (an overwritten issue names it too). Records that cannot be read because
+ * their bytes are damaged are never counted here: issues account for them (lb_issue.records, verify's
  * records_unreadable). Records shown + this + the damaged ones = records written. Exact once the
  * writer stops; while it runs it may lag by the chunks reused during the last scan, never run
  * ahead. */

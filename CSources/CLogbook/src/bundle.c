@@ -301,6 +301,10 @@ static void recover_chunks(lb_bundle *b) {
              * tell a missing claim number from lost records. */
             if (h->magic == LB_CHUNK_MAGIC && h->header_crc == lb_chunk_crc(h) && h->sequence &&
                 h->sequence % b->chunk_count == slot) {
+                /* A claim counts the old occupant's records as overwritten before it touches a
+                 * byte: they may be counted so and still be here (verify allows that much). */
+                if (b->wrap_policy == LB_WRAP_OVERWRITE)
+                    atomic_fetch_add(&b->ring->records_kept_from_claims, atomic_load(&h->record_count));
                 recovery_count count = {0, LB_CHUNK_HEADER_SIZE};
                 lb_walk_end end;
                 lb_chunk_walk((const uint8_t *)h, b->chunk_size, LB_CHUNK_HEADER_SIZE,
