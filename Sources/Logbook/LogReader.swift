@@ -136,13 +136,15 @@ public struct LogIssue: Sendable, CustomStringConvertible {
         case corrupt = 1       // LB_ISSUE_CORRUPT
         /// A file is shorter than it should be.
         case truncated = 2     // LB_ISSUE_TRUNCATED
-        /// An incomplete write at a crash (a meta tail, a large record cut short).
+        /// An incomplete write at a crash (a meta tail, a large record cut short, a bundle whose
+        /// creation was cut short: nothing was logged to it).
         case torn = 3          // LB_ISSUE_TORN
         /// A record names a call site that no meta entry defines.
         case unknownSite = 4   // LB_ISSUE_UNKNOWN_SITE
         /// A file, chunks or records that the bundle says it holds are not there.
         case missing = 5       // LB_ISSUE_MISSING
-        /// Records the overwrite policy destroyed before they were archived or read.
+        /// Records the overwrite policy destroyed before they were archived or read (also the
+        /// rest of a large record whose beginning it destroyed: ``LogIssue/isBeginningOverwritten``).
         case overwritten = 6   // LB_ISSUE_OVERWRITTEN
     }
     public var kind: Kind

@@ -62,7 +62,8 @@ static int compare_entries(const void *x, const void *y);
  * snapshot listed for its slot: at most an over-count, never records unaccounted for. */
 static uint64_t overwritten_after_claims(lb_bundle *b) {
     uint64_t extra = 0;
-    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+    /* A lossless claim takes only archived chunks: it counts nothing overwritten. */
+    for (uint32_t slot = 0; b->wrap_policy != LB_WRAP_LOSSLESS && slot < b->chunk_count; slot++) {
         lb_chunk_header *h = lb_chunk_at(b, slot);
         if (atomic_load(&h->state) != LB_CHUNK_CLAIMING) continue;
         for (int spin = 0; spin < 10000 && atomic_load(&h->state) == LB_CHUNK_CLAIMING; spin++)

@@ -370,8 +370,11 @@ static void verify_bundle(lb_reader *r, lb_verify_summary *out) {
     if (!have_header) return;  /* the ring header (its counters) is damaged or missing */
     verify_file_numbers(r, &h, (int)out->writer_alive);
     out->records_overwritten = atomic_load(&h.records_overwritten);
-    /* The ring header is never synced: after a power loss it can be older than the last sync. */
-    if (lb_rd_read_after_power_loss(r) && r->durable_overwritten > out->records_overwritten)
+    /* The ring header is never synced: after a power loss it can be older than the last sync. (A
+     * lossless ring overwrites nothing: a count in its sync is one a claim under way made an
+     * earlier writer add there by mistake.) */
+    if (lb_rd_read_after_power_loss(r) && h.wrap_policy != LB_WRAP_LOSSLESS &&
+        r->durable_overwritten > out->records_overwritten)
         out->records_overwritten = r->durable_overwritten;
     out->records_retired = atomic_load(&h.archive_retired_records);
     for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->records_dropped += atomic_load(&h.drops[i]);
