@@ -723,7 +723,11 @@ typedef struct lb_reader lb_reader;
  * directory that is neither a bundle nor an archive directory, -EACCES (or -EPERM) when this user
  * may not read the bundle's directory, ring, meta, archive directory or an archive file (each
  * opened once to see; lb_error_detail() names it: the records are not lost, only not readable by
- * this user). An archive directory that becomes unreadable later is an issue (MISSING). */
+ * this user). An archive directory that becomes unreadable later is an issue (MISSING). A
+ * bundle's own `archive` directory holding no file (nothing archived yet) opens as an empty
+ * archive directory. A bundle directory whose creation was cut short (no ring; a meta without
+ * entries or none; no mirror, durable or archive) opens as an empty bundle with one TORN issue
+ * saying it was never completed: nothing was ever logged to it (verify passes). */
 int lb_reader_open(const char *path, lb_reader **out);
 void lb_reader_close(lb_reader *reader);
 
