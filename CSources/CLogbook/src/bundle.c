@@ -348,6 +348,14 @@ static void recover_chunks(lb_bundle *b) {
  * archive file may have a second name, the uploader's spool item (a hard link, never written). 0
  * when it is absent or done, else -errno. */
 static int set_mode_at(const lb_bundle *b, int dir_fd, const char *name, const char *dir_path) {
+    /* Already so (the usual case, also for a directory of thousands of archive files): one stat. */
+    struct stat st;
+    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) return 0;
+    } else if (S_ISREG(st.st_mode) && (st.st_mode & 07777) == (mode_t)LB_FILE_MODE(b) &&
+               (!dir_path || st.st_nlink == 1)) {
+        return 0;
+    }
     int fd = dir_path ? lb_file_open_own_at(dir_fd, name, O_RDONLY, dir_path)
                       : lb_file_open_at(dir_fd, name, O_RDONLY, NULL);
     if (fd == -ENOENT) return 0;
