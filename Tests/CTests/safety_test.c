@@ -765,6 +765,23 @@ static void test_private_open_takes_group_access_back(void) {
         check_modes(path, files, sizeof files / sizeof *files, 0600);
         check_modes(path, directories, 2, 0700);
     }
+    /* A symlink in a file's place is given no mode (its target is never touched) and does not
+     * stop the open: whoever would use it refuses it. */
+    char victim[512], link_path[600];
+    path_of(victim, sizeof victim, "mode-victim");
+    make_victim(victim);
+    CHECK(chmod(victim, 0604) == 0);
+    snprintf(path, sizeof path, "%s/revoked-0.logbook", dir);
+    snprintf(link_path, sizeof link_path, "%s/archive/archive-0000000099.lba", path);
+    CHECK(symlink(victim, link_path) == 0);
+    snprintf(link_path, sizeof link_path, "%s/mirror", path);
+    CHECK(unlink(link_path) == 0 && symlink(victim, link_path) == 0);
+    lb_options o;
+    small_options(&o);
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open(path, &o, &b) == 0);
+    if (b) CHECK(lb_bundle_close(b) == 0);
+    CHECK(mode_of(victim) == 0604 && victim_intact(victim));
 }
 
 /* A bundle file that another name reaches (a hard link, planted as `lock`, `ring`, `meta`, `mirror`

@@ -352,13 +352,15 @@ static int set_mode_at(const lb_bundle *b, int dir_fd, const char *name, const c
     struct stat st;
     if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT) return 0;
-    } else if (S_ISREG(st.st_mode) && (st.st_mode & 07777) == (mode_t)LB_FILE_MODE(b) &&
-               (!dir_path || st.st_nlink == 1)) {
+    } else if (!S_ISREG(st.st_mode) || ((st.st_mode & 07777) == (mode_t)LB_FILE_MODE(b) &&
+                                        (!dir_path || st.st_nlink == 1))) {
+        /* A symlink, FIFO or directory in a file's place is not made anything: whoever would
+         * use it (the archiver's recovery, the syncer, a reader) refuses it and says so. */
         return 0;
     }
     int fd = dir_path ? lb_file_open_own_at(dir_fd, name, O_RDONLY, dir_path)
                       : lb_file_open_at(dir_fd, name, O_RDONLY, NULL);
-    if (fd == -ENOENT) return 0;
+    if (fd == -ENOENT || fd == -ELOOP || fd == -EINVAL) return 0;  /* replaced meanwhile: as above */
     if (fd < 0) return fd;
     int rc = lb_bundle_set_mode(b, fd, 0);
     close(fd);
