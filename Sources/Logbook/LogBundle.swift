@@ -153,13 +153,14 @@ public final class LogBundle: @unchecked Sendable {
 
     /// Who may read a bundle (`lb_options.permissions`). Nobody but its owner ever writes to it.
     public enum Permissions: Sendable, Equatable {
-        /// The directory 0700, its files 0600: only this user reads it (the default).
+        /// The directory 0700, its files 0600, the archive's too: only this user reads it (the
+        /// default). Applied at every open, so a bundle an earlier open made group readable
+        /// becomes private again.
         case `private`
         /// The directory 0750, its files 0640, the archive's too: the members of this user's group
         /// (a log shipper, an operator's account) read it with `logbook show` or ``LogReader``.
         /// Applied at every open, so an existing private bundle opened so becomes group readable
-        /// (and stays so until changed with `chmod`: `.private` leaves an existing bundle's modes
-        /// as they are).
+        /// (until it is opened `.private` again).
         case groupReadable
 
         var raw: UInt32 {

@@ -136,13 +136,15 @@ public struct LogIssue: Sendable, CustomStringConvertible {
         case corrupt = 1       // LB_ISSUE_CORRUPT
         /// A file is shorter than it should be.
         case truncated = 2     // LB_ISSUE_TRUNCATED
-        /// An incomplete write at a crash (a meta tail, a large record cut short).
+        /// An incomplete write at a crash (a meta tail, a large record cut short, a bundle whose
+        /// creation was cut short: nothing was logged to it).
         case torn = 3          // LB_ISSUE_TORN
         /// A record names a call site that no meta entry defines.
         case unknownSite = 4   // LB_ISSUE_UNKNOWN_SITE
         /// A file, chunks or records that the bundle says it holds are not there.
         case missing = 5       // LB_ISSUE_MISSING
-        /// Records the overwrite policy destroyed before they were archived or read.
+        /// Records the overwrite policy destroyed before they were archived or read (also the
+        /// rest of a large record whose beginning it destroyed: ``LogIssue/isBeginningOverwritten``).
         case overwritten = 6   // LB_ISSUE_OVERWRITTEN
     }
     public var kind: Kind
@@ -164,7 +166,7 @@ public struct LogIssue: Sendable, CustomStringConvertible {
 
     /// The rest of a large record whose beginning the overwrite policy destroyed: the record is
     /// counted in ``LogReader/overwrittenRecords`` too (it was overwritten, not damaged).
-    public var isBeginningOverwritten: Bool { kind == .torn && reason.contains("beginning was overwritten") }
+    public var isBeginningOverwritten: Bool { kind == .overwritten && reason.contains("beginning was overwritten") }
 
     public var kindName: String {
         switch kind {
@@ -190,22 +192,27 @@ public struct VerifySummary: Sendable, Equatable {
     public var recordsFound: UInt64
     /// What the bundle's counters say it holds now: records written, less those overwritten and
     /// those in archive files retention deleted. `nil` when that could not be checked (see
-    /// ``accounted``).
+    /// ``accounted``): a writer runs, the ring header is damaged, or its counters are impossible.
     public var recordsExpected: UInt64?
     /// Records the issues account for (damaged, cut short).
     public var recordsUnreadable: UInt64
     /// Records expected but neither found nor accounted for by an issue.
     public var recordsLost: UInt64
-    /// Records the overwrite policy destroyed before they were archived.
+    /// Records the overwrite policy destroyed before they were archived, a large record whose
+    /// beginning it destroyed included (its last fragment is still here).
     public var recordsOverwritten: UInt64
     /// Records in archive files that retention deleted.
     public var recordsRetired: UInt64
     /// Records never stored: dropped when they were logged, counted by reason.
     public var recordsDropped: UInt64
-    /// Whether the counts were checked: the ring header is intact and no writer runs.
+    /// Whether the counts were checked: the ring header is intact, its counters possible, and no
+    /// writer runs.
     public var accounted: Bool
     /// A writer holds the bundle: counts move while it runs, so only files and bytes were checked.
     public var writerAlive: Bool
+    /// The issues that fail verification (``LogIssue/isFailure``), the scans' included: 0 when the
+    /// bundle verified clean (`logbook verify` exits 1 otherwise).
+    public var failures: Int = 0
 
     init(_ v: lb_verify_summary) {
         recordsFound = v.records_found
@@ -449,13 +456,17 @@ public final class LogReader {
 
     /// Checks what needs the whole bundle, once every entry has been read (call it after the
     /// last ``scan(_:)`` or ``readAll()``), and adds an issue for each thing missing: archive
-    /// files (their numbers have no gaps), chunks of a lossless bundle, and records (what was
-    /// read, plus what the issues account for, must match what the bundle counted).
+    /// files (their numbers have no gaps), chunks of a lossless bundle, counters no bundle can
+    /// reach, and records (what was read, plus what the issues account for, must match what the
+    /// bundle counted). ``VerifySummary/failures`` counts the issues that fail it.
     /// Call it once per reader.
     public func verify() throws(LogbookError) -> VerifySummary {
         var summary = lb_verify_summary()
-        try check(lb_reader_verify(raw, &summary), .reader, "lb_reader_verify", path: path)
-        return VerifySummary(summary)
+        let failures = lb_reader_verify(raw, &summary)  // the failing issues, or -errno
+        try check(failures, .reader, "lb_reader_verify", path: path)
+        var result = VerifySummary(summary)
+        result.failures = Int(failures)
+        return result
     }
 
     /// Records of an overwrite ring destroyed before this reader could read them, since its first

@@ -184,19 +184,21 @@ public final class MessageCache<Message: Codable>: @unchecked Sendable {
         public var rebuilds: Int
         public var damageFound: Int
 
+        /// The counters are the file's header fields: a damaged one that a rebuild did not catch
+        /// (a flipped bit) reads as `Int.max` at most, never a trap.
         init(_ s: lb_cache_stats) {
-            messages = Int(s.messages)
-            messageBytes = Int(s.message_bytes)
+            messages = Int(clamping: s.messages)
+            messageBytes = Int(clamping: s.message_bytes)
             firstSequence = s.head_sequence
             nextSequence = s.next_sequence
-            evictedToMakeRoom = Int(s.evicted_overwrite)
-            evictedByCount = Int(s.evicted_count)
-            evictedByAge = Int(s.evicted_age)
-            removed = Int(s.removed)
-            capacityBytes = Int(s.region_size)
-            usedBytes = Int(s.used_bytes)
-            rebuilds = Int(s.rebuilds)
-            damageFound = Int(s.damage_found)
+            evictedToMakeRoom = Int(clamping: s.evicted_overwrite)
+            evictedByCount = Int(clamping: s.evicted_count)
+            evictedByAge = Int(clamping: s.evicted_age)
+            removed = Int(clamping: s.removed)
+            capacityBytes = Int(clamping: s.region_size)
+            usedBytes = Int(clamping: s.used_bytes)
+            rebuilds = Int(clamping: s.rebuilds)
+            damageFound = Int(clamping: s.damage_found)
         }
     }
 

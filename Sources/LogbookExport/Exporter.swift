@@ -419,7 +419,9 @@ public final class Exporter {
         if wholeRead && freshCursor {
             // Before this cursor's first read, by the bundle's own counts (verify): lost to this
             // destination too. Later passes count only what the reader saw destroyed.
-            report.overwritten += issues.filter { $0.kind == .overwritten }.reduce(0) { $0 + $1.records }
+            // (A record whose beginning was overwritten is in the reader's count already.)
+            report.overwritten += issues.filter { $0.kind == .overwritten && !$0.isBeginningOverwritten }
+                .reduce(0) { $0 + $1.records }
         }
         monitor.update { [report] in
             $0.issues += report.issues.count

@@ -140,7 +140,8 @@ static void overwrite_never_drops_for_a_slow_archiver(const char *dir) {
         if (issue.kind == LB_ISSUE_OVERWRITTEN) continue;
         accounted += issue.records;
         if (issue.kind != LB_ISSUE_TORN) fprintf(stderr, "unexpected issue: %s\n", issue.reason);
-        CHECK(issue.kind == LB_ISSUE_TORN);  /* a large record whose beginning was overwritten */
+        CHECK(issue.kind == LB_ISSUE_TORN);  /* a record whose beginning was overwritten is an
+                                                overwritten issue, counted in v.records_overwritten */
     }
     printf("slow archive disk: %llu chunks overwritten before they were archived; %llu records read + "
            "%llu overwritten + %llu accounted by issues = %d written\n",

@@ -186,6 +186,26 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(bad.output.contains("key=value"), bad.output)
     }
 
+    /// A kill while a bundle was being created leaves a directory with `lock` only: nothing was
+    /// ever logged to it. `verify` said the ring and meta were missing and exited 1; it says the
+    /// bundle was never completed (a torn note) and exits 0, and the next writer completes it.
+    func testVerifyOfABundleWhoseCreationWasCutShortPasses() throws {
+        let path = makeTemporaryDirectory(self) + "/cut-short.logbook"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        XCTAssertTrue(FileManager.default.createFile(atPath: path + "/lock", contents: nil))
+        let cut = try runProgram(logbook, ["verify", path])
+        XCTAssertEqual(cut.status, 0, cut.output)
+        XCTAssertTrue(cut.output.contains("the bundle was never completed"), cut.output)
+        XCTAssertTrue(cut.output.contains("0 entries, 1 issues, 0 failures"), cut.output)
+        let bundle = try LogBundle(path: path, capacity: 1 << 20)
+        try bundle.logger("cli").info("completed")
+        try bundle.close()
+        let completed = try runProgram(logbook, ["verify", path])
+        XCTAssertEqual(completed.status, 0, completed.output)
+        XCTAssertTrue(completed.output.contains("1 entries, 0 issues, 0 failures"), completed.output)
+    }
+
     func testVerifyAndInfo() throws {
         let clean = try runProgram(logbook, ["verify", bundlePath])
         XCTAssertEqual(clean.status, 0, clean.output)

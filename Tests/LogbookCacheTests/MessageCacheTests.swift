@@ -219,6 +219,31 @@ final class MessageCacheTests: XCTestCase {
         }
     }
 
+    /// Found by the fourth outside test: after a rebuild, `rebuilds` and `damageFound` kept random
+    /// 64-bit values (17209541751804380807) written into a header whose fixed part was sound but
+    /// whose moving fields disagreed. They are moving fields too: a rebuild for damage starts them
+    /// from 0 and counts itself. A sound header's counter flipped high reads as `Int.max`, never
+    /// a trap.
+    func testARebuildStartsTheDamageCountersFromZero() throws {
+        let file = makeTemporaryDirectory(self) + "/counters.cache"
+        do {
+            let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+            for number in 0..<20 { try cache.append(message: Event(name: "event", number: number)) }
+        }
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: file))
+        for offset: UInt64 in [152, 160] {  // rebuilds, damage_found (docs/FORMAT.md, "Cache")
+            try handle.seek(toOffset: offset)
+            try handle.write(contentsOf: withUnsafeBytes(of: UInt64(17_209_541_751_804_380_807)) { Data($0) })
+        }
+        try handle.seek(toOffset: 72)  // tail, out of bounds: the moving fields disagree
+        try handle.write(contentsOf: withUnsafeBytes(of: UInt64.max / 2) { Data($0) })
+        try handle.close()
+        let cache = try MessageCache<Event>(file: file, maximumBytes: 64 << 10)
+        XCTAssertEqual(cache.statistics.rebuilds, 1)
+        XCTAssertTrue((1...2).contains(cache.statistics.damageFound), "\(cache.statistics.damageFound)")
+        XCTAssertEqual(try cache.messages().map(\.number), Array(0..<20))
+    }
+
     /// Found by an outside tester: a header whose region size was set to 8 (or 4,096) with its
     /// checksum recomputed made readers find 0 (or 20) of 50 messages, and the writer's rebuild
     /// deleted the rest for good. A region smaller than the file is damage: the region is scanned.

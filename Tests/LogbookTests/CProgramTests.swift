@@ -110,6 +110,14 @@ final class CProgramTests: XCTestCase {
         try runCTest("Tests/CTests/follow_test.c", archiver: true)
     }
 
+    /// What verify answers (Tests/CTests/verify_test.c): the number of failing issues it returns,
+    /// counters no bundle can reach (a lying durable copy, 2^63 overwritten), a kill inside a
+    /// chunk claim made by hand, a bundle whose creation was cut short, the archive directory of a
+    /// bundle that archived nothing, a record whose beginning was overwritten said overwritten.
+    func testVerifyProgramPasses() throws {
+        try runCTest("Tests/CTests/verify_test.c", archiver: true)
+    }
+
     func testSafetyProgramIsCleanUnderAddressAndUndefinedSanitizers() throws {
         let flags = try sanitizerFlags()
         try runCTest("Tests/CTests/safety_test.c", extraFlags: flags, archiver: true,

@@ -116,8 +116,8 @@ final class CrashTests: XCTestCase {
         }
         XCTAssertEqual(missingInsideARun.count, 0,
                        "\(name): \(missingInsideARun.count) records missing after a newer record of their thread, e.g. \(missingInsideARun.sorted().prefix(3).map { "\($0 >> 48)/\($0 & sequenceMask)" })")
-        // A record whose first fragments were overwritten is a torn fragment, counted unreadable
-        // (no failure issue is allowed above, so nothing else is).
+        // A record whose first fragments were overwritten is counted overwritten; unreadable are
+        // only records torn by the kill (no failure issue is allowed above, so nothing else is).
         let accountedFor = summary.records_overwritten + summary.records_unreadable
         XCTAssertLessThanOrEqual(UInt64(missing.count), accountedFor,
                                  "\(name): \(missing.count) records missing, verify counts \(summary.records_overwritten) overwritten and \(summary.records_unreadable) unreadable")

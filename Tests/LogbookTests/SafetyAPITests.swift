@@ -49,6 +49,28 @@ final class SafetyAPITests: XCTestCase {
         XCTAssertEqual(try mode(privatePath + "/ring"), 0o600)
     }
 
+    /// The permissions apply at every open for writing, both ways: a bundle opened
+    /// `.groupReadable` once and then with the default `.private` is 0700/0600 again, so group
+    /// access can be taken back. (The fourth outside test found 0750/0640 left.)
+    func testAPrivateOpenTakesGroupAccessBack() throws {
+        let path = makeTemporaryDirectory(self) + "/app.logbook"
+        let saved = umask(0)
+        defer { umask(saved) }
+        let shared = try LogBundle(path: path, capacity: 1 << 20, durability: .interval(.seconds(60)),
+                                   permissions: .groupReadable)
+        try shared.logger("srv").info("shared")
+        try shared.close()
+        func mode(_ path: String) throws -> Int {
+            (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
+        }
+        let files = ["ring", "meta", "lock", "mirror", "durable"]
+        XCTAssertEqual(try mode(path), 0o750)
+        for file in files { XCTAssertEqual(try mode(path + "/" + file), 0o640, file) }
+        try LogBundle(path: path, capacity: 1 << 20).close()
+        XCTAssertEqual(try mode(path), 0o700)
+        for file in files { XCTAssertEqual(try mode(path + "/" + file), 0o600, file) }
+    }
+
     func testReaderOnAnythingButABundleOrArchiveThrowsNamingThePath() throws {
         let root = makeTemporaryDirectory(self)
         let empty = root + "/empty"

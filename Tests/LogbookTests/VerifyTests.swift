@@ -241,7 +241,8 @@ final class VerifyTests: XCTestCase {
 
     /// The ring header's counters damaged (they are not checksummed: they change all the time):
     /// a bundle that never crashed and never lost a file to retention counts exactly, so more
-    /// records than counted, or more overwritten than written, is damage (found by an outside test).
+    /// records than counted, or more overwritten than written, is damage (found by an outside test);
+    /// records overwritten in a lossless ring cannot be at all.
     func testDamagedCountersAreReported() throws {
         let path = try makeArchivedBundle(records: 3000)
         let copy = try makeCopy(of: path)
@@ -254,7 +255,7 @@ final class VerifyTests: XCTestCase {
         let overwritten = try makeCopy(of: path)
         try patch(overwritten + "/ring", at: 216, with: [0, 0, 1, 0, 0, 0, 0, 0])  // 65,536 overwritten
         let (_, more, _) = try verify(overwritten)
-        XCTAssertTrue(more.contains { $0.kind == .corrupt && $0.reason.contains("inconsistent") }, "\(more)")
+        XCTAssertTrue(more.contains { $0.kind == .corrupt && $0.reason.contains("counters are impossible") }, "\(more)")
     }
 
     /// Two files with one number, and names swapped: the header and END frame say which file it
@@ -484,8 +485,10 @@ final class VerifyTests: XCTestCase {
     }
 
     /// What F5's fix keeps: a large record whose beginning the overwrite policy destroyed (its
-    /// first fragments' chunks were reused by its own later ones) is counted as overwritten (and
-    /// reported as torn), while a damaged record beside it is not.
+    /// first fragments' chunks were reused by its own later ones) is counted as overwritten, while
+    /// a damaged record beside it is not. verify says so too: its issue is `overwritten` and its
+    /// summary counts it overwritten, not unreadable (it said "torn" and counted it unreadable
+    /// while the reader's count and export said overwritten).
     func testLargeRecordWhoseBeginningWasOverwrittenCountsButDamageDoesNot() throws {
         let path = makeTemporaryDirectory(self) + "/lapped-large.logbook"
         let bundle = try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, idleSealMilliseconds: 0)
@@ -502,6 +505,9 @@ final class VerifyTests: XCTestCase {
         XCTAssertEqual(entries.count, 20)
         XCTAssertEqual(clean.overwrittenRecords, 1, "its beginning was overwritten: \(clean.issues)")
         XCTAssertEqual(clean.issues.reduce(0) { $0 + $1.records }, 1, "its last fragment: \(clean.issues)")
+        let lapped = clean.issues.filter(\.isBeginningOverwritten)
+        XCTAssertTrue(!lapped.isEmpty && lapped.allSatisfy { $0.kind == .overwritten }, "\(clean.issues)")
+        XCTAssertEqual(lapped.reduce(0) { $0 + $1.records }, 1, "its last fragment: \(clean.issues)")
 
         try breakArguments(of: entries[10], in: path, info)
         let reader = try LogReader(path: path)
@@ -510,8 +516,8 @@ final class VerifyTests: XCTestCase {
         XCTAssertEqual(read, 19)
         XCTAssertEqual(reader.overwrittenRecords, 1, "\(reader.issues)")
         let summary = try reader.verify()
-        XCTAssertEqual(summary.recordsUnreadable, 2, "the damaged record and the torn one")
-        XCTAssertEqual(summary.recordsOverwritten, info.recordsOverwritten)
+        XCTAssertEqual(summary.recordsUnreadable, 1, "the damaged record")
+        XCTAssertEqual(summary.recordsOverwritten, info.recordsOverwritten + 1, "and the one whose beginning was overwritten")
         XCTAssertEqual(summary.recordsLost, 0)
     }
 

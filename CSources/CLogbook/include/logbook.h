@@ -82,7 +82,9 @@ typedef struct lb_options {
                                  and the bundle directory checked as always); 0 (default): a
                                  missing parent is -ENOENT */
     uint32_t permissions;     /* lb_permissions: who may read the bundle. Applied at every open
-                                 for writing, to the directory, its files and the archive's */
+                                 for writing, exactly, to the directory, its files and the
+                                 archive's: a private open takes back what a group-readable one
+                                 gave */
 } lb_options;
 
 /* Who may read a bundle. Nobody but its owner may ever write to it. */
@@ -109,13 +111,15 @@ void lb_options_init(lb_options *options);
  * "link/.", "link/sub/..") is followed only if this user or root owns the link (-ELOOP
  * otherwise). Every file in it is opened relative to the directory, never through a symlink
  * (-ELOOP), and must be a regular file (-EINVAL for a FIFO, directory, socket or device in its
- * place); new files are created exclusively. After lb_bundle_shutdown nothing is written to the
+ * place) that no other name reaches (-EMLINK for a hard link: the lock, ring, meta, mirror and
+ * durable files are written or given the bundle's mode, which would change a file elsewhere);
+ * new files are created exclusively. After lb_bundle_shutdown nothing is written to the
  * bundle's files any more (a later writer may own them): a log call at a new call site is
  * dropped, its site not registered.
  *
  * Returns 0, or: -EWOULDBLOCK when another process holds the writer lock; -EINVAL for bad options;
  * -EPROTO for a file that is not a Logbook bundle of this version (or a damaged ring header);
- * -EPERM, -ELOOP, -ENOTDIR as above; -errno of a failed system call. On failure,
+ * -EPERM, -ELOOP, -ENOTDIR, -EMLINK as above; -errno of a failed system call. On failure,
  * lb_error_detail() says in a sentence what was wrong (the option and its allowed range, the file
  * or directory and why). */
 int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out);
@@ -719,7 +723,11 @@ typedef struct lb_reader lb_reader;
  * directory that is neither a bundle nor an archive directory, -EACCES (or -EPERM) when this user
  * may not read the bundle's directory, ring, meta, archive directory or an archive file (each
  * opened once to see; lb_error_detail() names it: the records are not lost, only not readable by
- * this user). An archive directory that becomes unreadable later is an issue (MISSING). */
+ * this user). An archive directory that becomes unreadable later is an issue (MISSING). A
+ * bundle's own `archive` directory holding no file (nothing archived yet) opens as an empty
+ * archive directory. A bundle directory whose creation was cut short (no ring; a meta without
+ * entries or none; no mirror, durable or archive) opens as an empty bundle with one TORN issue
+ * saying it was never completed: nothing was ever logged to it (verify passes). */
 int lb_reader_open(const char *path, lb_reader **out);
 void lb_reader_close(lb_reader *reader);
 
@@ -879,14 +887,19 @@ typedef struct lb_verify_summary {
                                     retention deleted (0 when not accounted); for a reader that
                                     followed a live overwrite ring, plus the records it read
                                     (found, or accounted for by issues) before the ring overwrote
-                                    them */
+                                    them. After a crash inside a claim, up to the records of the
+                                    chunks recovery kept from such claims more (the claim may
+                                    have counted them overwritten; they are here) */
     uint64_t records_unreadable; /* records the issues account for (damaged, cut short) */
     uint64_t records_lost;       /* expected, neither found nor accounted for by an issue */
-    uint64_t records_overwritten;/* by the overwrite policy, before they were archived */
+    uint64_t records_overwritten;/* by the overwrite policy, before they were archived: the
+                                    ring header's count, plus the records of the ring whose
+                                    beginning it destroyed (their last fragment is here) */
     uint64_t records_retired;    /* in archive files retention deleted */
     uint64_t records_dropped;    /* never stored: dropped when logged, counted by reason */
     uint32_t accounted;          /* 1 when the counts were checked: a bundle whose ring header is
-                                    intact and whose writer has stopped */
+                                    intact, whose counters are possible and whose writer has
+                                    stopped */
     uint32_t writer_alive;       /* a writer holds the bundle: counts move, so only files and
                                     bytes were checked */
 } lb_verify_summary;
@@ -895,14 +908,21 @@ typedef struct lb_verify_summary {
  * adds an issue for each thing missing. Archive file numbers must have no gaps (from the first
  * one retention kept to the newest one made; for an archive directory alone, between the lowest
  * and highest present); a lossless bundle must hold every chunk ever claimed (in the ring or an
- * archive file) but for those retention deleted; and the records read, plus those the issues
- * account for, must match what the ring header counts. Returns 0, or -EALREADY on a second call. */
+ * archive file) but for those retention deleted; the ring header's counters must be possible
+ * (records overwritten no more than the chunks reused held, none for a lossless ring, records
+ * sealed and retired no more than the chunks claimed held); and the records read, plus those
+ * the issues account for, must match what the ring header counts.
+ *
+ * Returns the number of issues that fail verification (corrupt, truncated, missing, unknown
+ * site: every kind but torn and overwritten), those of the scans included: 0 when the bundle
+ * verified clean, more when `logbook verify` would exit 1 (at most INT_MAX). -EINVAL, or
+ * -EALREADY on a second call. */
 int lb_reader_verify(lb_reader *reader, lb_verify_summary *out);
 
 /* Records of an overwrite ring that the overwrite policy destroyed before this reader could read
  * them, since its first scan (a follower that a fast writer lapped), a record whose beginning was
- * overwritten included (a torn issue names it too). Records that cannot be read because their
- * bytes are damaged are never counted here: issues account for them (lb_issue.records, verify's
+ * overwritten included (an overwritten issue names it too). Records that cannot be read because
+ * their bytes are damaged are never counted here: issues account for them (lb_issue.records, verify's
  * records_unreadable). Records shown + this + the damaged ones = records written. Exact once the
  * writer stops; while it runs it may lag by the chunks reused during the last scan, never run
  * ahead. */

@@ -45,6 +45,16 @@ int lb_fd_set_mode(int fd, mode_t mode);
  * regular file. With `dir_path`, a failure other than -ENOENT sets a detail naming the file. */
 int lb_file_open_at(int dir_fd, const char *name, int flags, const char *dir_path);
 
+/* Checks that an open file has exactly one name (st_nlink 1) before it is written or its mode set:
+ * a hard link planted as a bundle file would otherwise change a file elsewhere. 0, or -EMLINK
+ * (or -errno of fstat) with a detail naming `dir_path`/`name`. */
+int lb_file_check_single_link(int fd, const char *dir_path, const char *name);
+
+/* lb_file_open_at for a file Logbook writes or gives a mode (a bundle's lock, ring, meta, mirror,
+ * durable), then lb_file_check_single_link: -EMLINK when another name reaches it. `dir_path` is
+ * required. */
+int lb_file_open_own_at(int dir_fd, const char *name, int flags, const char *dir_path);
+
 /* Creates `name` in `dir_fd` afresh: removes whatever has the name (a symlink itself, never its
  * target), then O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600. The descriptor, or -errno with a detail. */
 int lb_file_create_at(int dir_fd, const char *name, const char *dir_path);

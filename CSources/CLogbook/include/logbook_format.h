@@ -334,7 +334,11 @@ typedef struct lb_ring_header {
     _Atomic uint32_t writer_state;  /* lb_writer_state: how the last writer session ended */
     _Atomic uint32_t unclean_sessions; /* writer sessions that ended without a clean close
                                           (counted by the next writer) */
-    uint8_t pad2[256 - 128 - 8 * (9 + LB_DROP_REASON_COUNT)];
+    _Atomic uint64_t records_kept_from_claims; /* overwrite policy: records of chunks recovery kept
+                                          from claims a crash cut short (the old occupant's header
+                                          still whole). Such a claim may already have counted them
+                                          in records_overwritten: up to this many records counted
+                                          overwritten may still be in the bundle */
     /* cache line 4 — archiver status, written by the archiver thread (0 when none ever ran) */
     _Atomic uint64_t archived_chunks;   /* chunks persisted into archive files, ever */
     _Atomic uint64_t archived_bytes;    /* chunk bytes persisted, ever */
@@ -515,6 +519,7 @@ _Static_assert(__builtin_offsetof(lb_ring_header, archived_chunks) == 256, "arch
 _Static_assert(__builtin_offsetof(lb_chunk_header, header_crc) == 52, "chunk header layout");
 _Static_assert(__builtin_offsetof(lb_chunk_header, committed) == 56, "chunk header layout");
 _Static_assert(__builtin_offsetof(lb_ring_header, records_overwritten) == 216, "counter line");
+_Static_assert(__builtin_offsetof(lb_ring_header, records_kept_from_claims) == 248, "counter line");
 _Static_assert(__builtin_offsetof(lb_ring_header, archive_retired_records) == 320, "archiver line");
 _Static_assert(sizeof(lb_archive_frame_head) == LB_ARCHIVE_FRAME_HEAD_SIZE, "frame head");
 _Static_assert(sizeof(lb_archive_end) == 64, "END frame body");

@@ -301,6 +301,10 @@ static void recover_chunks(lb_bundle *b) {
              * tell a missing claim number from lost records. */
             if (h->magic == LB_CHUNK_MAGIC && h->header_crc == lb_chunk_crc(h) && h->sequence &&
                 h->sequence % b->chunk_count == slot) {
+                /* A claim counts the old occupant's records as overwritten before it touches a
+                 * byte: they may be counted so and still be here (verify allows that much). */
+                if (b->wrap_policy == LB_WRAP_OVERWRITE)
+                    atomic_fetch_add(&b->ring->records_kept_from_claims, atomic_load(&h->record_count));
                 recovery_count count = {0, LB_CHUNK_HEADER_SIZE};
                 lb_walk_end end;
                 lb_chunk_walk((const uint8_t *)h, b->chunk_size, LB_CHUNK_HEADER_SIZE,
@@ -339,33 +343,45 @@ static void recover_chunks(lb_bundle *b) {
 
 /* ---- open / close ---- */
 
-/* 1 when the options are usable; otherwise 0 with a detail naming the option, its value and what
- * is allowed (the names are plain words, the same for C and Swift callers). */
-/* Makes `name` in `dir_fd` (a regular file, never through a symlink) group readable. 0 when it is
- * absent or done, else -errno. */
-static int share_file_at(const lb_bundle *b, int dir_fd, const char *name) {
-    int fd = lb_file_open_at(dir_fd, name, O_RDONLY, NULL);
-    if (fd == -ENOENT) return 0;
+/* Gives `name` in `dir_fd` (a regular file, never through a symlink) the mode the bundle's
+ * permissions say: with `dir_path`, only when no other name reaches it (-EMLINK, with a detail). An
+ * archive file may have a second name, the uploader's spool item (a hard link, never written). 0
+ * when it is absent or done, else -errno. */
+static int set_mode_at(const lb_bundle *b, int dir_fd, const char *name, const char *dir_path) {
+    /* Already so (the usual case, also for a directory of thousands of archive files): one stat. */
+    struct stat st;
+    if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+        if (errno == ENOENT) return 0;
+    } else if (!S_ISREG(st.st_mode) || ((st.st_mode & 07777) == (mode_t)LB_FILE_MODE(b) &&
+                                        (!dir_path || st.st_nlink == 1))) {
+        /* A symlink, FIFO or directory in a file's place is not made anything: whoever would
+         * use it (the archiver's recovery, the syncer, a reader) refuses it and says so. */
+        return 0;
+    }
+    int fd = dir_path ? lb_file_open_own_at(dir_fd, name, O_RDONLY, dir_path)
+                      : lb_file_open_at(dir_fd, name, O_RDONLY, NULL);
+    if (fd == -ENOENT || fd == -ELOOP || fd == -EINVAL) return 0;  /* replaced meanwhile: as above */
     if (fd < 0) return fd;
-    int rc = lb_bundle_share(b, fd, 0);
+    int rc = lb_bundle_set_mode(b, fd, 0);
     close(fd);
     return rc;
 }
 
 /* The bundle's archive directory (`archive`, or the custom one it is this user's symlink to,
- * resolved with the bundle directory's checks) and its archive files, made group readable: an
- * earlier session may have archived, and a reader that cannot read them refuses the whole bundle. */
-static int share_archive_directory(const lb_bundle *b) {
+ * resolved with the bundle directory's checks) and its archive files, given the bundle's modes:
+ * an earlier session may have archived (a reader that cannot read them refuses the whole bundle),
+ * or may have made them group readable when this one is private. */
+static int set_archive_modes(const lb_bundle *b) {
     char *path = lb_path_join(b->path, "archive");
     if (!path) return -ENOMEM;
-    int dir = lb_dir_open_private_mode(path, "archive directory", 0, 0, 0750);
+    int dir = lb_dir_open_private_mode(path, "archive directory", 0, 0, LB_DIR_MODE(b));
     free(path);
-    /* None, or one this bundle may not write in (the archiver refuses it too): nothing to share. */
+    /* None, or one this bundle may not write in (the archiver refuses it too): nothing to do. */
     if (dir < 0) {
         lb_error_detail_clear();
         return 0;
     }
-    int rc = lb_bundle_share(b, dir, 1);
+    int rc = lb_bundle_set_mode(b, dir, 1);
     DIR *d = rc ? NULL : fdopendir(dir);
     if (!d) {
         close(dir);
@@ -373,25 +389,28 @@ static int share_archive_directory(const lb_bundle *b) {
     }
     struct dirent *e;
     while (!rc && (e = readdir(d)))
-        if (lb_archive_name_parse(e->d_name, NULL)) rc = share_file_at(b, dirfd(d), e->d_name);
+        if (lb_archive_name_parse(e->d_name, NULL)) rc = set_mode_at(b, dirfd(d), e->d_name, NULL);
     closedir(d);
     return rc;
 }
 
-/* A group-readable bundle's existing files: the directory, lock, ring, meta, the mirror and durable
- * files an earlier session made, and the archive. Nothing for a private bundle. 0 or -errno. */
-static int share_existing_files(lb_bundle *b) {
-    if (!b->group_readable) return 0;
-    int rc = 0;
-    if (lb_bundle_share(b, b->dir_fd, 1) || lb_bundle_share(b, b->lock_fd, 0) ||
-        lb_bundle_share(b, b->ring_fd, 0) || lb_bundle_share(b, b->meta_fd, 0))
-        rc = -errno;
-    if (!rc) rc = share_file_at(b, b->dir_fd, "mirror");
-    if (!rc) rc = share_file_at(b, b->dir_fd, "durable");
-    if (!rc) rc = share_archive_directory(b);
+/* The permissions are applied at every open for writing, to the files that exist: the directory,
+ * lock, ring, meta, the mirror and durable files an earlier session made, and the archive. Group
+ * readable makes them 0750/0640; private makes them 0700/0600 again, so group access given by an
+ * earlier open can be taken back. 0 or -errno. */
+static int set_existing_modes(lb_bundle *b) {
+    int rc = lb_bundle_set_mode(b, b->dir_fd, 1);
+    if (!rc) rc = lb_bundle_set_mode(b, b->lock_fd, 0);
+    if (!rc) rc = lb_bundle_set_mode(b, b->ring_fd, 0);
+    if (!rc) rc = lb_bundle_set_mode(b, b->meta_fd, 0);
+    if (!rc) rc = set_mode_at(b, b->dir_fd, "mirror", b->path);
+    if (!rc) rc = set_mode_at(b, b->dir_fd, "durable", b->path);
+    if (!rc) rc = set_archive_modes(b);
     return rc;
 }
 
+/* 1 when the options are usable; otherwise 0 with a detail naming the option, its value and what
+ * is allowed (the names are plain words, the same for C and Swift callers). */
 static int valid_options(const lb_options *o) {
     if (o->chunk_size < LB_CHUNK_SIZE_MIN || o->chunk_size > LB_CHUNK_SIZE_MAX ||
         (o->chunk_size & (o->chunk_size - 1))) {
@@ -539,7 +558,7 @@ static int create_files_in_place(lb_bundle *b, const lb_options *options, lb_rin
 /* Opens the existing ring and meta and checks the ring header: -EPROTO, with a detail saying what
  * is wrong, for anything that is not a usable bundle of this format version. */
 static int open_existing_files(lb_bundle *b, const lb_options *options, lb_ring_header *header) {
-    b->meta_fd = lb_file_open_at(b->dir_fd, "meta", O_RDWR, b->path);
+    b->meta_fd = lb_file_open_own_at(b->dir_fd, "meta", O_RDWR, b->path);
     if (b->meta_fd == -ENOENT) {
         lb_error_detail_set("'%s/meta' is missing: the bundle's meta file was deleted", b->path);
         return -EPROTO;
@@ -588,7 +607,7 @@ static int open_directory_locked(lb_bundle *b, const lb_options *options) {
     b->dir_fd = lb_dir_open_private_mode(b->path, "bundle directory", 1, options->create_parents != 0,
                                          LB_DIR_MODE(b));
     if (b->dir_fd < 0) return b->dir_fd;
-    b->lock_fd = lb_file_open_at(b->dir_fd, "lock", O_RDWR | O_CREAT, b->path);
+    b->lock_fd = lb_file_open_own_at(b->dir_fd, "lock", O_RDWR | O_CREAT, b->path);
     if (b->lock_fd < 0) return b->lock_fd;
     return take_writer_lock(b->lock_fd);
 }
@@ -622,7 +641,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
 
     int created = 0;
     lb_ring_header header;
-    b->ring_fd = lb_file_open_at(b->dir_fd, "ring", O_RDWR, path);
+    b->ring_fd = lb_file_open_own_at(b->dir_fd, "ring", O_RDWR, path);
     if (b->ring_fd == -ENOENT) {
         created = 1;
         rc = create_files(b, options, &header);
@@ -632,10 +651,12 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
         rc = open_existing_files(b, options, &header);
     }
     if (rc) goto fail;
-    /* Group readable: applied at every open for writing, so an existing bundle becomes so too. */
-    rc = share_existing_files(b);
+    /* The permissions: applied at every open for writing, to an existing bundle's files too. */
+    rc = set_existing_modes(b);
     if (rc) {
-        lb_error_detail_set("'%s' cannot be made group readable: %s", path, strerror(-rc));
+        if (rc != -EMLINK)  /* that detail names the file already */
+            lb_error_detail_set("'%s' cannot be made %s: %s", path,
+                                b->group_readable ? "group readable" : "private", strerror(-rc));
         goto fail;
     }
     b->chunk_size = header.chunk_size;
@@ -679,7 +700,8 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     }
     rc = lb_durable_start(b, options);
     if (rc) {
-        lb_error_detail_set("'%s/durable' cannot be opened or the interval syncer started", path);
+        if (rc != -EMLINK)  /* that detail names the file already */
+            lb_error_detail_set("'%s/durable' cannot be opened or the interval syncer started", path);
         lb_bundle_shutdown(b);
         lb_registry_remove_bundle(b);
         goto fail;

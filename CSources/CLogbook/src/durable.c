@@ -62,7 +62,8 @@ static int compare_entries(const void *x, const void *y);
  * snapshot listed for its slot: at most an over-count, never records unaccounted for. */
 static uint64_t overwritten_after_claims(lb_bundle *b) {
     uint64_t extra = 0;
-    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+    /* A lossless claim takes only archived chunks: it counts nothing overwritten. */
+    for (uint32_t slot = 0; b->wrap_policy != LB_WRAP_LOSSLESS && slot < b->chunk_count; slot++) {
         lb_chunk_header *h = lb_chunk_at(b, slot);
         if (atomic_load(&h->state) != LB_CHUNK_CLAIMING) continue;
         for (int spin = 0; spin < 10000 && atomic_load(&h->state) == LB_CHUNK_CLAIMING; spin++)
@@ -89,9 +90,9 @@ const lb_durable_entry *lb_durable_find(const lb_durable_entry *entries, size_t 
 /* The mirror's bytes are allocated for real: a sync never meets a full disk halfway. */
 static int open_mirror_file(lb_bundle *b) {
     if (b->mirror_fd >= 0) return 0;
-    int fd = lb_file_open_at(b->dir_fd, "mirror", O_RDWR | O_CREAT, b->path);
+    int fd = lb_file_open_own_at(b->dir_fd, "mirror", O_RDWR | O_CREAT, b->path);
     if (fd < 0) return fd;
-    lb_bundle_share(b, fd, 0);  /* a reader that cannot read it reads the ring alone */
+    lb_bundle_set_mode(b, fd, 0);  /* a reader that cannot read it reads the ring alone */
     off_t length = (off_t)b->chunk_count * b->chunk_size;
     struct stat st;
     int err = fstat(fd, &st) != 0 ? errno : 0;
@@ -115,9 +116,9 @@ static int open_durable_file(lb_bundle *b) {
     if (b->durable_fd >= 0) return 0;
     int rc = open_mirror_file(b);
     if (rc) return rc;
-    int fd = lb_file_open_at(b->dir_fd, "durable", O_RDWR | O_CREAT, b->path);
+    int fd = lb_file_open_own_at(b->dir_fd, "durable", O_RDWR | O_CREAT, b->path);
     if (fd < 0) return fd;
-    lb_bundle_share(b, fd, 0);
+    lb_bundle_set_mode(b, fd, 0);
     if (fsync(b->dir_fd) != 0) {
         int err = -errno;
         close(fd);

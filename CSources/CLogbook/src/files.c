@@ -230,6 +230,31 @@ int lb_file_open_at(int dir_fd, const char *name, int flags, const char *dir_pat
     return fd;
 }
 
+int lb_file_check_single_link(int fd, const char *dir_path, const char *name) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        lb_error_detail_set("'%s/%s': %s", dir_path, name, strerror(err));
+        return -err;
+    }
+    if (st.st_nlink <= 1) return 0;  /* 0: removed since it was opened; nothing else reaches it */
+    lb_error_detail_set("'%s/%s' has %llu hard links: a file another name reaches is never written "
+                        "or given the bundle's mode; remove the other links (or this name)",
+                        dir_path, name, (unsigned long long)st.st_nlink);
+    return -EMLINK;
+}
+
+int lb_file_open_own_at(int dir_fd, const char *name, int flags, const char *dir_path) {
+    int fd = lb_file_open_at(dir_fd, name, flags, dir_path);
+    if (fd < 0) return fd;
+    int rc = lb_file_check_single_link(fd, dir_path, name);
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
 int lb_file_lock_exclusive(int fd) {
     struct flock region = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
     if (fcntl(fd, F_OFD_SETLK, &region) == 0) return 0;

@@ -284,9 +284,10 @@ static inline int lb_array_grow(void **array, size_t *capacity, size_t need, siz
 #define LB_DIR_MODE(b) ((b)->group_readable ? 0750 : 0700)
 #define LB_FILE_MODE(b) ((b)->group_readable ? 0640 : 0600)
 
-/* A file or directory of the bundle made group readable when the bundle is (its mode set exactly);
- * a private bundle's are left as they are. 0 or -errno. */
-static inline int lb_bundle_share(const struct lb_bundle *b, int fd, int directory);
+/* A file or directory of the bundle given the mode its permissions say, exactly: 0640/0750 for a
+ * group-readable bundle, 0600/0700 for a private one (so a private open takes back what an earlier
+ * group-readable one gave). 0 or -errno. */
+static inline int lb_bundle_set_mode(const struct lb_bundle *b, int fd, int directory);
 
 struct lb_bundle {
     lb_bundle_hot hot;             /* must stay first: read by inline lb_site_lookup */
@@ -437,9 +438,9 @@ void lb_bundle_chunks_released(lb_bundle *b);
 /* The bundle's directory and geometry, for the archiver. */
 static inline const char *lb_bundle_path(const lb_bundle *b) { return b->path; }
 
-static inline int lb_bundle_share(const struct lb_bundle *b, int fd, int directory) {
-    if (!b->group_readable || fd < 0) return 0;
-    return lb_fd_set_mode(fd, directory ? 0750 : 0640);
+static inline int lb_bundle_set_mode(const struct lb_bundle *b, int fd, int directory) {
+    if (fd < 0) return 0;
+    return lb_fd_set_mode(fd, directory ? LB_DIR_MODE(b) : LB_FILE_MODE(b));
 }
 
 #endif

@@ -90,6 +90,32 @@ static int entry_exists(int dir_fd, const char *name) {
     return fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* A bundle directory whose creation was cut short (a writer stopped before `ring` was renamed
+ * into place, the last step): no ring, a meta without a single entry (its 16-byte header) or none,
+ * and nothing a writer makes once the bundle exists (a session entry, mirror, durable, archive).
+ * Nothing was ever logged to it. */
+static int creation_cut_short(int dir_fd, int meta_fd) {
+    struct stat st;
+    if (meta_fd >= 0 && (fstat(meta_fd, &st) != 0 || st.st_size > (off_t)sizeof(lb_meta_file_header)))
+        return 0;
+    return !entry_exists(dir_fd, "archive") && !entry_exists(dir_fd, "mirror") &&
+           !entry_exists(dir_fd, "durable");
+}
+
+/* `dir_fd` is the `archive` directory of the bundle in its parent directory (the default place;
+ * the parent's `archive` entry, followed, is this directory): an archive directory, read as such
+ * also when it holds no file yet (a bundle closed before a record was archived). */
+static int is_bundle_archive_directory(int dir_fd) {
+    int parent = openat(dir_fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (parent < 0) return 0;
+    struct stat mine, named;
+    int found = (entry_exists(parent, "ring") || entry_exists(parent, "meta")) && fstat(dir_fd, &mine) == 0 &&
+                fstatat(parent, "archive", &named, 0) == 0 && mine.st_dev == named.st_dev &&
+                mine.st_ino == named.st_ino;
+    close(parent);
+    return found;
+}
+
 static const char *bundle_file_problem(int rc) {
     switch (rc) {
     case -ENOENT: return "is missing";
@@ -234,6 +260,8 @@ int lb_reader_open(const char *path, lb_reader **out) {
                 int meta = open_bundle_file(dir, "meta");
                 r->meta_fd = meta >= 0 ? meta : -1;
                 r->meta_open_error = meta >= 0 ? 0 : meta;
+                r->never_completed = ring == -ENOENT && (meta >= 0 || meta == -ENOENT) &&
+                                     creation_cut_short(dir, r->meta_fd);
                 int lock = open_bundle_file(dir, "lock");
                 r->lock_fd = lock >= 0 ? lock : -1;
                 int durable = open_bundle_file(dir, "durable");
@@ -242,7 +270,7 @@ int lb_reader_open(const char *path, lb_reader **out) {
                 r->mirror_fd = mirror >= 0 ? mirror : -1;
                 r->archive_dir = lb_path_join(path, "archive");
                 if (!r->archive_dir) rc = -ENOMEM;
-            } else if (directory_has_archive_files(dir)) {
+            } else if (directory_has_archive_files(dir) || is_bundle_archive_directory(dir)) {
                 r->archive_dir = strdup(path);  /* an archive directory without its bundle */
                 if (!r->archive_dir) rc = -ENOMEM;
             } else {
@@ -351,6 +379,15 @@ static int hold_entry(void *context, const lb_entry *entry) {
 /* A ring bundle at the start of a pass: its missing or unusable files reported once, its header
  * read (once it can be), the overwrite count taken, new meta read. 0 or -errno. */
 static int refresh_ring(lb_reader *r) {
+    if (!r->open_reported && r->never_completed) {
+        r->open_reported = 1;
+        /* Not damage: nothing was committed. Said (torn: verify passes), not taken for a bundle
+         * whose ring was lost. */
+        lb_rd_add_issue(r, LB_ISSUE_TORN, "ring", 0, 0,
+                        "the bundle was never completed: its creation was cut short (or is under "
+                        "way) before its ring was in place, so nothing was ever logged to it; the "
+                        "next writer's open completes it");
+    }
     if (!r->open_reported) {
         r->open_reported = 1;
         if (r->ring_open_error)

@@ -162,6 +162,11 @@ int lb_rd_collect_ring(lb_reader *r, ref_list *refs) {
             lb_rd_note_claim(r, h.claim);
             seen->claim_noted = 1;
         }
+        if (seen && check == 2 && !seen->kept_from_claim && r->header.wrap_policy == LB_WRAP_OVERWRITE) {
+            /* As recovery counts it in records_kept_from_claims. */
+            seen->kept_from_claim = 1;
+            r->claiming_kept_records += atomic_load(&h.record_count);
+        }
         if (seen && (seen->broken || atomic_load(&h.committed) <= seen->offset)) continue;
         lb_rd_push_ref(refs, (chunk_ref){h.sequence, -1, slot, 0, 0, atomic_load(&h.record_count), 0,
                                    h.session, lb_rd_chunk_floor(&start), 0});

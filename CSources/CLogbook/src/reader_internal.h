@@ -54,6 +54,8 @@ typedef struct seen_chunk {
     uint8_t active;      /* last read from the ring while ACTIVE (its records are not yet in
                             the ring header's count) */
     uint8_t claim_noted; /* its claim number is in r->claims */
+    uint8_t kept_from_claim; /* found CLAIMING with its old header whole in a dead writer's ring:
+                                its records are in r->claiming_kept_records */
     uint8_t deferrals;   /* scans whose walk stopped before a fragment to read its beginning
                             first (see fragment_beginning_may_come) */
     uint32_t shown;      /* entries made from its records (a walked record may not make one: a
@@ -187,12 +189,17 @@ struct lb_reader {
                                the geometry of an archive file of this bundle when one says it */
     int geometry_known;     /* r->header's chunk_size and chunk_count can be used */
     int open_reported;      /* missing ring or meta file reported */
+    int never_completed;    /* a bundle whose creation was cut short: no ring, a meta with no
+                               entry or none, nothing else a writer makes after creation */
     int ring_open_error, meta_open_error;  /* -errno when `ring` or `meta` could not be opened */
     /* accounting (lb_reader_verify) */
     uint64_t *claims;       /* claim numbers of every chunk found (ring or archive; repeats) */
     size_t claim_count, claim_capacity;
     uint64_t claiming_slots;/* slots found CLAIMING with an incomplete header (a claim a crash
                                cut short, if the writer is dead) */
+    uint64_t claiming_kept_records; /* records of chunks a dead writer left CLAIMING with their
+                               header whole, read as recovery keeps them (overwrite policy): the
+                               claim may have counted them overwritten already */
     int archive_dir_missing;
     int archive_dir_reported;                   /* an unreadable archive directory was reported */
     int archives_deferred;   /* the last pass read only the oldest archive files: more than may be

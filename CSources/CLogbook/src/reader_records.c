@@ -702,10 +702,12 @@ static int walk_visit(void *context, const lb_walk_record *rec) {
         int last = rec->kind == LB_RECORD_LAST;
         if (!p) {
             /* Its chunk counts the record, which cannot be shown: accounted for here. Whether the
-             * overwrite policy destroyed its beginning (lb_reader_overwritten counts it) or it was
-             * lost otherwise (damage: only the issue counts it) is passed on to the chunk after. */
+             * overwrite policy destroyed its beginning (an overwritten issue: lb_reader_overwritten
+             * and verify count it overwritten) or it was lost otherwise (damage: a torn issue,
+             * which counts it unreadable) is passed on to the chunk after. */
             int overwritten = prev && beginning_overwritten(r, prev);
-            lb_issue *issue = lb_rd_add_issue(r, LB_ISSUE_TORN, w->file, file_offset, rec->length,
+            lb_issue *issue = lb_rd_add_issue(r, overwritten ? LB_ISSUE_OVERWRITTEN : LB_ISSUE_TORN,
+                                        w->file, file_offset, rec->length,
                                         overwritten ? "fragment whose beginning was overwritten"
                                                     : "fragment whose beginning was lost");
             if (issue && last) issue->records = 1;

@@ -4,6 +4,8 @@
 #define _GNU_SOURCE
 #include "reader_internal.h"
 
+#include <limits.h>
+
 /* ---- verify: what the bundle's own records say should exist ---- */
 static int compare_u64(const void *x, const void *y) {
     uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
@@ -229,10 +231,132 @@ static void verify_durable(lb_reader *r, const lb_ring_header *h) {
     }
 }
 
-int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
-    if (!r || !out) return -EINVAL;
-    if (r->verified) return -EALREADY;
-    r->verified = 1;
+static uint64_t add_saturating(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+static uint64_t multiply_saturating(uint64_t a, uint64_t b) {
+    uint64_t product;
+    return __builtin_mul_overflow(a, b, &product) ? UINT64_MAX : product;
+}
+
+/* Counters no bundle can reach, each reported (corrupt, at the ring header's counters): a chunk
+ * holds at most (chunk_size - 64) / 24 records, a record being 24 bytes at least, so records
+ * overwritten cannot exceed what the chunks reused held, nor the records sealed or retired what
+ * the chunks claimed held; a lossless ring overwrites nothing. (A durable copy whose count of
+ * records overwritten lied hid 113 records truly lost; a count of 2^63 passed.) After a power
+ * loss the header can be older than the last sync: the claims since then may each have reused a
+ * chunk. 1 when the counters can be believed. */
+static int counters_possible(lb_reader *r, const lb_ring_header *h, uint64_t overwritten) {
+    const uint64_t per_chunk = (h->chunk_size - LB_CHUNK_HEADER_SIZE) / LB_RECORD_FIXED_SIZE;
+    uint64_t claimed = atomic_load(&h->chunks_claimed), reused = atomic_load(&h->chunks_reused);
+    uint64_t records = atomic_load(&h->records), bytes = atomic_load(&h->bytes);
+    uint64_t retired = atomic_load(&h->archive_retired_records);
+    uint64_t retired_claim = atomic_load(&h->archive_retired_claim);
+    uint64_t reuse_bound = reused;
+    if (lb_rd_read_after_power_loss(r) && r->durable_claimed > claimed)
+        reuse_bound = add_saturating(reused, r->durable_claimed - claimed);
+    const char *what = NULL;
+    char text[200];
+    if (h->wrap_policy == LB_WRAP_LOSSLESS && overwritten) {
+        snprintf(text, sizeof text, "%llu records overwritten, but a lossless ring never reuses a chunk "
+                 "before it is archived", (unsigned long long)overwritten);
+        what = text;
+    } else if (overwritten > multiply_saturating(reuse_bound, per_chunk)) {
+        snprintf(text, sizeof text, "%llu records overwritten, but the %llu chunks reused held at most "
+                 "%llu", (unsigned long long)overwritten, (unsigned long long)reuse_bound,
+                 (unsigned long long)multiply_saturating(reuse_bound, per_chunk));
+        what = text;
+    } else if (reused > claimed) {
+        snprintf(text, sizeof text, "%llu chunks reused of %llu claimed", (unsigned long long)reused,
+                 (unsigned long long)claimed);
+        what = text;
+    } else if (records > multiply_saturating(claimed, per_chunk) ||
+               bytes > multiply_saturating(claimed, h->chunk_size - LB_CHUNK_HEADER_SIZE)) {
+        snprintf(text, sizeof text, "%llu records (%llu bytes) sealed, but the %llu chunks claimed held "
+                 "at most %llu", (unsigned long long)records, (unsigned long long)bytes,
+                 (unsigned long long)claimed, (unsigned long long)multiply_saturating(claimed, per_chunk));
+        what = text;
+    } else if (retired > multiply_saturating(retired_claim, per_chunk)) {
+        snprintf(text, sizeof text, "%llu records in deleted archive files, but the %llu chunks claimed "
+                 "before them held at most %llu", (unsigned long long)retired,
+                 (unsigned long long)retired_claim,
+                 (unsigned long long)multiply_saturating(retired_claim, per_chunk));
+        what = text;
+    }
+    if (!what) return 1;
+    lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, "ring", 128, 128, 0,
+                     "the ring header's counters are impossible: %s; records cannot be accounted for",
+                     what);
+    return 0;
+}
+
+/* The records once the writer stopped: those read plus those the issues account for, against
+ * what the counters say the bundle holds (see lb_reader_verify in logbook.h). */
+static void verify_records(lb_reader *r, const lb_ring_header *h, lb_verify_summary *out) {
+    uint64_t active = 0;
+    for (size_t i = 0; i < r->seen_capacity; i++)
+        if (r->seen[i].sequence && r->seen[i].active) active += r->seen[i].records;
+    uint64_t explained = 0;
+    for (size_t i = 0; i < r->issue_count; i++)
+        if (r->issues[i].kind != LB_ISSUE_OVERWRITTEN) explained += r->issues[i].records;
+    /* LAST fragments in chunks still here whose beginning the overwrite policy destroyed: their
+     * chunk counts them written, no reuse counted them overwritten, and they are said overwritten
+     * (as the reader's count and export say) rather than unreadable. */
+    uint64_t beginnings = r->beginnings_overwritten;
+    uint64_t written = add_saturating(atomic_load(&h->records), active);
+    uint64_t gone = add_saturating(out->records_overwritten, out->records_retired);
+    /* A claim a crash cut short may have counted as overwritten the records of a chunk that
+     * recovery (or this reader, for a dead writer) kept: the counters may say up to this many
+     * records too few (they err toward "overwritten", never toward "lost"). */
+    uint64_t kept = add_saturating(atomic_load(&h->records_kept_from_claims), r->claiming_kept_records);
+    if (kept > out->records_overwritten) kept = out->records_overwritten;
+    out->records_expected = written > gone ? written - gone : 0;
+    /* A reader that followed a live overwrite ring read some records before the ring overwrote
+     * them: they are among the overwritten, and among the found or those issues account for. */
+    if (h->wrap_policy != LB_WRAP_LOSSLESS) out->records_expected += r->gone_read;
+    out->records_unreadable = explained;
+    out->accounted = 1;
+    uint64_t here = add_saturating(add_saturating(out->records_found, explained), beginnings);
+    if (here > out->records_expected && here - out->records_expected <= kept &&
+        gone <= add_saturating(written, kept))
+        out->records_expected = here;  /* the kept records, counted overwritten by their claim */
+    out->records_overwritten += beginnings;
+    if (gone > add_saturating(written, kept) && lb_rd_read_after_power_loss(r)) {
+        /* Counters from different moments (the header's page, the last sync's count). */
+    } else if (gone > add_saturating(written, kept)) {
+        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, "ring", 128, 128, 0,
+                   "the ring header's counters are inconsistent: %llu records written, but %llu "
+                   "overwritten and %llu in deleted archive files",
+                   (unsigned long long)written, (unsigned long long)(out->records_overwritten - beginnings),
+                   (unsigned long long)out->records_retired);
+    } else if (here > out->records_expected && atomic_load(&h->writer_state) == LB_WRITER_STATE_CLOSED &&
+               atomic_load(&h->unclean_sessions) == 0 && atomic_load(&h->archive_first_number) == 0) {
+        /* A bundle that never crashed and whose archive retention never deleted anything counts
+         * exactly (a crash can leave the counters short by the chunk being sealed; retention can
+         * delete the copy of a chunk the ring still holds): more records than counted means the
+         * counters are damaged. */
+        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, "ring", 128, 128, 0,
+                   "%llu records were read but the ring header's counters say %llu: the counters "
+                   "are damaged", (unsigned long long)here, (unsigned long long)out->records_expected);
+    }
+    if (out->records_expected > here && lb_rd_read_after_power_loss(r)) {
+        /* The counters' page may be newer than the chunks': what the sync covered was checked
+         * record by record (verify_durable); the rest cannot be told from a power loss's tear. */
+        lb_rd_add_issuef(r, LB_ISSUE_TORN, "ring", 0, 0, 0,
+                   "%llu records the counters name are not here: the writer died after its last "
+                   "sync, and what no sync covered can be lost to a power loss",
+                   (unsigned long long)(out->records_expected - here));
+    } else if (out->records_expected > here) {
+        out->records_lost = out->records_expected - here;
+        lb_rd_add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, out->records_lost,
+                   "%llu records are missing: the bundle's counters say %llu should be here, %llu "
+                   "were read and %llu are accounted for by the issues above",
+                   (unsigned long long)out->records_lost,
+                   (unsigned long long)out->records_expected, (unsigned long long)out->records_found,
+                   (unsigned long long)(explained + beginnings));
+    }
+}
+
+static void verify_bundle(lb_reader *r, lb_verify_summary *out) {
     memset(out, 0, sizeof *out);
     out->records_found = r->emitted;
     out->writer_alive = (uint32_t)lb_rd_writer_alive(r);
@@ -241,76 +365,45 @@ int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
                       lb_pread_full(r->ring_fd, &h, sizeof h, 0) == (ssize_t)sizeof h;
     if (!r->ring_mode) {
         verify_file_numbers(r, NULL, 0);
-        return 0;
+        return;
     }
-    if (!have_header) return 0;  /* the ring header (its counters) is damaged or missing */
+    if (!have_header) return;  /* the ring header (its counters) is damaged or missing */
     verify_file_numbers(r, &h, (int)out->writer_alive);
     out->records_overwritten = atomic_load(&h.records_overwritten);
-    /* The ring header is never synced: after a power loss it can be older than the last sync. */
-    if (lb_rd_read_after_power_loss(r) && r->durable_overwritten > out->records_overwritten)
+    /* The ring header is never synced: after a power loss it can be older than the last sync. (A
+     * lossless ring overwrites nothing: a count in its sync is one a claim under way made an
+     * earlier writer add there by mistake.) */
+    if (lb_rd_read_after_power_loss(r) && h.wrap_policy != LB_WRAP_LOSSLESS &&
+        r->durable_overwritten > out->records_overwritten)
         out->records_overwritten = r->durable_overwritten;
     out->records_retired = atomic_load(&h.archive_retired_records);
     for (unsigned i = 0; i < LB_DROP_REASON_COUNT; i++) out->records_dropped += atomic_load(&h.drops[i]);
-    if (out->records_overwritten)
+    /* Counts move while a writer runs: they are checked once it stops. */
+    int possible = out->writer_alive || counters_possible(r, &h, out->records_overwritten);
+    if (out->records_overwritten && possible)
         lb_rd_add_issuef(r, LB_ISSUE_OVERWRITTEN, "ring", 0, 0, out->records_overwritten,
                    "%llu records were overwritten before they were archived (the overwrite policy "
                    "keeps the newest)", (unsigned long long)out->records_overwritten);
-    if (out->writer_alive) return 0;  /* counts move while a writer runs: checked once it stops */
+    if (out->writer_alive) return;
     verify_durable(r, &h);
     if (h.wrap_policy == LB_WRAP_LOSSLESS) verify_claims(r, &h);
-    uint64_t active = 0;
-    for (size_t i = 0; i < r->seen_capacity; i++)
-        if (r->seen[i].sequence && r->seen[i].active) active += r->seen[i].records;
-    uint64_t explained = 0;
+    if (possible) verify_records(r, &h, out);
+}
+
+/* The issues that fail verification (all but torn and overwritten), of every pass and verify's. */
+static int failing_issues(const lb_reader *r) {
+    size_t failing = 0;
     for (size_t i = 0; i < r->issue_count; i++)
-        if (r->issues[i].kind != LB_ISSUE_OVERWRITTEN) explained += r->issues[i].records;
-    uint64_t written = atomic_load(&h.records) + active;
-    uint64_t gone = out->records_overwritten + out->records_retired;
-    out->records_expected = written > gone ? written - gone : 0;
-    /* A reader that followed a live overwrite ring read some records before the ring overwrote
-     * them: they are among the overwritten, and among the found or those issues account for. */
-    if (h.wrap_policy != LB_WRAP_LOSSLESS)
-        out->records_expected += r->gone_read + r->gone_beginnings;
-    out->records_unreadable = explained;
-    out->accounted = 1;
-    if (gone > written && lb_rd_read_after_power_loss(r)) {
-        /* Counters from different moments (the header's page, the last sync's count). */
-    } else if (gone > written) {
-        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, "ring", 128, 128, 0,
-                   "the ring header's counters are inconsistent: %llu records written, but %llu "
-                   "overwritten and %llu in deleted archive files",
-                   (unsigned long long)written, (unsigned long long)out->records_overwritten,
-                   (unsigned long long)out->records_retired);
-    } else if (out->records_found + explained > out->records_expected &&
-               atomic_load(&h.writer_state) == LB_WRITER_STATE_CLOSED &&
-               atomic_load(&h.unclean_sessions) == 0 && atomic_load(&h.archive_first_number) == 0) {
-        /* A bundle that never crashed and whose archive retention never deleted anything counts
-         * exactly (a crash can leave the counters short by the chunk being sealed; retention can
-         * delete the copy of a chunk the ring still holds): more records than counted means the
-         * counters are damaged. */
-        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, "ring", 128, 128, 0,
-                   "%llu records were read but the ring header's counters say %llu: the counters "
-                   "are damaged", (unsigned long long)(out->records_found + explained),
-                   (unsigned long long)out->records_expected);
-    }
-    if (out->records_expected > out->records_found + explained && lb_rd_read_after_power_loss(r)) {
-        /* The counters' page may be newer than the chunks': what the sync covered was checked
-         * record by record (verify_durable); the rest cannot be told from a power loss's tear. */
-        uint64_t short_by = out->records_expected - out->records_found - explained;
-        lb_rd_add_issuef(r, LB_ISSUE_TORN, "ring", 0, 0, 0,
-                   "%llu records the counters name are not here: the writer died after its last "
-                   "sync, and what no sync covered can be lost to a power loss",
-                   (unsigned long long)short_by);
-    } else if (out->records_expected > out->records_found + explained) {
-        out->records_lost = out->records_expected - out->records_found - explained;
-        lb_rd_add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, out->records_lost,
-                   "%llu records are missing: the bundle's counters say %llu should be here, %llu "
-                   "were read and %llu are accounted for by the issues above",
-                   (unsigned long long)out->records_lost,
-                   (unsigned long long)out->records_expected, (unsigned long long)out->records_found,
-                   (unsigned long long)explained);
-    }
-    return 0;
+        if (r->issues[i].kind != LB_ISSUE_TORN && r->issues[i].kind != LB_ISSUE_OVERWRITTEN) failing++;
+    return failing > INT_MAX ? INT_MAX : (int)failing;
+}
+
+int lb_reader_verify(lb_reader *r, lb_verify_summary *out) {
+    if (!r || !out) return -EINVAL;
+    if (r->verified) return -EALREADY;
+    r->verified = 1;
+    verify_bundle(r, out);
+    return failing_issues(r);
 }
 
 int lb_reader_ring_info(lb_reader *r, lb_ring_info *out) {

@@ -371,7 +371,7 @@ int lb_ar_open_new_file(archiver *a) {
     /* Exclusive: a number is never reused, so whatever has this name already is not ours. */
     int fd = openat(a->dir_fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) return lb_ar_fail(a, "cannot create", name, -errno);
-    lb_bundle_share(a->b, fd, 0);
+    lb_bundle_set_mode(a->b, fd, 0);
     lb_archive_file_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, LB_ARCHIVE_MAGIC, 8);

@@ -105,7 +105,7 @@ static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
                 a->dir, name, why);
         return 0;
     }
-    lb_bundle_share(a->b, fd, 0);
+    lb_bundle_set_mode(a->b, fd, 0);
     lb_archive_file_header h;
     uint64_t size = (uint64_t)st.st_size;
     ssize_t got = lb_pread_full(fd, &h, sizeof h, 0);
@@ -309,7 +309,7 @@ static void list_complete_file(archiver *a, const char *name, lb_archive_name_ki
             fprintf(stderr, "logbook: archiver: %s/%s belongs to another bundle: left alone, "
                             "not counted for retention\n", a->dir, name);
     } else {
-        lb_bundle_share(a->b, file, 0);  /* made group readable with its bundle */
+        lb_bundle_set_mode(a->b, file, 0);  /* the mode its bundle's permissions say */
         file_summary summary;
         if (opened) lb_ar_read_end_frame(&src, a->b->chunk_size, &summary);
         else memset(&summary, 0, sizeof summary);

@@ -205,7 +205,7 @@ static int open_archive_directory(archiver *a, const char *custom) {
     if (custom) {
         int fd = lb_dir_open_private_mode(custom, "archive directory", 1, 0, LB_DIR_MODE(b));
         if (fd < 0) return fd;
-        lb_bundle_share(b, fd, 1);
+        lb_bundle_set_mode(b, fd, 1);
         int rc = link_custom_directory(b, custom);
         if (rc) {
             close(fd);
@@ -226,7 +226,7 @@ static int open_archive_directory(archiver *a, const char *custom) {
         return -err;
     }
     int rc = lb_dir_check_private(fd, "archive directory", a->dir);
-    if (!rc) rc = lb_bundle_share(b, fd, 1);
+    if (!rc) rc = lb_bundle_set_mode(b, fd, 1);
     if (rc) {
         close(fd);
         return rc;

@@ -170,14 +170,16 @@ static void rebuilt_header(lb_cache_header *h, const lb_cache_header *old, int f
     atomic_store(&h->messages, count - first);
     atomic_store(&h->message_bytes, bytes);
     /* The old counters are believed only from a sound header: moving fields that disagree (or a
-     * cut file) may hold anything, so they start again from 0 (`rebuilds` says so). */
+     * cut file) may hold anything, so they start again from 0 (`rebuilds` says so). The damage
+     * counters are moving fields too: a header whose fixed part is sound but whose moving fields
+     * are damaged kept them, random values included (found by the fourth outside test). */
     int counted = fixed_ok && !damaged;
     atomic_store(&h->evicted_overwrite, (counted ? atomic_load(&old->evicted_overwrite) : 0) + first);
     atomic_store(&h->evicted_count, counted ? atomic_load(&old->evicted_count) : 0);
     atomic_store(&h->evicted_age, counted ? atomic_load(&old->evicted_age) : 0);
     atomic_store(&h->removed, counted ? atomic_load(&old->removed) : 0);
-    atomic_store(&h->rebuilds, (fixed_ok ? atomic_load(&old->rebuilds) : 0) + (damaged ? 1 : 0));
-    atomic_store(&h->damage_found, (fixed_ok ? atomic_load(&old->damage_found) : 0) + issues);
+    atomic_store(&h->rebuilds, (counted ? atomic_load(&old->rebuilds) : 0) + (damaged ? 1 : 0));
+    atomic_store(&h->damage_found, (counted ? atomic_load(&old->damage_found) : 0) + issues);
 }
 
 /* A cache file of another size: NAME.new of `size` with the newest messages that fit (the rest
