@@ -165,32 +165,11 @@ struct Export: ParsableCommand {
     /// SIGTERM and SIGINT end --follow after the pass under way (its batch acknowledged or not, the
     /// cursor saved either way): they end a wait between passes at once and cancel the pass under
     /// way (a batch being retried is not acknowledged: it is sent again, counted, next time).
-    ///
-    /// A handler of our own writes a byte to a pipe, whichever thread the signal lands on, and one
-    /// thread reads the pipe and stops the export. A Dispatch signal source (with SIG_IGN, as on
-    /// Darwin) lost one SIGTERM in 20 on a busy machine and the command waited out its interval:
-    /// on Linux it needs the signal blocked in every thread, and Foundation's threads do not
-    /// inherit a blocked mask.
     static func takeTerminationSignals() {
-        var ends: [Int32] = [0, 0]
-        guard pipe(&ends) == 0 else { fail("cannot make a pipe for signals: \(String(cString: strerror(errno)))") }
-        for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
-        _ = fcntl(ends[1], F_SETFL, O_NONBLOCK)  // the handler never blocks
-        terminationSignalPipe = ends[1]
-        var action = sigaction()
-        action.__sigaction_handler.sa_handler = terminationSignalArrived
-        action.sa_flags = SA_RESTART
-        sigemptyset(&action.sa_mask)
-        for signalNumber in [SIGTERM, SIGINT] { sigaction(signalNumber, &action, nil) }
-        let readEnd = ends[0]
-        Thread.detachNewThread {
-            var byte: UInt8 = 0
-            while true {
-                guard retryingInterrupts({ read(readEnd, &byte, 1) }) == 1 else { return }
-                Export.stopping.withLock { $0 = true }
-                Export.running.withLock { $0?.cancel() }
-                Export.wake.signal()
-            }
+        TerminationSignals.take { _ in
+            Export.stopping.withLock { $0 = true }
+            Export.running.withLock { $0?.cancel() }
+            Export.wake.signal()
         }
     }
 
@@ -209,18 +188,6 @@ struct Export: ParsableCommand {
         Export.running.withLock { $0 = nil }
         return try result.get()
     }
-}
-
-/// The write end of the pipe `terminationSignalArrived` writes to (set before the handler is
-/// installed; -1 until then).
-nonisolated(unsafe) private var terminationSignalPipe: Int32 = -1
-
-/// SIGTERM's and SIGINT's handler: async-signal-safe, it only writes one byte (and keeps errno).
-private func terminationSignalArrived(_: Int32) {
-    let saved = errno
-    var byte: UInt8 = 1
-    _ = write(terminationSignalPipe, &byte, 1)
-    errno = saved
 }
 
 extension OTLPLogsEncoding.Format: ExpressibleByArgument {}

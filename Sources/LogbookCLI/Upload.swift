@@ -18,7 +18,10 @@ struct Upload: ParsableCommand {
             or a kill; an upload URL is used only by the --to URL it was learned from. Files delivered \
             are marked for their destination (method and --to) and skipped there afterwards unless \
             --again. Exits 1 when anything gave up, expired, was dropped by the quota or was \
-            quarantined, with the reason per item.
+            quarantined, with the reason per item. SIGTERM or SIGINT stops it at once (a file being put \
+            into the spool is put in first): uploads under way are abandoned (a resumable one keeps what the server has), every item not delivered \
+            stays in the spool with its state for the next run, it says how many, and it ends by \
+            that signal.
             """)
 
     @Option(name: .customLong("to"), help: "The URL; {id} in it is replaced by the item's id (unique: the content's SHA-256, or lba-RING-NUMBER for an archive file), {name} by its file name (archive-0000000001.lba recurs across bundles).")
@@ -95,6 +98,14 @@ struct Upload: ParsableCommand {
     }
 
     func run() throws {
+        // SIGTERM and SIGINT stop the run, its state saved (each item's is after every attempt):
+        // the main loop below sees the signal, stops the uploader and says what is left.
+        let stopSignal = Locked<Int32>(0)
+        let outcomeArrived = DispatchSemaphore(value: 0)
+        TerminationSignals.take { signalNumber in
+            stopSignal.withLock { if $0 == 0 { $0 = signalNumber } }
+            outcomeArrived.signal()
+        }
         let spoolPath = spool ?? Self.defaultSpool()
         if spool == nil {
             // Only the default's parents are created; a spool the user names must have its parent.
@@ -122,7 +133,6 @@ struct Upload: ParsableCommand {
             for item in resumed { _ = tracker.expect(item, path: nil) }
         }
         if !resumed.isEmpty { say("resuming \(resumed.count) item\(resumed.count == 1 ? "" : "s") from an earlier run") }
-        let outcomeArrived = DispatchSemaphore(value: 0)
         let outcomesEnded = DispatchSemaphore(value: 0)
         // Every outcome is printed, those reported as the spool opened (items quarantined) too,
         // before the summary: the uploader is stopped and its outcomes read to their end first.
@@ -138,7 +148,12 @@ struct Upload: ParsableCommand {
         }
         uploader.start()
         var submissionFailures = 0
+        var pathsNotSubmitted = 0
         for path in paths {
+            if stopSignal.withLock({ $0 }) != 0 {  // a file being put into the spool is finished first
+                pathsNotSubmitted += 1
+                continue
+            }
             var status = stat()
             do {
                 var items: [SpooledItem] = []
@@ -163,7 +178,7 @@ struct Upload: ParsableCommand {
         let totalBytes = tracker.withLock { $0.bytes }
         while true {
             let (done, settled, expected) = tracker.withLock { ($0.isDone, $0.settled.count, $0.expected.count) }
-            if done { break }
+            if done || stopSignal.withLock({ $0 }) != 0 { break }
             // Woken by each outcome; every 250 ms otherwise, for the progress line.
             guard outcomeArrived.wait(timeout: .now() + .milliseconds(250)) == .timedOut, Self.terminal else { continue }
             let statistics = uploader.statistics
@@ -184,8 +199,15 @@ struct Upload: ParsableCommand {
         if statistics.ignoredUploadURLs > 0 {
             warn("ignored \(statistics.ignoredUploadURLs) upload URL\(statistics.ignoredUploadURLs == 1 ? "" : "s") (the last: \(statistics.lastIgnoredUploadURL ?? "")): those uploads went on as plain ones")
         }
+        let stoppedBy = stopSignal.withLock { $0 }
+        if stoppedBy != 0 {
+            let left = tracker.withLock { tracker in tracker.expected.keys.filter { tracker.settled[$0] == nil }.count }
+            let notSubmitted = pathsNotSubmitted == 0 ? "" : "; \(pathsNotSubmitted) path\(pathsNotSubmitted == 1 ? " was" : "s were") not submitted"
+            warn("stopped by \(TerminationSignals.name(stoppedBy)): \(left) item\(left == 1 ? "" : "s") not delivered yet stay\(left == 1 ? "s" : "") in the spool for the next run (logbook upload with no PATH finishes them)\(notSubmitted)")
+        }
         let failed = tracker.withLock { $0.failed } + submissionFailures
         say("\(statistics.delivered) delivered (\(statistics.deliveredBytes) bytes), \(failed) failed, \(statistics.attempts) attempts")
+        if stoppedBy != 0 { TerminationSignals.endBy(stoppedBy) }
         if failed > 0 { throw ExitCode(1) }
     }
 

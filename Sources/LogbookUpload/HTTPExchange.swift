@@ -54,10 +54,14 @@ package struct HTTPAnswer: Sendable {
 
 /// Why an exchange got no answer.
 package struct HTTPFailure: Error, Sendable {
-    /// `ETIMEDOUT`, `ECONNREFUSED`, `ECONNRESET`, `EHOSTUNREACH`, `ECANCELED`, `EPROTO`, `EINVAL`;
-    /// `EBADMSG` (the content failed its check) or `EIO` (it could not be read whole): the body's own.
+    /// `ETIMEDOUT`, `ECONNREFUSED`, `ECONNRESET`, `EHOSTUNREACH`, `ECANCELED`, `EPROTO`, `EINVAL`,
+    /// `ENOMEM`, `EMSGSIZE` (an answer's head over 100 KiB: not read); `EBADMSG` (the content
+    /// failed its check) or `EIO` (it could not be read whole): the body's own.
     package var code: Int32
     package var words: String
+    /// With `EMSGSIZE`: the status of the head that was too large (104 for an interim answer), 0
+    /// when its status line was not read.
+    package var refusedHeadStatus = 0
 
     /// Whether the body is at fault (not the network): the item must not be retried as it is.
     package var isContentProblem: Bool { code == EBADMSG || code == EIO }
@@ -176,7 +180,8 @@ package final class HTTPTransport: Sendable {
         withExtendedLifetime(interim) {}
         if rc != 0 {
             lb_http_connection_close(connection)  // a connection that failed is never reused
-            return .failure(HTTPFailure(code: -rc, words: String(cString: lb_http_exchange_error(exchange))))
+            return .failure(HTTPFailure(code: -rc, words: String(cString: lb_http_exchange_error(exchange)),
+                                        refusedHeadStatus: rc == -EMSGSIZE ? Int(lb_http_exchange_status(exchange)) : 0))
         }
         let status = Int(lb_http_exchange_status(exchange))
         // Kept alive after a success only: a retry goes out on a fresh connection, so that a

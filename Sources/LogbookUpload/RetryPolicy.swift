@@ -9,8 +9,9 @@
 /// - Exponential backoff with full jitter (a random wait between 0 and `baseDelay × 2^(attempt−1)`,
 ///   at most `maxDelay`): clients that failed together do not come back together.
 /// - `Retry-After` (delay-seconds or any HTTP-date form) is honoured: never earlier than it says,
-///   up to `maxRetryAfter` (1 hour), a longer one is cut to that. A date in the past or a value that
-///   is neither form falls back to the backoff.
+///   up to `maxRetryAfter` (1 hour), a longer one is cut to that (a date after 2262, past Int64
+///   nanoseconds, included). A date in the past or a value that is neither form falls back to the
+///   backoff.
 /// - At most `maxAttempts` attempts (20), and never past `expiry` after the first submission (2
 ///   days): what cannot be delivered in that time is reported as expired, not retried forever.
 /// - A resumable upload's attempt that moved the server's offset forward by enough to be worth an
@@ -185,7 +186,9 @@ extension RetryPolicy {
     }
 
     /// A `Retry-After` value as a delay from now in nanoseconds: delay-seconds, or an HTTP-date
-    /// in the future; `nil` for a date in the past (or now) and for anything else.
+    /// in the future; `nil` for a date in the past (or now) and for anything else. A value beyond
+    /// Int64 nanoseconds (more seconds than that, or a date after 2262) is `Int64.max`: very far
+    /// ahead, which the caller cuts to `maxRetryAfter`.
     public static func retryAfterDelay(_ value: String, nowNanoseconds: Int64) -> Int64? {
         let text = value.trimmingSpaces()
         if !text.isEmpty, text.utf8.allSatisfy({ (48...57).contains($0) }) {
@@ -195,9 +198,14 @@ extension RetryPolicy {
         }
         let nowSeconds = nowNanoseconds / 1_000_000_000
         guard let date = HTTPDate.parse(text, nowSeconds: nowSeconds) else { return nil }
-        let (dateNanoseconds, overflow) = date.multipliedReportingOverflow(by: 1_000_000_000)
-        guard !overflow, dateNanoseconds > nowNanoseconds else { return nil }
-        return dateNanoseconds - nowNanoseconds
+        // Past 2262-04-11 a date has no Int64 nanoseconds: it is far in the future, not garbage
+        // (an outside test saw year 9999 and 2263 retried at once); before 1677, far in the past.
+        guard date < Int64.max / 1_000_000_000 else { return Int64.max }
+        guard date > Int64.min / 1_000_000_000 else { return nil }
+        let dateNanoseconds = date * 1_000_000_000
+        guard dateNanoseconds > nowNanoseconds else { return nil }
+        let (delay, overflow) = dateNanoseconds.subtractingReportingOverflow(nowNanoseconds)
+        return overflow ? Int64.max : delay
     }
 }
 

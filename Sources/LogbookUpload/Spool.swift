@@ -46,7 +46,8 @@ public struct SpooledItem: Sendable, Equatable {
 /// Layout (docs/FORMAT.md, "Spool"): `lock`; per item `ID.data` (a copy of the submitted file, or a
 /// hard link of an archive file, so that the archiver's retention cannot delete it first) and
 /// `ID.state`;
-/// `quarantine/` for items whose state file is damaged, `given-up/` for items given up when the
+/// `quarantine/` for items whose state file is damaged or whose content is gone, not a regular
+/// file or not what its key names, `given-up/` for items given up when the
 /// uploader keeps them, `delivered/` for delivery marks where the file system has no user
 /// extended attributes. Every file goes through logbook_files.h.
 ///
@@ -178,23 +179,24 @@ public final class Spool {
         }, byteCount: source.byteCount) {
             return existing
         }
-        // The state first: a crash before the content is in place leaves a state without content,
-        // which the next open removes (the submission never returned, so nothing was promised).
-        let item = try record(id, byteCount: source.byteCount, source: absolute(file))
+        // The content first, then the state: a state in the spool always had its content, so one
+        // found without it lost it since, and is reported. A crash between leaves content without
+        // a state, which the next open records as an item (sent, never lost).
         let data = id + ".data"
+        unlinkat(directory, data, 0)  // content left without a state by such a crash: replaced
         // Link the inode opened above, not whatever the name points to by now.
         if linking && linkat(AT_FDCWD, "/proc/self/fd/\(source.descriptor)", directory, data, AT_SYMLINK_FOLLOW) == 0 {
-            try systemCall(.file, "fsync", path: file) { fsync(source.descriptor) }
-            try systemCall(.spool, "fsync", path: path) { fsync(directory) }
-        } else {
-            do {
-                try copy(source, to: data)
+            do throws(LogbookError) {
+                try systemCall(.file, "fsync", path: file) { fsync(source.descriptor) }
+                try systemCall(.spool, "fsync", path: path) { fsync(directory) }
             } catch {
-                unlinkat(directory, id + ".state", 0)
+                unlinkat(directory, data, 0)
                 throw error
             }
+        } else {
+            try copy(source, to: data)
         }
-        return item
+        return try recordAfterContent(id, byteCount: source.byteCount, source: absolute(file))
     }
 
     /// Puts `bytes` into the spool as a new item (written and fsynced) and records it. The same id
@@ -211,16 +213,14 @@ public final class Spool {
         }, byteCount: bytes.count) {
             return existing
         }
-        let item = try record(id, byteCount: bytes.count, source: "")
         let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, id + ".data", $0.baseAddress, $0.count, path) }
-        if result < 0 { unlinkat(directory, id + ".state", 0) }
         try check(result, .spool, "lb_file_replace_at", path: path, detailed: true)
-        return item
+        return try recordAfterContent(id, byteCount: bytes.count, source: "")
     }
 
     /// The item spooled as `id`, if its content is complete and equal to what `read` gives
-    /// (`byteCount` bytes); `EEXIST` if it differs. A state whose content never arrived (a
-    /// submission cut short) is removed, and `nil` returned.
+    /// (`byteCount` bytes); `EEXIST` if it differs. A state whose content is gone is removed, and
+    /// `nil` returned: this submission brings the content again.
     private func existingItem(_ id: String, sameAs read: (Int, UnsafeMutableRawBufferPointer) throws(LogbookError) -> Int,
                               byteCount: Int) throws(LogbookError) -> SpooledItem? {
         guard let existing = try readState(id) else { return nil }
@@ -255,6 +255,17 @@ public final class Spool {
     /// symlink. `-ELOOP`, `-EINVAL` (not a regular file) or `-ENOENT` mean it cannot be sent.
     public func openContent(_ id: String) -> Int32 {
         lb_file_open_at(directory, id + ".data", O_RDONLY, path)
+    }
+
+    /// Records a new item whose content is in place; when its state cannot be written, the content
+    /// goes too (the submission throws: nothing was promised).
+    private func recordAfterContent(_ id: String, byteCount: Int, source: String) throws(LogbookError) -> SpooledItem {
+        do {
+            return try record(id, byteCount: byteCount, source: source)
+        } catch {
+            unlinkat(directory, id + ".data", 0)
+            throw error
+        }
     }
 
     private func record(_ id: String, byteCount: Int, source: String) throws(LogbookError) -> SpooledItem {
@@ -326,20 +337,22 @@ public final class Spool {
         try check(result, .spool, "lb_file_replace_at", path: path, detailed: true)
     }
 
-    /// Removes an item: its content first, then its state (a crash between leaves a state without
-    /// content, which the next `contents()` removes).
+    /// Removes an item: its state first, then its content (a crash between leaves content without
+    /// a state, which the next `contents()` records as an item again: sent again, never lost, and
+    /// never a state without content, which is reported as content lost).
     public func remove(_ id: String) throws(LogbookError) {
-        for name in [id + ".data", id + ".state"] {
+        for name in [id + ".state", id + ".data"] {
             try systemCall(.spool, "unlinkat", path: path + "/" + name, ignoring: ENOENT) { unlinkat(directory, name, 0) }
         }
         _ = fsync(directory)
     }
 
-    /// Moves an item (content and state) into the subdirectory `name` (`given-up`, `quarantine`).
+    /// Moves an item (state, then content, as `remove` does) into the subdirectory `name`
+    /// (`given-up`, `quarantine`).
     public func moveAside(_ id: String, to name: String) throws(LogbookError) {
         let target = try subdirectory(name)
         defer { close(target) }
-        for file in [id + ".data", id + ".state"] {
+        for file in [id + ".state", id + ".data"] {
             try systemCall(.spool, "renameat", path: path + "/" + file, ignoring: ENOENT) { renameat(directory, file, target, file) }
         }
         _ = fsync(target)
@@ -469,17 +482,22 @@ public final class Spool {
 
     // MARK: resuming
 
-    /// What a new `Spool` finds: every pending item, oldest first, and the items whose state was
-    /// damaged (moved to `quarantine/`, with their content, and reported here once).
+    /// What a new `Spool` finds: every pending item, oldest first, the items whose state was
+    /// damaged (moved to `quarantine/`, with their content, and reported here once), and the items
+    /// whose content is gone (their state moved to `quarantine/`, and reported here once).
     public struct Contents: Sendable, Equatable {
         public var items: [SpooledItem]
         public var quarantined: [String]
+        /// Items whose state was found without its content (`ID.data` deleted by someone else):
+        /// they cannot be sent.
+        public var withoutContent: [SpooledItem] = []
     }
 
-    /// Lists the spool and repairs what a crash left: a state without content (a submission or a
-    /// removal cut short) is removed; content without a state (left by a removal's order reversed,
-    /// or put there by hand) is recorded now; temporary files are removed; a damaged state, and
-    /// anything but a regular file where content belongs, is quarantined.
+    /// Lists the spool and repairs what a crash left: content without a state (a submission or a
+    /// removal cut short, or put there by hand) is recorded now; temporary files are removed; a
+    /// damaged state, and anything but a regular file where content belongs, is quarantined. A
+    /// state without its content (which no crash leaves: content goes in first and out last) lost
+    /// it since: its state is quarantined and the item reported.
     public func contents() throws(LogbookError) -> Contents {
         /// Quarantines an item; when that fails (the quarantine directory is unusable), the item
         /// is left where it is, out of the queue, and still reported: one bad item never stops
@@ -507,7 +525,12 @@ public final class Spool {
                 // A symlink, FIFO or directory where content belongs: never sent, never trusted.
                 quarantine(id, into: &result)
             } else if !all.contains(id + ".data") {
-                unlinkat(directory, id + ".state", 0)  // a submission or a removal cut short
+                if let item = try? readState(id) {
+                    try? moveAside(id, to: "quarantine")
+                    result.withoutContent.append(item)
+                } else {
+                    quarantine(id, into: &result)
+                }
             } else if !all.contains(id + ".state") {
                 result.items.append(try record(id, byteCount: dataByteCount(id), source: ""))
             } else if let item = try? readState(id) {

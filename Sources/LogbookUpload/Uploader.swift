@@ -93,7 +93,9 @@ public final class Uploader: Sendable {
     public enum Outcome: Sendable, Hashable {
         /// The server answered 2xx; the item is gone from the spool.
         case delivered(id: String, attempts: Int)
-        /// Not retryable (a status such as 400, or the attempts ran out); the reason says which.
+        /// Not retryable (a status such as 400, or the attempts ran out), or its content in the
+        /// spool cannot be sent (not what its key names, or gone: its files are then kept in
+        /// `quarantine/`); the reason says which.
         case gaveUp(id: String, reason: String)
         /// Its expiry passed before it could be delivered.
         case expired(id: String)
@@ -126,9 +128,9 @@ public final class Uploader: Sendable {
         /// what it sends).
         public var bytesSent = 0
         /// Upload URLs not used: a 104's `Location` that is no URI reference or is on another
-        /// origin than its request's, and one kept in the spool for another request URL (an
-        /// earlier run's destination, or a copied or edited state). Each upload went on, or
-        /// started over, as a plain one.
+        /// origin than its request's, a 104 too large to read (over 100 KiB: that attempt failed),
+        /// and one kept in the spool for another request URL (an earlier run's destination, or a
+        /// copied or edited state). Each upload went on, or started over, as a plain one.
         public var ignoredUploadURLs = 0
         /// Why the last of ``ignoredUploadURLs`` was ignored, in words.
         public var lastIgnoredUploadURL: String?
@@ -168,6 +170,9 @@ public final class Uploader: Sendable {
         var counters = Statistics()
         /// The attempts in flight, for their progress.
         var flights: [String: Flight] = [:]
+        /// Items whose server answered an offer of a resumable upload with a 104 too large to read
+        /// (over 100 KiB): their next attempts in this run offer none, as plain uploads.
+        var plainUploads: Set<String> = []
     }
 
     private struct Flight {
@@ -186,8 +191,10 @@ public final class Uploader: Sendable {
                              allowed: configuration.isAllowed))
         (outcomes, outcomeSink) = AsyncStream.makeStream(of: Outcome.self, bufferingPolicy: .bufferingNewest(4096))
         for id in contents.quarantined { report(.quarantined(id: id)) }
+        for item in contents.withoutContent { report(.gaveUp(id: item.id, reason: Self.contentMissing(item))) }
         state.withLock { state in
-            state.counters.quarantined = contents.quarantined.count
+            state.counters.quarantined = contents.quarantined.count + contents.withoutContent.count
+            state.counters.gaveUp = contents.withoutContent.count
             enforceQuota(&state, keeping: nil)
         }
     }
@@ -430,9 +437,10 @@ public final class Uploader: Sendable {
             }
             switch result {
             case .answered(let outcome): settle(item, outcome)
-            case .contentProblem(let problem) where content.isItsSourceFile:
-                setAside(item, BodyProblem(quarantines: false, reason: "the file changed after it was submitted: \(problem.reason)"))
-            case .contentProblem(let problem): setAside(item, problem)
+            case .contentProblem(let problem, let attempted) where content.isItsSourceFile:
+                setAside(item, BodyProblem(quarantines: false, reason: "the file changed after it was submitted: \(problem.reason)"),
+                         attempted: attempted)
+            case .contentProblem(let problem, let attempted): setAside(item, problem, attempted: attempted)
             }
             return .worked
         case .wait(let nanoseconds):
@@ -502,7 +510,9 @@ public final class Uploader: Sendable {
 
     private enum AttemptResult {
         case answered(AttemptOutcome)
-        case contentProblem(BodyProblem)
+        /// `attempted`: a request of the attempt went out first (its body's bytes, or the HEAD
+        /// of a resumed upload), so that it counts as an attempt.
+        case contentProblem(BodyProblem, attempted: Bool)
     }
 
     /// One attempt: the rest of a resumable upload the server keeps (its offset asked first), or
@@ -525,7 +535,8 @@ public final class Uploader: Sendable {
                 }
             }
         }
-        if configuration.resumesUploads, let url = item.resumptionURL {
+        let offersResumable = configuration.resumesUploads && !state.withLock { $0.plainUploads.contains(item.id) }
+        if offersResumable, let url = item.resumptionURL {
             if ResumableUpload.mayResume(at: url, learnedFrom: item.resumptionRequestURL, by: request.url) {
                 if let result = await resume(item, at: url, request, content, progress) { return result }
             } else {
@@ -535,21 +546,32 @@ public final class Uploader: Sendable {
                 recordResumption(item.id, nil)
             }
         }
-        if configuration.resumesUploads {
+        if offersResumable {
             request.setHeader(ResumableUpload.versionField, ResumableUpload.version)
             request.setHeader("Upload-Complete", "?1")
         }
         let origin = request.url
         let answer = await transport.send(request, body: content.body(from: 0), timeout: configuration.timeout, progress: progress) {
             [weak self] status, headers in
-            guard status == 104, let self, self.configuration.resumesUploads else { return }
+            guard status == 104, let self, offersResumable else { return }
             switch ResumableUpload.location(in: headers, sentTo: origin) {
             case .none: break
             case .kept(let location): self.recordResumption(item.id, location, learnedFrom: origin)
             case .ignored(let reason): self.ignoreUploadURL(reason)
             }
         }
-        return Self.result(of: answer)
+        if offersResumable { goPlainAfterAnUnreadableInterimAnswer(item.id, answer) }
+        return Self.result(of: answer, attempted: progress.bytesSent > 0)
+    }
+
+    /// An interim answer whose head is too large to read (libcurl refuses a header line over
+    /// 100 KiB, such as a 104's `Location`) ends the attempt, and would end every attempt that
+    /// offers a resumable upload to that server: the item's next attempts in this run are plain
+    /// uploads, and the upload URL is counted as ignored, as any unusable `Location` is.
+    private func goPlainAfterAnUnreadableInterimAnswer(_ id: String, _ answer: Result<HTTPAnswer, HTTPFailure>) {
+        guard case .failure(let failure) = answer, failure.code == EMSGSIZE, (100..<200).contains(failure.refusedHeadStatus) else { return }
+        state.withLock { _ = $0.plainUploads.insert(id) }
+        ignoreUploadURL("a \(failure.refusedHeadStatus) answer's head was larger than 100 KiB: not read, the next attempts are plain uploads")
     }
 
     /// The rest of an upload the server keeps at `url`: its offset, then the bytes after it. `nil`
@@ -560,7 +582,7 @@ public final class Uploader: Sendable {
         probe.setHeader("Content-Type", nil)
         probe.setHeader(ResumableUpload.versionField, ResumableUpload.version)
         let offsetAnswer = await transport.send(probe, body: .none, timeout: configuration.timeout)
-        guard case .success(let answer) = offsetAnswer else { return Self.result(of: offsetAnswer) }
+        guard case .success(let answer) = offsetAnswer else { return Self.result(of: offsetAnswer, attempted: true) }
         if answer.status == 404 || answer.status == 410 {
             recordResumption(item.id, nil)
             return nil
@@ -584,6 +606,7 @@ public final class Uploader: Sendable {
         // connection the server closed, at an offset the first copy's bytes already moved (409).
         let appended = await transport.send(append, body: content.body(from: offset), timeout: configuration.timeout,
                                             progress: progress, freshConnection: true)
+        goPlainAfterAnUnreadableInterimAnswer(item.id, appended)
         if case .success(let answer) = appended {
             switch answer.status {
             case 404, 410:
@@ -594,7 +617,7 @@ public final class Uploader: Sendable {
             default: break
             }
         }
-        return Self.result(of: appended)
+        return Self.result(of: appended, attempted: true)
     }
 
     /// Records (or forgets) where the server keeps an item's upload, and the request URL that
@@ -633,12 +656,15 @@ public final class Uploader: Sendable {
         }
     }
 
-    private static func result(of answer: Result<HTTPAnswer, HTTPFailure>) -> AttemptResult {
+    /// What an exchange came to. A failure of the exchange (an answer too large to read
+    /// included) is a transport error of the attempt, retried; only a failure of the content's own
+    /// (its check, or its reading) sets the item aside.
+    private static func result(of answer: Result<HTTPAnswer, HTTPFailure>, attempted: Bool) -> AttemptResult {
         switch answer {
         case .success(let answer):
             return .answered(.status(answer.status, retryAfter: answer.header("Retry-After")))
         case .failure(let failure) where failure.isContentProblem:
-            return .contentProblem(BodyProblem(quarantines: true, reason: failure.words, keepsContent: true))
+            return .contentProblem(BodyProblem(quarantines: true, reason: failure.words, keepsContent: true), attempted: attempted)
         case .failure(let failure) where failure.code == ETIMEDOUT:
             return .answered(.timedOut)
         case .failure(let failure):
@@ -651,8 +677,8 @@ public final class Uploader: Sendable {
         /// Quarantine (the spool holds something else than content) or give up (it changed).
         var quarantines: Bool
         var reason: String
-        /// Given up with its reason, its content kept in the spool's `quarantine/` (content that
-        /// does not match its key: evidence, never sent).
+        /// Given up with its reason, its files kept in the spool's `quarantine/` (content that
+        /// does not match its key: evidence, never sent; or the state of content that is gone).
         var keepsContent = false
     }
 
@@ -678,7 +704,10 @@ public final class Uploader: Sendable {
     /// is checked as it streams, and the last bytes go out only once all of it passed.
     private func openContent(_ item: SpooledItem) -> Result<OpenedContent, BodyProblem> {
         let fd = state.withLock { $0.spool.openContent(item.id) }
-        if fd == -ELOOP || fd == -EINVAL || fd == -ENOENT {
+        if fd == -ENOENT {
+            return .failure(BodyProblem(quarantines: true, reason: Self.contentMissing(item), keepsContent: true))
+        }
+        if fd == -ELOOP || fd == -EINVAL {
             return .failure(BodyProblem(quarantines: true, reason: "its content in the spool is not a regular file"))
         }
         if fd < 0 {
@@ -720,15 +749,26 @@ public final class Uploader: Sendable {
         return .success(OpenedContent(fd: fd, byteCount: size, check: check, isItsSourceFile: isItsSourceFile))
     }
 
+    /// Why an item whose content is gone from the spool (deleted by someone else) is given up.
+    static func contentMissing(_ item: SpooledItem) -> String {
+        let source = item.source.isEmpty ? "" : " (submitted from \(escapingControlCharacters(item.source)))"
+        return "its content is missing from the spool\(source): not sent, its state kept in quarantine/"
+    }
+
     private static func mismatch(_ what: String) -> BodyProblem {
         BodyProblem(quarantines: true, reason: "its content in the spool is not what its key names (\(what)): not sent",
                     keepsContent: true)
     }
 
-    /// An item whose content cannot be sent: quarantined, or given up.
-    private func setAside(_ item: SpooledItem, _ problem: BodyProblem) {
+    /// An item whose content cannot be sent: quarantined, or given up. `attempted`: a request of
+    /// it went out first, and counts as a failed attempt.
+    private func setAside(_ item: SpooledItem, _ problem: BodyProblem, attempted: Bool = false) {
         state.withLock { state in
             state.inFlight.remove(item.id)
+            if attempted {
+                state.counters.attempts += 1
+                state.counters.failedAttempts += 1
+            }
             guard state.items[item.id] != nil else { return }
             if state.purging.remove(item.id) != nil {
                 remove(item, from: &state, outcome: .dropped(id: item.id, reason: "purged"))

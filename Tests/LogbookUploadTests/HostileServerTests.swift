@@ -228,4 +228,38 @@ final class HostileServerTests: XCTestCase, UploaderFailureTestCase {
             XCTAssertEqual(seen, [.gaveUp(id: item.id, reason: "1 attempts, the last: timed out")], what)
         }
     }
+    /// An outside test: an answer whose head held a header over 100 KB (a 503, a 201, or a 104)
+    /// gave up at once, "Out of memory", as "0 attempts", and moved the item to quarantine/ (the
+    /// 201: a delivered item reported failed). libcurl refuses such a line, and the failure was
+    /// taken for the content's. An answer head too large to read (over 100 KiB: one line, or many)
+    /// is now a failed attempt of the exchange: counted, retried by the policy, said as such, never
+    /// quarantined. A 104 too large makes the item's next attempts plain uploads, which deliver.
+    func testAnAnswerHeadTooLargeIsAFailedAttemptRetriedNeverQuarantined() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let base = "http://127.0.0.1:\(server.port)/bighead/"
+        let policy = RetryPolicy(maxDelay: .zero, maxAttempts: 2)
+        let uploader = try Uploader(.init(spool: dir + "/spool", policy: policy, maxConcurrentUploads: 1) { item in
+            DeliveryRequest(method: "PUT", url: base + item.id.replacingOccurrences(of: "-", with: "/"))
+        })
+        for id in ["503-line", "201-line", "503-lines", "104-line", "104-lines"] { try uploader.submit(data: Array(id.utf8), id: id) }
+        uploader.start()
+        let seen = await outcomes(uploader, count: 5)
+        await uploader.stop()
+        func tooLarge(_ status: Int) -> String {
+            "2 attempts, the last: the server's answer (HTTP \(status)) has a head larger than 100 KiB: not read"
+        }
+        XCTAssertEqual(Set(seen), [.gaveUp(id: "503-line", reason: tooLarge(503)), .gaveUp(id: "201-line", reason: tooLarge(201)),
+                                   .gaveUp(id: "503-lines", reason: tooLarge(503)),
+                                   .delivered(id: "104-line", attempts: 2), .delivered(id: "104-lines", attempts: 2)])
+        let statistics = uploader.statistics
+        XCTAssertEqual(statistics.attempts, 10)
+        XCTAssertEqual(statistics.quarantined, 0)
+        XCTAssertEqual(statistics.ignoredUploadURLs, 2, "each 104 that could not be read")
+        XCTAssertEqual((try? FileManager.default.contentsOfDirectory(atPath: dir + "/spool/quarantine")) ?? [], [])
+        // The 104 goes only to a request that offers a resumable upload: the second attempts were
+        // plain. (The first attempts' own lines may be missing: their connection ended mid-body.)
+        let second = server.requests().filter { ($0["path"] as? String)?.hasPrefix("/bighead/104") == true && $0["attempt"] as? String == "2" }
+        XCTAssertEqual(second.map { $0["answer"] as? Int }, [201, 201])
+    }
 }

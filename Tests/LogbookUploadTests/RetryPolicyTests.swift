@@ -66,6 +66,24 @@ final class RetryPolicyTests: XCTestCase {
         }
     }
 
+    /// An outside test: an HTTP-date after 2262 (past Int64 nanoseconds) was taken for garbage and
+    /// retried after the backoff (0.1 to 0.7 s), in IMF-fixdate and asctime form alike. It is far
+    /// in the future: the wait is the maximum. A date before 1677 is in the past: the backoff.
+    func testADateBeyondInt64NanosecondsIsFarInTheFuture() {
+        let policy = RetryPolicy(baseDelay: .seconds(1), maxDelay: .seconds(60), maxRetryAfter: .seconds(3600))
+        for value in ["Fri, 31 Dec 9999 23:59:59 GMT", "Fri Dec 31 23:59:59 9999", "Sun, 01 Jan 2263 00:00:00 GMT",
+                      "Fri, 11 Apr 2262 23:47:17 GMT"] {
+            XCTAssertEqual(RetryPolicy.retryAfterDelay(value, nowNanoseconds: now), .max, value)
+            var random = Largest()
+            let decision = policy.decide(.status(503, retryAfter: value), attempt: 1, firstSubmittedNanoseconds: now,
+                                         nowNanoseconds: now, using: &random)
+            XCTAssertEqual(decision, .retry(atNanoseconds: now + 3_600_000_000_000), "'\(value)': the hour's maximum")
+        }
+        for value in ["Mon, 01 Jan 0001 00:00:00 GMT", "Sat Jan  1 00:00:00 0000", "Wed, 01 Jan 1677 00:00:00 GMT"] {
+            XCTAssertNil(RetryPolicy.retryAfterDelay(value, nowNanoseconds: now), value)
+        }
+    }
+
     func testBackoffIsFullJitterUnderADoublingBoundUpToTheCap() {
         let policy = RetryPolicy(baseDelay: .milliseconds(500), maxDelay: .seconds(30))
         var largest = Largest()

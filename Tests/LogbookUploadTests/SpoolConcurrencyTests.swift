@@ -64,13 +64,14 @@ final class SpoolConcurrencyTests: XCTestCase {
             try spool.submit(data: Array("b".utf8), id: "b")
             try spool.submit(data: Array("c".utf8), id: "c")
         }
-        // b: content durable, state never written (a kill inside submit).
+        // b: content durable, state never written (a kill inside submit, or inside a removal:
+        // content goes in first and out last).
         try FileManager.default.removeItem(atPath: path + "/b.state")
         // c: state flipped by one bit.
         var state = try Data(contentsOf: URL(fileURLWithPath: path + "/c.state"))
         state[20] ^= 1
         try state.write(to: URL(fileURLWithPath: path + "/c.state"))
-        // d: a removal cut short after the content went.
+        // d: a state whose content someone deleted (no crash leaves that).
         try FileManager.default.copyItem(atPath: path + "/a.state", toPath: path + "/d.state")
         // A replacement cut short.
         try Data("half".utf8).write(to: URL(fileURLWithPath: path + "/a.state.new"))
@@ -80,10 +81,35 @@ final class SpoolConcurrencyTests: XCTestCase {
         XCTAssertEqual(contents.items.map(\.id), ["a", "b"])
         XCTAssertEqual(contents.items[1].firstSubmittedNanoseconds, 5_000, "recorded when found")
         XCTAssertEqual(contents.quarantined, ["c"])
+        XCTAssertEqual(contents.withoutContent.map(\.id), ["d"])
         let left = try FileManager.default.contentsOfDirectory(atPath: path).sorted()
         XCTAssertEqual(left, ["a.data", "a.state", "b.data", "b.state", "lock", "quarantine"])
-        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: path + "/quarantine").sorted(), ["c.data", "c.state"])
-        XCTAssertEqual(try spool.contents().quarantined, [], "reported once")
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: path + "/quarantine").sorted(), ["c.data", "c.state", "d.state"])
+        let again = try spool.contents()
+        XCTAssertEqual(again.quarantined + again.withoutContent.map(\.id), [], "reported once")
+    }
+
+    /// A submission puts the content in place before the state, and a removal takes the state out
+    /// before the content: whatever a kill interrupts, the spool never holds a state without its
+    /// content, so that one found so lost its content since (and is reported, not dropped).
+    func testAStateIsNeverWithoutItsContent() throws {
+        let path = makeTemporaryDirectory(self) + "/spool"
+        let spool = try makeSpool(path)
+        let source = path + "-source.txt"
+        try Data("submitted".utf8).write(to: URL(fileURLWithPath: source))
+        // The order is seen by failing each one's second step. A submission whose state cannot be
+        // written (a directory planted where its replacement goes) takes its content out again.
+        try FileManager.default.createDirectory(atPath: path + "/x.state.new", withIntermediateDirectories: false)
+        XCTAssertThrowsError(try spool.submit(file: source, id: "x"), "the state cannot be written")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path + "/x.data"), "content left without its state by a failed submission")
+        try FileManager.default.removeItem(atPath: path + "/x.state.new")
+        let item = try spool.submit(file: source, id: "x")
+        // A removal whose second step fails (the content cannot be unlinked: a directory planted
+        // in its place) has taken the state out already.
+        try FileManager.default.removeItem(atPath: path + "/x.data")
+        try FileManager.default.createDirectory(atPath: path + "/x.data", withIntermediateDirectories: false)
+        XCTAssertThrowsError(try spool.remove(item.id))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path + "/x.state"), "a state left without its content by a failed removal")
     }
 
     func testIdentifiersCannotEscapeTheSpool() throws {

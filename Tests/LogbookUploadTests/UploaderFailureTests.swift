@@ -178,6 +178,88 @@ final class UploaderFailureTests: XCTestCase, UploaderFailureTestCase {
         }
     }
 
+    /// An outside test: an item whose content was deleted from the spool was dropped in silence by
+    /// the next run, its state with it, and `logbook upload` exited 0. Now it is given up with the
+    /// reason, its state kept in quarantine/, whether it went before the spool was opened or while
+    /// the uploader ran; the other items go on.
+    func testAnItemWhoseContentIsGoneIsReportedNotDroppedInSilence() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let spool = dir + "/spool"
+        let ids = try spoolItems(["gone before", "gone while running", "kept"], in: spool, server: server)
+        try FileManager.default.removeItem(atPath: spool + "/\(ids[0]).data")
+        let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
+        try FileManager.default.removeItem(atPath: spool + "/\(ids[1]).data")
+        uploader.isAllowed = true
+        uploader.start()
+        let seen = await outcomes(uploader, count: 3)
+        await uploader.stop()
+        let missing = "its content is missing from the spool: not sent, its state kept in quarantine/"
+        XCTAssertEqual(Set(seen), [.gaveUp(id: ids[0], reason: missing), .gaveUp(id: ids[1], reason: missing),
+                                   .delivered(id: ids[2], attempts: 1)])
+        XCTAssertEqual(uploader.statistics.gaveUp, 2)
+        for id in ids[0...1] {
+            XCTAssertTrue(FileManager.default.fileExists(atPath: spool + "/quarantine/\(id).state"), id)
+            XCTAssertFalse(FileManager.default.fileExists(atPath: spool + "/\(id).state"), id)
+        }
+        XCTAssertEqual(server.requests().count, 1)
+    }
+
+    /// The same through `logbook upload`: it said nothing of the item and exited 0. Now it names
+    /// the file the content came from, counts the item as failed and exits 1.
+    func testTheUploadCommandReportsAnItemWhoseContentIsGone() throws {
+        guard let logbook = logbookExecutable() else { throw XCTSkip("the logbook executable is not built") }
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let spool = dir + "/spool"
+        try Data("gone".utf8).write(to: URL(fileURLWithPath: dir + "/gone.txt"))
+        try Data("kept".utf8).write(to: URL(fileURLWithPath: dir + "/kept.txt"))
+        let gone: SpooledItem
+        do {
+            let uploader = try Uploader(.init(spool: spool, isAllowed: false, makeRequest: request(server.url("/ok"))))
+            gone = try uploader.submit(file: dir + "/gone.txt")
+            try uploader.submit(file: dir + "/kept.txt")
+        }
+        try FileManager.default.removeItem(atPath: spool + "/\(gone.id).data")
+        let run = try runProgram(logbook, ["upload", "--spool", spool, "--to", server.url("/ok/{id}").absoluteString])
+        XCTAssertEqual(run.status, 1, run.output)
+        XCTAssertTrue(run.output.contains("gave up on \(gone.id): its content is missing from the spool (submitted from \(dir)/gone.txt)"),
+                      run.output)
+        XCTAssertTrue(run.output.contains("1 delivered (4 bytes), 1 failed"), run.output)
+    }
+
+    /// An outside test: a `--link` file edited in place while its body was being sent was given up
+    /// (right) with "0 attempts" in the summary, although its request had gone out. An attempt
+    /// that sent its body counts, failed; content found wrong before any request does not.
+    func testAnAttemptGivenUpMidBodyCountsAsAnAttempt() async throws {
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir)
+        let uploader = try Uploader(.init(spool: dir + "/spool", maxConcurrentUploads: 1, isAllowed: false,
+                                          makeRequest: request(server.url("/ok"))))
+        let content = (0..<3_000_000).map { UInt8(truncatingIfNeeded: $0 &* 13) }
+        try Data(content).write(to: URL(fileURLWithPath: dir + "/last-byte"))
+        try Data(content.reversed()).write(to: URL(fileURLWithPath: dir + "/shorter"))
+        let lastByte = try uploader.submit(file: dir + "/last-byte", linking: true)
+        let shorter = try uploader.submit(file: dir + "/shorter", linking: true)
+        let handle = try XCTUnwrap(FileHandle(forUpdatingAtPath: dir + "/last-byte"))  // found as the body ends
+        try handle.seek(toOffset: UInt64(content.count - 1))
+        try handle.write(contentsOf: Data([content.last! &+ 1]))
+        try handle.close()
+        XCTAssertEqual(truncate(dir + "/shorter", 10), 0)  // found before the first byte
+        uploader.isAllowed = true
+        uploader.start()
+        let seen = await outcomes(uploader, count: 2)
+        await uploader.stop()
+        let givenUp = seen.compactMap { outcome -> String? in
+            guard case .gaveUp(let id, _) = outcome else { return nil }
+            return id
+        }
+        XCTAssertEqual(Set(givenUp), Set([lastByte.id, shorter.id]), "\(seen)")
+        XCTAssertEqual(uploader.statistics.attempts, 1, "the attempt that sent its body")
+        XCTAssertEqual(uploader.statistics.failedAttempts, 1)
+        XCTAssertGreaterThan(uploader.statistics.bytesSent, 0)
+    }
+
     /// A symlink, FIFO or directory planted where an item's content belongs (by whoever can write
     /// the spool) is never followed nor sent: quarantined at open, or at upload.
     func testPlantedContentIsQuarantinedNeverSent() async throws {

@@ -22,6 +22,11 @@ connection; `/resumable-eighth/...` keeps an eighth of what remains (at least 1 
 then resets. `/resumable-location/QUOTED` sends a 104 whose Location is QUOTED percent-decoded
 into raw bytes (no check: a hostile server), then reads the body and answers 201.
 
+Answers whose head is too large for a client to read (over 100 KiB): `/bighead/STATUS/line` answers
+STATUS with one header line of 200 KB, `/bighead/STATUS/lines` with 300 header lines of 1 KB; for
+STATUS 104, a request that offers a resumable upload gets a 104 so made (its Location 200 KB long,
+or 300 lines of 1 KB) before its body is read, then a 201, and any other request a 201.
+
 Answers that trickle, forever (only the client's bound ends them): `/trickle/body` answers 201
 with a body of 1 TB, one byte every 0.1 s; `/trickle/head` sends its head one byte every 0.1 s;
 `/trickle/interim` sends a 104 every 0.1 s.
@@ -201,6 +206,32 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
+    def big_head(self, status, shape, length, resumable):
+        """An answer (or, for 104, an interim answer) whose head is over 100 KiB: one line of
+        200 KB, or 300 lines of 1 KB."""
+        name = "Location" if status == 104 else "X-Big"
+        if shape == "line":
+            fields = [(name, "/upload/" + "a" * 200_000)]
+        else:
+            fields = [(name if i == 0 else "X-Big-%d" % i, "/upload/" + "b" * 1000) for i in range(300)]
+        head = b"".join(("%s: %s\r\n" % field).encode() for field in fields)
+        if status == 104:
+            if resumable:
+                self.wfile.write(b"HTTP/1.1 104 Upload Resumption Supported\r\nUpload-Draft-Interop-Version: 6\r\n" + head + b"\r\n")
+                self.wfile.flush()
+            body = self.read_body(length)
+            if body is None:
+                return
+            self.record(201, length, body)
+            self.answer(201)
+            return
+        body = self.read_body(length)
+        if body is None:
+            return
+        self.record(status, length, body)
+        self.close_connection = True
+        self.wfile.write(("HTTP/1.1 %d Big\r\n" % status).encode() + head + b"Content-Length: 0\r\n\r\n")
+
     def do_PUT(self):
         parts = [p for p in self.path.split("?")[0].split("/") if p]
         length = int(self.headers.get("Content-Length", 0))
@@ -232,6 +263,9 @@ class Handler(BaseHTTPRequestHandler):
                 return
             self.record(201, length, body)
             self.answer(201)
+            return
+        if parts[:1] == ["bighead"] and len(parts) >= 3:
+            self.big_head(int(parts[1]), parts[2], length, resumable)
             return
         if parts[:1] == ["trickle"]:
             self.trickle(parts[1] if len(parts) > 1 else "body", length)

@@ -82,8 +82,11 @@ void lb_http_exchange_set_interim_handler(lb_http_exchange *exchange, lb_http_in
  * -ECONNRESET (the connection was lost), -ETIMEDOUT (connect or stall timeout, or an answer that
  * did not end in time), -ECANCELED,
  * -EBADMSG (the content failed its check: lb_http_exchange_error says where; nothing after the
- * failing bytes was sent), -EIO (the body's file could not be read, or it ended early), -EPROTO
- * (a malformed answer or a TLS failure), -EINVAL (a bad URL or method). */
+ * failing bytes was sent), -EIO (the body's file could not be read, or it ended early): only these
+ * two are the body's; -EMSGSIZE (an answer head, interim or final, over 100 KiB: libcurl's bound
+ * for one header line, and this layer's for a whole head; lb_http_exchange_status then says the
+ * status of that head, 0 when its status line was not read), -ENOMEM, -EPROTO (a malformed answer,
+ * a TLS failure, or any other failure of libcurl), -EINVAL (a bad URL or method). */
 int lb_http_exchange_perform(lb_http_connection *connection, lb_http_exchange *exchange);
 
 /* From any thread: the exchange ends with -ECANCELED at its next step (within about a second). */
@@ -91,6 +94,7 @@ void lb_http_exchange_cancel(lb_http_exchange *exchange);
 /* From any thread: body bytes handed to the connection so far, in this exchange. */
 uint64_t lb_http_exchange_bytes_sent(const lb_http_exchange *exchange);
 
+/* The final answer's status (0 without one; after -EMSGSIZE, the status of the head refused). */
 int lb_http_exchange_status(const lb_http_exchange *exchange);
 /* The final answer's header lines ("Name: value\r\n" each, status line excluded). */
 const char *lb_http_exchange_headers(const lb_http_exchange *exchange, size_t *length);

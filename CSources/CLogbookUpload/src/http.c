@@ -12,7 +12,11 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { READ_STEP = 256 << 10, HEAD_LIMIT = 64 << 10 };
+/* HEAD_LIMIT: the most bytes one answer head (interim or final: its status line and header lines)
+ * may take, libcurl's own bound for one header line (CURL_MAX_HTTP_HEADER, 100 KiB). A longer
+ * head fails the exchange with -EMSGSIZE: libcurl refuses such a line anyway (CURLE_OUT_OF_MEMORY
+ * before 8.6, CURLE_TOO_LARGE since), and many shorter lines are refused here alike. */
+enum { READ_STEP = 256 << 10, HEAD_LIMIT = 100 << 10 };
 
 struct lb_http_connection {
     CURL *curl;
@@ -52,6 +56,10 @@ struct lb_http_exchange {
     int body_capped;               /* the answer's body passed response_body_limit: not read further */
     int read_failure;              /* -EBADMSG or -EIO from the read callback */
     int final_head_seen;           /* a final (non-1xx) head arrived */
+    int in_head;                   /* between a head's status line and its end */
+    size_t head_bytes;             /* the bytes of the head being read, its status line included */
+    int head_too_large;            /* a head passed HEAD_LIMIT: the exchange ends */
+    int out_of_memory;             /* a head or the body could not be kept */
     uint64_t last_progress_ns;     /* the body's last move (or the start) */
     uint64_t answer_started_ns;    /* when the request was all sent, or a final head came first */
     curl_off_t last_up;
@@ -319,9 +327,18 @@ static size_t on_header(char *bytes, size_t size, size_t count, void *context) {
         const char *space = memchr(bytes, ' ', length);
         exchange->head_status = space && space + 4 <= bytes + length ? atoi(space + 1) : 0;
         exchange->head.length = 0;
+        exchange->in_head = 1;
+        exchange->head_bytes = length;
         return length;
     }
+    exchange->head_bytes += length;
+    if (exchange->head_bytes > HEAD_LIMIT) {
+        exchange->head_too_large = 1;
+        return 0;
+    }
     if (length <= 2 && (length == 0 || bytes[0] == '\r' || bytes[0] == '\n')) {
+        exchange->in_head = 0;
+        exchange->head_bytes = 0;  /* a chunked body's trailer, if any, is bounded on its own */
         int status = exchange->head_status;
         if (status >= 100 && status < 200) {
             if (exchange->interim) {
@@ -331,12 +348,19 @@ static size_t on_header(char *bytes, size_t size, size_t count, void *context) {
         } else {
             exchange->final_head_seen = 1;
             exchange->final_head.length = 0;
-            if (append(&exchange->final_head, exchange->head.bytes ? exchange->head.bytes : "", exchange->head.length, HEAD_LIMIT)) return 0;
+            if (append(&exchange->final_head, exchange->head.bytes ? exchange->head.bytes : "", exchange->head.length, HEAD_LIMIT)) {
+                exchange->out_of_memory = 1;
+                return 0;
+            }
         }
         exchange->head.length = 0;
         return length;
     }
-    return append(&exchange->head, bytes, length, HEAD_LIMIT) ? 0 : length;
+    if (append(&exchange->head, bytes, length, HEAD_LIMIT)) {
+        exchange->out_of_memory = 1;
+        return 0;
+    }
+    return length;
 }
 
 /* An answer's body is kept up to response_body_limit bytes, and then not read at all: the answer
@@ -350,7 +374,11 @@ static size_t on_body(char *bytes, size_t size, size_t count, void *context) {
         exchange->body_capped = 1;
         return 0;
     }
-    return append(&exchange->body, bytes, length, exchange->response_body_limit) ? 0 : length;
+    if (append(&exchange->body, bytes, length, exchange->response_body_limit)) {
+        exchange->out_of_memory = 1;
+        return 0;
+    }
+    return length;
 }
 
 /* The exchange's two bounds (stall_timeout_ms, the caller's timeout). While the body is being sent,
@@ -401,13 +429,25 @@ static int failure(lb_http_exchange *exchange, CURLcode code, const char *detail
         rc = -EPROTO; words = "the TLS connection failed"; break;
     case CURLE_URL_MALFORMAT: case CURLE_UNSUPPORTED_PROTOCOL: rc = -EINVAL; words = "the URL cannot be used"; break;
     case CURLE_WEIRD_SERVER_REPLY: rc = -EPROTO; words = "the server's response was malformed"; break;
-    default: rc = -EIO; words = curl_easy_strerror(code); break;
+    /* -EIO and -EBADMSG are the body's own (read_failure): any other failure is the exchange's, so
+     * that the uploader retries it rather than taking the content for damaged. */
+    default: rc = -EPROTO; words = curl_easy_strerror(code); break;
     }
     snprintf(exchange->error, sizeof exchange->error, "%s (%s)", words, detail && *detail ? detail : curl_easy_strerror(code));
     return rc;
 }
 
 static int perform(lb_http_connection *connection, lb_http_exchange *exchange);
+
+/* Whether the exchange failed on an answer head too large: refused by on_header (HEAD_LIMIT), or
+ * a line of it by libcurl (out of memory, or "too large" since 8.6) before the final head ended. */
+static int head_refused(const lb_http_exchange *exchange, CURLcode code) {
+    if (exchange->head_too_large) return 1;
+#if CURL_AT_LEAST_VERSION(8, 6, 0)
+    if (code == CURLE_TOO_LARGE && !exchange->final_head_seen) return 1;
+#endif
+    return code == CURLE_OUT_OF_MEMORY && !exchange->final_head_seen && !exchange->out_of_memory;
+}
 
 int lb_http_exchange_perform(lb_http_connection *connection, lb_http_exchange *exchange) {
     int rc = perform(connection, exchange);
@@ -423,6 +463,9 @@ static int perform(lb_http_connection *connection, lb_http_exchange *exchange) {
     exchange->status = 0;
     exchange->has_body = has_body;
     exchange->stalled = exchange->answer_late = exchange->body_capped = exchange->final_head_seen = 0;
+    exchange->in_head = exchange->head_too_large = exchange->out_of_memory = 0;
+    exchange->head_bytes = 0;
+    exchange->head_status = 0;
     exchange->read_failure = 0;
     exchange->last_progress_ns = exchange->answer_started_ns = 0;
     exchange->last_up = 0;
@@ -471,6 +514,22 @@ static int perform(lb_http_connection *connection, lb_http_exchange *exchange) {
         return 0;
     }
     if (exchange->read_failure) return exchange->read_failure;
+    if (head_refused(exchange, code)) {
+        /* The status of the head refused (0: its status line was not read) is the exchange's. */
+        exchange->status = exchange->in_head ? exchange->head_status : 0;
+        if (exchange->status > 0) {
+            snprintf(exchange->error, sizeof exchange->error, "the server's answer (HTTP %d) has a head larger than %d KiB: not read",
+                     exchange->status, HEAD_LIMIT >> 10);
+        } else {
+            snprintf(exchange->error, sizeof exchange->error, "the server's answer has a head larger than %d KiB: not read",
+                     HEAD_LIMIT >> 10);
+        }
+        return -EMSGSIZE;
+    }
+    if (exchange->out_of_memory || code == CURLE_OUT_OF_MEMORY) {
+        snprintf(exchange->error, sizeof exchange->error, "out of memory while reading the answer");
+        return -ENOMEM;
+    }
     if (code == CURLE_ABORTED_BY_CALLBACK || atomic_load(&exchange->cancelled)) {
         if (exchange->stalled) {
             snprintf(exchange->error, sizeof exchange->error, "timed out (no progress for %u ms)", exchange->stall_timeout_ms);
