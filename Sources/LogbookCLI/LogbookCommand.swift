@@ -444,7 +444,8 @@ func ringHolds(_ info: BundleInfo, recent: RecentRate) -> String? {
 
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print a bundle's metadata, counters and archive state (or an archive directory's or file's). Exits 1 when the bundle's ring cannot be read (`logbook verify` says why); a bundle whose creation was cut short, to which nothing was ever logged, is said so and exits 0.")
+        abstract: "Print a bundle's metadata, counters and archive state (or an archive directory's or file's).",
+        discussion: "Exits 1 when the bundle's ring cannot be read (`logbook verify` says why). A bundle whose creation was cut short, to which nothing was ever logged, is said to be so, and exits 0.")
 
     @Argument(help: bundleArgumentHelp)
     var bundle: String
