@@ -220,10 +220,13 @@ struct Show: ParsableCommand {
             try reader.stream(where: filter, emit)
             sayAltered()
             output.flush()
+            // Nothing shown, and why: said once, also before following (which waits for the
+            // creation to complete, not for a removed bundle to come back).
+            var neverCompleted = reader.wasNeverCompleted
+            if neverCompleted { warn("\(bundle): \(Info.neverCompleted)") }
             guard follow else {
                 // What could not be shown is said on stderr, so that a listing is never silently
                 // partial; `logbook verify` lists it.
-                if reader.wasNeverCompleted { warn("\(bundle): \(Info.neverCompleted)") }
                 let summary = try? reader.verify()
                 let failures = reader.issues.filter(\.isFailure)
                 if !failures.isEmpty {
@@ -257,7 +260,7 @@ struct Show: ParsableCommand {
                     }
                     continue
                 }
-                if identity == .removed && !removedSaid {
+                if identity == .removed && !removedSaid && !neverCompleted {
                     removedSaid = true
                     if json { output.line("{\"notice\":\"removed\"}") }
                     output.flush()
@@ -282,9 +285,15 @@ struct Show: ParsableCommand {
                 overwrittenSaid = 0
                 alteredSaid = 0
                 removedSaid = false
-                if json { output.line("{\"notice\":\"replaced\"}") }
-                output.flush()
-                warn("\(bundle) is another bundle now (made again at this path); following it from its start")
+                if neverCompleted {
+                    // The creation said above completed: this is the same bundle's start.
+                    warn("\(bundle) is complete now; following it from its start")
+                    neverCompleted = false
+                } else {
+                    if json { output.line("{\"notice\":\"replaced\"}") }
+                    output.flush()
+                    warn("\(bundle) is another bundle now (made again at this path); following it from its start")
+                }
                 try reader.stream(where: filter, emit)
                 sayOverwritten()
                 sayAltered()

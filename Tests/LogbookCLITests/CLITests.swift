@@ -428,4 +428,33 @@ final class CLITests: XCTestCase {
         XCTAssertEqual(lines.filter { $0.contains("before 1") }.count, 1, "the old bundle's record once")
         XCTAssertTrue(err().contains("is another bundle now"), err())
     }
+
+    /// `show --follow` of a bundle whose creation was cut short said it "was removed" and waited
+    /// for one to be made again (found beside the outside test of issue 42). It says the bundle
+    /// was never completed, and follows it from its start once a writer completes it.
+    func testFollowOfABundleWhoseCreationWasCutShortWaitsForItToBeCompleted() throws {
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/cut-short.logbook"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        XCTAssertTrue(FileManager.default.createFile(atPath: path + "/lock", contents: nil))
+        let follower = try startFollower(path, in: dir)
+        defer { if follower.isRunning { follower.terminate() } }
+        func out() -> String { (try? String(contentsOfFile: dir + "/out", encoding: .utf8)) ?? "" }
+        func err() -> String { (try? String(contentsOfFile: dir + "/err", encoding: .utf8)) ?? "" }
+        XCTAssertTrue(waitUntil { err().contains("never completed") }, "said: \(err())")
+        do {
+            let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+            try bundle.logger("new").info("completed \(1)")
+            try bundle.flush()
+            XCTAssertTrue(waitUntil { out().contains("completed 1") }, "followed: \(out()) \(err())")
+            try bundle.close()
+        }
+        follower.terminate()
+        follower.waitUntilExit()
+        XCTAssertTrue(err().contains("is complete now; following it from its start"), err())
+        XCTAssertFalse(err().contains("was removed") || err().contains("another bundle"), err())
+        XCTAssertFalse(out().contains("\"notice\""), out())
+        XCTAssertEqual(out().split(separator: "\n").filter { $0.contains("completed 1") }.count, 1, out())
+    }
 }
