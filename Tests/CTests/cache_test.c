@@ -1,7 +1,8 @@
 /* cache_test.c — the message cache's C API from C (logbook_cache.h): order, overwrite and
  * reject, too large, wrap-around with varied sizes, remove_through, limits by count, threads,
  * reopen and resize, one writer at a time, a 200-cycle SIGKILL loop, damage (header, truncation,
- * random bit flips) skipped, reported and rebuilt. CACHE_TEST_SEED repeats a run of bit flips. */
+ * random bit flips) skipped, reported and rebuilt, a hard link planted as the cache refused.
+ * CACHE_TEST_SEED repeats a run of bit flips. */
 #define _GNU_SOURCE
 #include "logbook.h"
 #include "logbook_cache.h"
