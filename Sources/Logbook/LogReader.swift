@@ -534,6 +534,12 @@ public final class LogReader {
         return lb_reader_ring_info(raw, &info) != -ENOTSUP
     }
 
+    /// Whether this is a bundle whose creation was cut short (a kill while it was made left its
+    /// directory with `lock` alone, or the creation is under way): nothing was ever logged to it,
+    /// and it has no ring for ``info()`` to describe. It reads as empty, with one torn issue that
+    /// says so (not damage: `verify` passes); the next writer's open completes it.
+    public var wasNeverCompleted: Bool { lb_reader_never_completed(raw) != 0 }
+
     /// The archive files this reader reads: the bundle's archive directory, an archive
     /// directory, or the one file it was opened on.
     public func archiveFiles() throws(LogbookError) -> ArchiveDirectoryInfo {

@@ -220,6 +220,10 @@ struct Show: ParsableCommand {
             try reader.stream(where: filter, emit)
             sayAltered()
             output.flush()
+            // Nothing shown, and why: said once, also before following (which waits for the
+            // creation to complete, not for a removed bundle to come back).
+            var neverCompleted = reader.wasNeverCompleted
+            if neverCompleted { warn("\(bundle): \(Info.neverCompleted)") }
             guard follow else {
                 // What could not be shown is said on stderr, so that a listing is never silently
                 // partial; `logbook verify` lists it.
@@ -256,7 +260,7 @@ struct Show: ParsableCommand {
                     }
                     continue
                 }
-                if identity == .removed && !removedSaid {
+                if identity == .removed && !removedSaid && !neverCompleted {
                     removedSaid = true
                     if json { output.line("{\"notice\":\"removed\"}") }
                     output.flush()
@@ -281,9 +285,15 @@ struct Show: ParsableCommand {
                 overwrittenSaid = 0
                 alteredSaid = 0
                 removedSaid = false
-                if json { output.line("{\"notice\":\"replaced\"}") }
-                output.flush()
-                warn("\(bundle) is another bundle now (made again at this path); following it from its start")
+                if neverCompleted {
+                    // The creation said above completed: this is the same bundle's start.
+                    warn("\(bundle) is complete now; following it from its start")
+                    neverCompleted = false
+                } else {
+                    if json { output.line("{\"notice\":\"replaced\"}") }
+                    output.flush()
+                    warn("\(bundle) is another bundle now (made again at this path); following it from its start")
+                }
                 try reader.stream(where: filter, emit)
                 sayOverwritten()
                 sayAltered()
@@ -443,7 +453,8 @@ func ringHolds(_ info: BundleInfo, recent: RecentRate) -> String? {
 
 struct Info: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Print a bundle's metadata, counters and archive state (or an archive directory's or file's).")
+        abstract: "Print a bundle's metadata, counters and archive state (or an archive directory's or file's).",
+        discussion: "Exits 1 when the bundle's ring cannot be read (`logbook verify` says why). A bundle whose creation was cut short, to which nothing was ever logged, is said to be so, and exits 0.")
 
     @Argument(help: bundleArgumentHelp)
     var bundle: String
@@ -465,15 +476,24 @@ struct Info: ParsableCommand {
                 printIssues(reader)
                 return
             }
+            if reader.wasNeverCompleted {
+                // Not damage (verify passes): there is no ring to describe, and nothing was logged.
+                say("bundle:          \(bundle)")
+                say("state:           \(Self.neverCompleted)")
+                say("entries:         \(entries)")
+                printIssues(reader, besides: 1)
+                return
+            }
             let info: BundleInfo
             do { info = try reader.info() } catch {
-                // A damaged or missing ring hides its counters, not the rest.
+                // A damaged or missing ring hides its counters, not the rest; as `verify`, the
+                // command fails.
                 say("bundle:          \(bundle)")
                 say("ring:            unreadable: \(error)")
                 printArchiveFiles(files)
                 say("entries:         \(entries)")
                 printIssues(reader)
-                return
+                throw ExitCode(1)
             }
             say("bundle:          \(bundle)")
             say("format:          version \(info.formatVersion)")
@@ -517,8 +537,15 @@ struct Info: ParsableCommand {
                 say("session \(s.index):       pid \(s.pid) on \(s.host), \(s.executable), started \(formatRFC3339(nanoseconds: s.startedNanoseconds)), clock \(s.clock) at \(s.ticksPerSecond) Hz")
             }
             printIssues(reader)
+        } catch let exit as ExitCode {
+            throw exit
         } catch { fail("\(error)") }
     }
+
+    /// What `info` and `show` say of a bundle whose creation was cut short (the reader's torn issue
+    /// says it too, which `verify` lists).
+    static let neverCompleted = "never completed: its creation was cut short (or is under way) before its ring was in place, so nothing was ever logged to it; the next writer's open completes it"
+
 
     func printArchiveFiles(_ files: ArchiveDirectoryInfo) {
         var text = "\(files.files) complete"
@@ -530,8 +557,9 @@ struct Info: ParsableCommand {
         say("archive files:   \(text)")
     }
 
-    func printIssues(_ reader: LogReader) {
-        let issues = reader.issues
-        if !issues.isEmpty { say("issues:          \(issues.count) (run `logbook verify`)") }
+    /// The issues the reader found, less `besides` that the lines above said already.
+    func printIssues(_ reader: LogReader, besides said: Int = 0) {
+        let count = reader.issues.count - said
+        if count > 0 { say("issues:          \(count) (run `logbook verify`)") }
     }
 }

@@ -21,7 +21,8 @@ struct Query: ParsableCommand {
             function or aggregate made of level as text (HAVING max(level) >= 'error') is refused: write \
             severity, or COLLATE level. A NaN argument is NULL, as SQLite holds none (args says "nan"). \
             Conditions on time, level, logger, site, template, file and \
-            function are decided before a record is decoded. Example:
+            function are decided before a record is decoded. Only reading: a statement that does not begin \
+            with SELECT, WITH or VALUES (REINDEX, ANALYZE, VACUUM, PRAGMA, BEGIN...) is refused, saying why. Example:
               logbook query app.logbook "SELECT template, count(*), percentile(arg1, 99) FROM records \
             WHERE level >= 'warning' GROUP BY site"
             """)

@@ -231,7 +231,19 @@ public final class LogQuery {
         }
         guard rc == SQLITE_OK, let statement else {
             sqlite3_finalize(statement)
-            throw failure(sql, code: rc)
+            let error = failure(sql, code: rc)
+            // A statement known not to read (ANALYZE, BEGIN, REINDEX of a name SQLite cannot find)
+            // is refused by what it is: that says more than the authorizer's refusal or SQLite's error.
+            if lb_query_check_reading(raw, sql) == -EPERM, let refusal = lb_query_refusal(raw) {
+                throw QueryError.refused(String(cString: refusal))
+            }
+            throw error
+        }
+        // What the statement is, by its first word: REINDEX, ANALYZE, BEGIN or SAVEPOINT may touch
+        // nothing the authorizer is asked about, and some of them count as read-only for SQLite.
+        if lb_query_check_reading(raw, sqlite3_sql(statement)) != 0 {
+            sqlite3_finalize(statement)
+            throw QueryError.refused(lb_query_refusal(raw).map { String(cString: $0) } ?? "anything but reading")
         }
         guard sqlite3_stmt_readonly(statement) != 0 else {
             sqlite3_finalize(statement)
@@ -294,7 +306,8 @@ public enum QueryError: Error, CustomStringConvertible, Equatable {
     /// SQL that SQLite rejects, or a read that failed: its message and the byte offset in the SQL
     /// it points at (when SQLite names one).
     case invalid(message: String, offset: Int?)
-    /// A statement that asks for more than reading: a write, ATTACH, PRAGMA, load_extension.
+    /// A statement that asks for more than reading: a write, ATTACH, PRAGMA, load_extension,
+    /// REINDEX, ANALYZE, VACUUM, a transaction (BEGIN, SAVEPOINT, ...).
     case refused(String)
     /// SQLite could not be set up.
     case engine(String)

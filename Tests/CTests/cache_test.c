@@ -1,8 +1,10 @@
 /* cache_test.c — the message cache's C API from C (logbook_cache.h): order, overwrite and
  * reject, too large, wrap-around with varied sizes, remove_through, limits by count, threads,
  * reopen and resize, one writer at a time, a 200-cycle SIGKILL loop, damage (header, truncation,
- * random bit flips) skipped, reported and rebuilt. CACHE_TEST_SEED repeats a run of bit flips. */
+ * random bit flips) skipped, reported and rebuilt, a hard link planted as the cache refused.
+ * CACHE_TEST_SEED repeats a run of bit flips. */
 #define _GNU_SOURCE
+#include "logbook.h"
 #include "logbook_cache.h"
 #include "check.h"
 #include "logbook_files.h"
@@ -575,6 +577,38 @@ static void test_leftover_temporary_file(void) {
     close(fd);
     CHECK(lb_cache_open(other, &o, &c) == 0);
     lb_cache_close(c);
+}
+
+/* A hard link planted as the cache file (to a cache elsewhere, the victim) is never written: the
+ * open is refused with -EMLINK and a detail naming it, and the victim keeps its bytes. (The outside
+ * test of issue 42 found the cache file without the check the bundle files have.) Once the other
+ * name is gone, the cache opens again. */
+static void test_hard_linked_cache_file_is_refused(void) {
+    char victim[300], path[300], command[800];
+    lb_cache_options o;
+    lb_cache *c = open_filled(victim, "victim.cache", 64 << 10, 20, &o);
+    lb_cache_close(c);
+    snprintf(path, sizeof path, "%s/linked.cache", dir);
+    CHECK(link(victim, path) == 0);
+    snprintf(command, sizeof command, "cp '%s' '%s.copy'", victim, victim);
+    CHECK(system(command) == 0);
+    for (int size = 0; size < 2; size++) {   /* the same size, and one that would rebuild it */
+        o.maximum_bytes = size ? 128 << 10 : 64 << 10;
+        c = NULL;
+        int rc = lb_cache_open(path, &o, &c);
+        CHECK(rc == -EMLINK);
+        CHECK(strstr(lb_error_detail(), "hard links") && strstr(lb_error_detail(), "linked.cache"));
+        if (c) {  /* what an open that let it through would do next */
+            append_numbered(c, 21);
+            lb_cache_close(c);
+        }
+    }
+    snprintf(command, sizeof command, "cmp -s '%s' '%s.copy'", victim, victim);
+    CHECK(system(command) == 0);  /* not written through */
+    CHECK(unlink(victim) == 0);
+    c = NULL;
+    CHECK(lb_cache_open(path, &o, &c) == 0);
+    if (c) lb_cache_close(c);
 }
 
 /* The header's moving fields carry no CRC; each is checked against the others and against the
@@ -1270,6 +1304,7 @@ int main(int argc, char **argv) {
     test_damage_is_skipped_and_reported();
     test_resize_keeps_the_newest();
     test_leftover_temporary_file();
+    test_hard_linked_cache_file_is_refused();
     test_header_damage_is_recovered();
     test_moving_fields_damage();
     test_head_moved_into_a_frame();

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -834,6 +835,80 @@ static void test_hard_linked_bundle_files_are_refused(void) {
     }
 }
 
+/* The name of the archive file being written in `archive_dir` (a writer killed left it), or "". */
+static void find_writing_file(const char *archive_dir, char *out, size_t size) {
+    out[0] = 0;
+    DIR *d = opendir(archive_dir);
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        size_t n = strlen(e->d_name);
+        if (n > 12 && strcmp(e->d_name + n - 12, ".lba.writing") == 0)
+            snprintf(out, size, "%s/%s", archive_dir, e->d_name);
+    }
+    if (d) closedir(d);
+}
+
+/* The archive file a killed writer left being written, reached by another name too (a hard link
+ * made to it from outside, or planted as it): the next open's recovery never writes it, renames it
+ * or gives it the bundle's mode, says so on stderr, and archives the chunks it held again. (The
+ * outside test of issue 42 found the `.writing` file taken over without the check that the bundle
+ * files have.) */
+static void test_hard_linked_writing_archive_file_is_left_alone(void) {
+    char path[512], archive_dir[600], writing[900], outside[600], command[2000], said[600];
+    path_of(path, sizeof path, "linked-writing.logbook");
+    snprintf(archive_dir, sizeof archive_dir, "%s/archive", path);
+    path_of(outside, sizeof outside, "outside-writing");
+    path_of(said, sizeof said, "linked-writing.stderr");
+    lb_options o;
+    small_options(&o);
+    pid_t child = fork();
+    if (child == 0) {  /* a writer killed after its archiver wrote chunks into the current file */
+        lb_bundle *b = NULL;
+        lb_logger *log = NULL;
+        if (lb_bundle_open_archived(path, &o, NULL, &b) != 0 || lb_logger_register(b, "net", &log) != 0) _exit(1);
+        for (int i = 0; i < 300; i++) LB_INFO(log, "record {} before the kill", i);
+        _exit(lb_archive_sync(b, 10000) == 0 ? 0 : 1);
+    }
+    int status = 0;
+    CHECK(child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    find_writing_file(archive_dir, writing, sizeof writing);
+    CHECK(writing[0] != 0);
+    if (!writing[0]) return;
+    CHECK(link(writing, outside) == 0);
+    CHECK(chmod(outside, 0604) == 0);  /* a mode neither permission gives */
+    snprintf(command, sizeof command, "cp -p '%s' '%s.copy'", outside, outside);
+    CHECK(system(command) == 0);
+
+    fflush(stderr);
+    int saved = dup(2), to = open(said, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    dup2(to, 2);
+    lb_bundle *b = NULL;
+    lb_logger *log = NULL;
+    int rc = lb_bundle_open_archived(path, &o, NULL, &b);
+    if (b && lb_logger_register(b, "net", &log) == 0)
+        for (int i = 0; i < 300; i++) LB_INFO(log, "record {} after the reopen", i);
+    if (b) CHECK(lb_archive_sync(b, 10000) == 0 && lb_bundle_close(b) == 0);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(to);
+    CHECK(rc == 0);
+
+    struct stat st;
+    CHECK(stat(outside, &st) == 0 && (st.st_mode & 07777) == 0604);
+    snprintf(command, sizeof command, "cmp -s '%s' '%s.copy'", outside, outside);
+    CHECK(system(command) == 0);  /* not written through */
+    snprintf(command, sizeof command, "grep -q 'another name reaches it, a hard link: it is never written' '%s'", said);
+    CHECK(system(command) == 0);  /* and said */
+    lb_reader *r = NULL;
+    long entries = 0;
+    CHECK(lb_reader_open(path, &r) == 0);
+    if (r) CHECK(lb_reader_stream(r, NULL, count_entry, &entries) >= 0);
+    if (r) lb_reader_close(r);
+    if (entries != 600) fprintf(stderr, "linked .writing: %ld entries read, 600 logged\n", entries);
+    CHECK(entries == 600);  /* what it held was archived again: nothing lost, nothing twice */
+}
+
 int main(void) {
     setenv("LOGBOOK_CLOCK", "monotonic", 1);
     unsetenv("LOGBOOK_FILTER");
@@ -855,6 +930,7 @@ int main(void) {
     test_group_readable_bundles();
     test_private_open_takes_group_access_back();
     test_hard_linked_bundle_files_are_refused();
+    test_hard_linked_writing_archive_file_is_left_alone();
     test_forked_child_closes_without_hanging(0);
     test_forked_child_closes_without_hanging(1);
     char cmd[512];

@@ -206,6 +206,43 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(completed.output.contains("1 entries, 0 issues, 0 failures"), completed.output)
     }
 
+    /// `info` of a bundle whose creation was cut short (a directory holding only `lock`) said "ring:
+    /// unreadable" and exited 0 (found by the outside test of issue 42). It says what the bundle
+    /// is, as `verify` (which passes) and `show` (on stderr) do, and exits 0: nothing was lost. A
+    /// ring that is really gone is unreadable, and `info` then fails as `verify` does.
+    func testInfoAndShowOfABundleWhoseCreationWasCutShortSaySo() throws {
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/cut-short.logbook"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        XCTAssertTrue(FileManager.default.createFile(atPath: path + "/lock", contents: nil))
+        let said = "never completed: its creation was cut short (or is under way) before its ring was in place, so nothing was ever logged to it"
+        let info = try runProgram(logbook, ["info", path])
+        XCTAssertEqual(info.status, 0, info.output)
+        XCTAssertTrue(info.output.contains("state:           " + said), info.output)
+        XCTAssertTrue(info.output.contains("entries:         0"), info.output)
+        XCTAssertFalse(info.output.contains("unreadable"), info.output)
+        XCTAssertFalse(info.output.contains("issues:"), "the one issue is what the state line says: \(info.output)")
+        let show = try runProgram(logbook, ["show", path])
+        XCTAssertEqual(show.status, 0, show.output)
+        XCTAssertTrue(show.output.contains(said), show.output)
+        let verify = try runProgram(logbook, ["verify", path])
+        XCTAssertEqual(verify.status, 0, verify.output)
+        XCTAssertTrue(verify.output.contains("the bundle was never completed"), verify.output)
+
+        // A bundle that logged and then lost its ring is damage: info fails, as verify does.
+        let lost = dir + "/lost-ring.logbook"
+        let bundle = try LogBundle(path: lost, capacity: 1 << 20)
+        try bundle.logger("cli").info("logged \(1)")
+        try bundle.close()
+        try FileManager.default.removeItem(atPath: lost + "/ring")
+        let unreadable = try runProgram(logbook, ["info", lost])
+        XCTAssertEqual(unreadable.status, 1, unreadable.output)
+        XCTAssertTrue(unreadable.output.contains("ring:            unreadable"), unreadable.output)
+        XCTAssertFalse(unreadable.output.contains("never completed"), unreadable.output)
+        XCTAssertEqual(try runProgram(logbook, ["verify", lost]).status, 1)
+    }
+
     func testVerifyAndInfo() throws {
         let clean = try runProgram(logbook, ["verify", bundlePath])
         XCTAssertEqual(clean.status, 0, clean.output)
@@ -390,5 +427,34 @@ final class CLITests: XCTestCase {
         XCTAssertTrue(before < removed && removed < replaced && replaced < after, out())
         XCTAssertEqual(lines.filter { $0.contains("before 1") }.count, 1, "the old bundle's record once")
         XCTAssertTrue(err().contains("is another bundle now"), err())
+    }
+
+    /// `show --follow` of a bundle whose creation was cut short said it "was removed" and waited
+    /// for one to be made again (found beside the outside test of issue 42). It says the bundle
+    /// was never completed, and follows it from its start once a writer completes it.
+    func testFollowOfABundleWhoseCreationWasCutShortWaitsForItToBeCompleted() throws {
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/cut-short.logbook"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false,
+                                                attributes: [.posixPermissions: 0o700])
+        XCTAssertTrue(FileManager.default.createFile(atPath: path + "/lock", contents: nil))
+        let follower = try startFollower(path, in: dir)
+        defer { if follower.isRunning { follower.terminate() } }
+        func out() -> String { (try? String(contentsOfFile: dir + "/out", encoding: .utf8)) ?? "" }
+        func err() -> String { (try? String(contentsOfFile: dir + "/err", encoding: .utf8)) ?? "" }
+        XCTAssertTrue(waitUntil { err().contains("never completed") }, "said: \(err())")
+        do {
+            let bundle = try LogBundle(path: path, capacity: 1 << 20, chunkSize: 16 << 10)
+            try bundle.logger("new").info("completed \(1)")
+            try bundle.flush()
+            XCTAssertTrue(waitUntil { out().contains("completed 1") }, "followed: \(out()) \(err())")
+            try bundle.close()
+        }
+        follower.terminate()
+        follower.waitUntilExit()
+        XCTAssertTrue(err().contains("is complete now; following it from its start"), err())
+        XCTAssertFalse(err().contains("was removed") || err().contains("another bundle"), err())
+        XCTAssertFalse(out().contains("\"notice\""), out())
+        XCTAssertEqual(out().split(separator: "\n").filter { $0.contains("completed 1") }.count, 1, out())
     }
 }

@@ -219,6 +219,44 @@ print("%d questions agree" % n)
         XCTAssertEqual(try query.rows("SELECT count(*) > 0 FROM records").first?.values, [.integer(1)])
     }
 
+    /// Statements the authorizer is never asked about, or that SQLite counts as read-only, are
+    /// refused by what they are, naming it and why. (The outside test of issue 42 found REINDEX
+    /// accepted after 111 other write, ATTACH and load attempts were refused.)
+    func testREINDEXAnalyzeVacuumAndTransactionsAreRefusedNamingWhy() throws {
+        let path = try mixedBundle(overwrite: true).path
+        let query = try LogQuery(sources: [path])
+        let refused: [(sql: String, says: String)] = [
+            ("REINDEX", "REINDEX (it rebuilds indexes"), ("reindex records", "REINDEX"), ("REINDEX level", "REINDEX"),
+            ("/* a comment */ REINDEX", "REINDEX"), ("-- a comment\nReIndex;", "REINDEX"),
+            ("EXPLAIN REINDEX", "REINDEX"), ("EXPLAIN QUERY PLAN REINDEX", "REINDEX"),
+            ("ANALYZE", "ANALYZE (it writes"), ("ANALYZE records", "ANALYZE"), ("ANALYZE main", "ANALYZE"),
+            ("VACUUM", "VACUUM (it rewrites"), ("VACUUM main", "VACUUM"),
+            ("BEGIN", "BEGIN (a query holds no transaction)"), ("BEGIN IMMEDIATE", "BEGIN"),
+            ("BEGIN EXCLUSIVE TRANSACTION", "BEGIN"), ("COMMIT", "COMMIT"), ("END", "END"),
+            ("ROLLBACK", "ROLLBACK"), ("SAVEPOINT a", "SAVEPOINT"), ("RELEASE a", "RELEASE"),
+            ("ROLLBACK TO a", "ROLLBACK"), ("PRAGMA query_only = 0", "PRAGMA"),
+            ("PRAGMA writable_schema = 1", "PRAGMA"), ("PRAGMA no_such_pragma = 1", "PRAGMA"),
+            ("DETACH main", "ATTACH and DETACH"),
+        ]
+        for (sql, says) in refused {
+            XCTAssertThrowsError(try query.rows(sql), sql) { error in
+                guard case QueryError.refused(let what) = error else { return XCTFail("\(sql): \(error)") }
+                XCTAssertTrue(what.contains(says), "\(sql): \(what)")
+            }
+        }
+        // What reads still answers, whatever comes first.
+        for sql in [
+            "SELECT count(*) > 0 FROM records", "  /* c */ -- d\n select 1", "VALUES (1)",
+            "WITH n AS (SELECT 1 AS x) SELECT x FROM n", "EXPLAIN QUERY PLAN SELECT * FROM records",
+            "EXPLAIN SELECT 1",
+        ] {
+            XCTAssertNoThrow(try query.rows(sql), sql)
+        }
+        let cli = try runProgram(try logbook(), ["query", path, "REINDEX"])
+        XCTAssertEqual(cli.status, 1, cli.output)
+        XCTAssertTrue(cli.output.contains("refused: REINDEX (it rebuilds indexes: a write); a query only reads records"), cli.output)
+    }
+
     func testBadSQLSaysWhereAndABadSourceSaysWhich() throws {
         let path = try mixedBundle(overwrite: true).path
         let query = try LogQuery(sources: [path])

@@ -89,15 +89,16 @@ final class CProgramTests: XCTestCase {
 
     /// The message cache's C API from C, under ASan and UBSan: order, overwrite and reject,
     /// limits, threads (power durability too), resize, header damage, truncation, 300 rounds of
-    /// random bit flips, a 200-cycle SIGKILL loop.
+    /// random bit flips, a 200-cycle SIGKILL loop, a hard link planted as the cache refused.
     func testCacheProgramIsCleanUnderAddressAndUndefinedSanitizers() throws {
         try runCTest("Tests/CTests/cache_test.c", extraFlags: try sanitizerFlags(), cache: true,
                      environment: ["ASAN_OPTIONS": "detect_leaks=1"])
     }
 
-    /// Hostile paths (directories of others or writable by all, planted symlinks and FIFOs), the
-    /// archive directory held to the same rules, errors that name what was wrong, a closed bundle
-    /// that says so, and a forked child that closes the inherited bundle without hanging.
+    /// Hostile paths (directories of others or writable by all, planted symlinks, FIFOs and hard
+    /// links, the archive's `.writing` file too), the archive directory held to the same rules,
+    /// errors that name what was wrong, a closed bundle that says so, and a forked child that
+    /// closes the inherited bundle without hanging.
     func testSafetyProgramPasses() throws {
         let output = try runCTest("Tests/CTests/safety_test.c", archiver: true)
         if output.contains("skipped:") { print(output.split(separator: "\n").filter { $0.contains("skipped:") }.joined(separator: "\n")) }

@@ -731,6 +731,11 @@ typedef struct lb_reader lb_reader;
 int lb_reader_open(const char *path, lb_reader **out);
 void lb_reader_close(lb_reader *reader);
 
+/* 1 when the reader was opened on a bundle whose creation was cut short (see lb_reader_open):
+ * nothing was ever logged to it, and it has no ring to describe (lb_reader_ring_info: -ENOENT).
+ * Else 0. */
+int lb_reader_never_completed(const lb_reader *reader);
+
 /* Reads what is new since the last scan (sessions, loggers, sites, committed records) and appends
  * the new entries, sorted by time among themselves. Returns the number of new entries (>= 0) or
  * -errno when the bundle cannot be read at all. A record is reported once, also across scans of a

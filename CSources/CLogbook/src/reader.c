@@ -675,6 +675,8 @@ int lb_reader_ring_replaced(const lb_reader *r) {
     return named.st_ino != held.st_ino || named.st_dev != held.st_dev ? 1 : 0;
 }
 
+int lb_reader_never_completed(const lb_reader *r) { return r && r->never_completed; }
+
 size_t lb_reader_entry_count(const lb_reader *r) { return r ? r->entry_count : 0; }
 
 int lb_reader_entry(const lb_reader *r, size_t index, lb_entry *out) {

@@ -85,6 +85,18 @@ static int settle_damage(archiver *a, const char *name, const lb_archive_file_he
     return 0;
 }
 
+/* Why the writing file opened as `fd` (or -errno) is not one the archiver may take over,
+ * or NULL: a symlink, directory or FIFO in its place, one it cannot read, or one another name
+ * reaches (a hard link: the archiver's own writing file never has one, the spool links only
+ * complete files, so writing to it would change a file elsewhere). */
+static const char *not_resumable(int fd, struct stat *st) {
+    if (fd == -EINVAL) return "a FIFO, device or directory";
+    if (fd < 0) return strerror(-fd);
+    if (fstat(fd, st) != 0) return strerror(errno);
+    if (st->st_nlink > 1) return "another name reaches it, a hard link: it is never written";
+    return NULL;
+}
+
 /* Opens writing file `number` and recovers it: a torn tail left by a crash (an incomplete last
  * frame, or zeros) is cut off; anything else that does not parse is damage, never cut: the file
  * is then completed as it is and readers report the damage. A file that already ends with its END
@@ -95,12 +107,12 @@ static int resume_file(archiver *a, uint64_t number, int newest, int *removed) {
     lb_archive_name_format(name, number, LB_ARCHIVE_NAME_WRITING);
     int fd = lb_file_open_at(a->dir_fd, name, O_RDWR, NULL);
     struct stat st;
-    if (fd < 0 || fstat(fd, &st) != 0) {
-        /* Not a file we can take over (a symlink, directory or FIFO put in its place, or
-         * unreadable): left alone; its chunks are reconciled like those of a missing file. */
-        const char *why = fd == -EINVAL ? "a FIFO, device or directory" : strerror(fd < 0 ? -fd : errno);
+    const char *why = not_resumable(fd, &st);
+    if (why) {
+        /* Not a file we can take over: left alone (neither written, nor renamed, nor given a
+         * mode); its chunks are reconciled like those of a missing file. */
         if (fd >= 0) close(fd);
-        fprintf(stderr, "logbook: archiver: %s/%s is not a regular file the archiver can resume "
+        fprintf(stderr, "logbook: archiver: %s/%s is not a file the archiver can resume "
                         "(%s): left alone; chunks the ring still holds are archived again\n",
                 a->dir, name, why);
         return 0;

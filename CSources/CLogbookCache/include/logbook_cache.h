@@ -98,7 +98,9 @@ void lb_cache_options_init(lb_cache_options *options);
  * A file of another size is rebuilt with the newest messages that fit, atomically. A damaged file
  * (header checksum, positions out of bounds, truncated) is rebuilt from what a scan of its region
  * finds (counted in `rebuilds` and `damage_found`). -EPROTO: not a cache (wrong magic; the file is
- * left alone) or another format version. */
+ * left alone) or another format version. -EMLINK: another name reaches the file (a hard link
+ * planted as the cache): it is never written; the detail names it. -ELOOP: the path is a symbolic
+ * link, never followed; -EINVAL: not a regular file. */
 int lb_cache_open(const char *path, const lb_cache_options *options, lb_cache **out);
 
 /* Appends one message; any thread. -EMSGSIZE: larger than the region can ever hold; -ENOSPC: full

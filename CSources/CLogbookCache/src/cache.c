@@ -378,14 +378,15 @@ static int valid_cache_options(const lb_cache_options *o) {
 
 /* Opens and locks the file `name` names (created at `size` when absent): a writer that rebuilt the
  * file meanwhile renamed another one over it, and a lock on the old one would write to a file
- * nobody reads. The descriptor (with *rc the lock's result: -EWOULDBLOCK when another process
- * writes) or -errno. */
+ * nobody reads. A file another name reaches (a hard link planted as the cache) is never written:
+ * -EMLINK with a detail naming it. The descriptor (with *rc the lock's result: -EWOULDBLOCK when
+ * another process writes) or -errno. */
 static int open_locked(int dir_fd, const char *name, const char *dir, uint64_t size, struct stat *st, int *rc) {
     for (int attempt = 0; attempt < 4; attempt++) {
-        int fd = lb_file_open_at(dir_fd, name, O_RDWR, dir);
+        int fd = lb_file_open_own_at(dir_fd, name, O_RDWR, dir);
         if (fd == -ENOENT) {
             *rc = create_file(dir_fd, name, dir, size);
-            fd = *rc < 0 ? *rc : lb_file_open_at(dir_fd, name, O_RDWR, dir);
+            fd = *rc < 0 ? *rc : lb_file_open_own_at(dir_fd, name, O_RDWR, dir);
         }
         if (fd < 0) return fd;
         *rc = lb_file_lock_exclusive(fd);

@@ -105,8 +105,20 @@ int lb_query_refollow(lb_query *query, size_t index);
 uint64_t lb_query_records_decoded(const lb_query *query);
 
 /* What the last statement refused was asked of it (a write, ATTACH, PRAGMA, load_extension),
- * when SQLite's error is "not authorized"; NULL when nothing was refused. */
+ * when SQLite's error is "not authorized" or lb_query_check_reading refused; NULL when nothing
+ * was refused. */
 const char *lb_query_refusal(const lb_query *query);
+
+/* Whether `sql` (one statement) only reads: its first word (after blanks, comments and EXPLAIN
+ * [QUERY PLAN]) is SELECT, WITH or VALUES. The authorizer cannot tell alone: REINDEX, ANALYZE,
+ * BEGIN and SAVEPOINT may touch nothing it is asked about (and sqlite3_stmt_readonly() is true for
+ * some of them). 0; -EPERM for a statement known not to read (REINDEX, ANALYZE, VACUUM, PRAGMA,
+ * ATTACH, DETACH, BEGIN, COMMIT, END, ROLLBACK, SAVEPOINT, RELEASE: refuse it even when SQLite
+ * rejects its SQL, "REINDEX (it rebuilds indexes: a write)" says more than SQLite's error);
+ * -EINVAL for any other first word (refuse it once SQLite prepared it). Either way
+ * lb_query_refusal() names the statement and why. Run it on every statement the host did not
+ * write itself (LogQuery does). */
+int lb_query_check_reading(lb_query *query, const char *sql);
 
 /* Whether `sql` (one statement) compares, sorts and takes min()/max() of levels by severity
  * wherever it does so. SQLite keeps the level collation only on the column itself (and through

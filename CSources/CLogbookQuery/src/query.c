@@ -56,6 +56,83 @@ static int authorize(void *context, int action, const char *a, const char *b, co
     }
 }
 
+/* ---- the statement's first word ----
+ * The authorizer sees what a statement touches, not what it is: REINDEX and ANALYZE of a database
+ * without indexes or tables touch nothing it is asked about, and sqlite3_stmt_readonly() is true
+ * for BEGIN, SAVEPOINT and a REINDEX with nothing to do. So the statement itself is named: its
+ * first word (after blanks and comments, and after EXPLAIN [QUERY PLAN]) must be one that reads. */
+
+/* Skips blanks and SQL comments (-- to the end of the line, C-style, unterminated ones too). */
+static const char *skip_blanks(const char *s) {
+    for (;;) {
+        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\f' || *s == '\v') s++;
+        if (s[0] == '-' && s[1] == '-') {
+            while (*s && *s != '\n') s++;
+        } else if (s[0] == '/' && s[1] == '*') {
+            const char *end = strstr(s + 2, "*/");
+            s = end ? end + 2 : s + strlen(s);
+        } else {
+            return s;
+        }
+    }
+}
+
+/* The keyword at `s` (letters only, up to `size` - 1 of them, uppercased) into `word`; returns
+ * what follows it. An empty word when `s` starts with anything else. */
+static const char *next_word(const char *s, char *word, size_t size) {
+    s = skip_blanks(s);
+    size_t n = 0;
+    while ((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_') {
+        if (n + 1 < size) word[n++] = (char)(*s & ~0x20);
+        s++;
+    }
+    word[n] = '\0';
+    return s;
+}
+
+/* Why a statement that starts with `word` does not only read. */
+static const char *why_not_reading(const char *word) {
+    static const struct { const char *word, *why; } known[] = {
+        {"REINDEX", "REINDEX (it rebuilds indexes: a write)"},
+        {"ANALYZE", "ANALYZE (it writes statistics tables)"},
+        {"VACUUM", "VACUUM (it rewrites the database or writes a copy)"},
+        {"PRAGMA", "PRAGMA"},
+        {"ATTACH", "ATTACH and DETACH (a query reads only its sources)"},
+        {"DETACH", "ATTACH and DETACH (a query reads only its sources)"},
+        {"BEGIN", "BEGIN (a query holds no transaction)"},
+        {"COMMIT", "COMMIT (a query holds no transaction)"},
+        {"END", "END (a query holds no transaction)"},
+        {"ROLLBACK", "ROLLBACK (a query holds no transaction)"},
+        {"SAVEPOINT", "SAVEPOINT (a query holds no transaction)"},
+        {"RELEASE", "RELEASE (a query holds no transaction)"},
+    };
+    for (size_t i = 0; i < sizeof known / sizeof *known; i++)
+        if (strcmp(word, known[i].word) == 0) return known[i].why;
+    return NULL;
+}
+
+int lb_query_check_reading(lb_query *q, const char *sql) {
+    char word[16];
+    const char *rest = next_word(sql, word, sizeof word);
+    if (strcmp(word, "EXPLAIN") == 0) {
+        rest = next_word(rest, word, sizeof word);
+        if (strcmp(word, "QUERY") == 0) {
+            rest = next_word(rest, word, sizeof word);
+            if (strcmp(word, "PLAN") == 0) next_word(rest, word, sizeof word);
+        }
+    }
+    if (strcmp(word, "SELECT") == 0 || strcmp(word, "WITH") == 0 || strcmp(word, "VALUES") == 0) return 0;
+    const char *why = why_not_reading(word);
+    if (why) {
+        refuse(q, why);
+        return -EPERM;
+    }
+    char what[sizeof q->refusal];
+    snprintf(what, sizeof what, "%s%s(anything but reading: SELECT, WITH, VALUES)", word, word[0] ? " " : "");
+    refuse(q, what);
+    return -EINVAL;
+}
+
 /* level('warning') = 5: a level name as its number, for comparisons SQLite makes itself. */
 static void level_function(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     (void)argc;
