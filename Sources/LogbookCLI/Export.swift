@@ -119,7 +119,7 @@ struct Export: ParsableCommand {
                 report = partial  // what the interrupted pass delivered counts too
                 cancelled = true
             } catch is CancellationError { break }
-            if report.startedOver { warn("\(escapingControlCharacters(path)) is another bundle than the cursor's (made again): its cursor started over") }
+            if report.startedOver { warn("\(escapingControlCharacters(path)) holds another ring's records than its cursor's (the bundle was made again): its cursor started over") }
             if report.overwritten > 0 {
                 warn("\(report.overwritten) records were overwritten in the ring before they could be read: they are not exported")
             }

@@ -10,7 +10,8 @@ import LogbookUpload
 /// The cursor holds a mark per chunk (`ExportCursor`). Marks of chunks the source no longer holds
 /// are dropped after a read of everything the source holds: the first pass, and a pass after
 /// `maximumMarks` marks were added since the last such read (it reads the whole source again, once). A bundle made again at the
-/// same path (another ring: its creation time differs) starts the cursor over, reported in
+/// same path (another ring: its creation time differs, in its ring header and in its archive
+/// files' headers, so also when an archive directory or file is exported alone) starts the cursor over, reported in
 /// `Report.startedOver`. Memory does not grow with the backlog: the records are decoded on a thread
 /// of their own as the pass sends them (the reader's window, a few batches read ahead and the
 /// batches in flight).
@@ -62,8 +63,9 @@ public final class Exporter {
         /// RELP messages sent again on a new session because the connection broke before their
         /// acknowledgement (the server may have taken them: possible repeats).
         public var resent = 0
-        /// The bundle at the source's path is another one than the cursor's (made again): the
-        /// cursor started over and everything it holds was exported.
+        /// The source's records are of another ring than the cursor's (the bundle, or the bundle
+        /// whose archive directory or file it is, was made again at the path): the cursor
+        /// started over and everything the source holds was exported.
         public var startedOver = false
         /// Records of an overwrite ring destroyed before the exporter could read them (the reader's
         /// `overwrittenRecords`, its growth during this pass): lost to the destination too.
@@ -165,8 +167,9 @@ public final class Exporter {
         try store.lock(configuration.destinationName)
         cursor = try store.load(configuration.destinationName)
         // Which ring the chunk sequences belong to: a bundle made again at the same path counts
-        // its chunks from 1 again, so marks of the old one would hide the new one's records.
-        let ring = (try? reader.info()).map { UInt64(bitPattern: $0.createdNanoseconds) } ?? 0
+        // its chunks from 1 again, so marks of the old one would hide the new one's records. An
+        // archive directory or file exported alone names its ring in its files' headers.
+        let ring = reader.ringCreatedNanoseconds() ?? 0
         if ring != 0 && cursor.ring != 0 && cursor.ring != ring {
             var fresh = ExportCursor()
             fresh.exported = cursor.exported
