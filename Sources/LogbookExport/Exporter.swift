@@ -108,7 +108,8 @@ public final class Exporter {
         /// a backlog this is the batches in flight and those read ahead, not the whole backlog.
         public var pending = 0
         /// The most records ``pending`` held at once: the exporter's memory in records, at most
-        /// (2 × `requestsInFlight` + 3) × `maximumBatchRecords` whatever the backlog.
+        /// 2 × `requestsInFlight` + 3 batches whatever the backlog, each at most
+        /// `maximumBatchRecords` records and about `maximumBatchBytes` bytes decoded.
         public var peakPending = 0
 
         public init() {}
@@ -216,7 +217,7 @@ public final class Exporter {
         // is the reader's window, the batches waiting and those in flight, whatever the backlog.
         let monitor = monitor
         let stream = EntryStream(reader: reader, skipping: cursor, batchRecords: configuration.maximumBatchRecords,
-                                 capacity: depth + 1) { records in
+                                 batchBytes: configuration.maximumBatchBytes, capacity: depth + 1) { records in
             monitor.update {
                 $0.pending += records
                 $0.peakPending = max($0.peakPending, $0.pending)
@@ -233,9 +234,10 @@ public final class Exporter {
         var recordLimit = configuration.maximumBatchRecords
         var repeatsCounted = 0  // leading pending records whose repeat was counted
         var unsaved = false     // an acknowledgement the cursor file does not have yet
-        /// Takes what the next batch needs from the stream.
+        /// Takes the next batch from the stream when every record taken is in a batch in flight
+        /// (a stream batch is bounded in records and bytes: so is what waits here).
         func fill() async throws {
-            while !streamEnded && pending.count - assigned < configuration.maximumBatchRecords {
+            while !streamEnded && pending.count == assigned {
                 guard let batch = try await stream.next() else {
                     streamEnded = true
                     break
