@@ -104,14 +104,17 @@ public struct ExportCursor: Sendable, Equatable {
 
     static let magic = Array("LBCURSR1".utf8)
 
-    /// Little-endian: magic, version (u32 1), count of marks (u32), count in flight (u32), the
-    /// store's generation (u32), ring, low watermark, exported, repeated (u64 each), then (sequence
-    /// u64, offset u32, reserved u32) per mark and per entry in flight, then the CRC-32C of
-    /// everything before it.
-    func encoded(generation: UInt32 = 0) -> [UInt8] {
+    /// The snapshot's version: 2 names its destination (1, before, did not: it is still read).
+    static let version: UInt32 = 2
+
+    /// Little-endian: magic, version (u32 2), count of marks (u32), count in flight (u32), the
+    /// store's generation (u32), ring, low watermark, exported, repeated (u64 each), the
+    /// destination's key (``destinationKey(_:)``) and a reserved u32, then (sequence u64, offset
+    /// u32, reserved u32) per mark and per entry in flight, then the CRC-32C of everything before it.
+    func encoded(generation: UInt32 = 0, destination: String) -> [UInt8] {
         var out = Self.magic
         func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
-        put(UInt32(1))
+        put(Self.version)
         put(UInt32(marks.count))
         put(UInt32(inFlight.count))
         put(generation)
@@ -119,6 +122,8 @@ public struct ExportCursor: Sendable, Equatable {
         put(lowWatermark)
         put(exported)
         put(repeated)
+        put(Self.destinationKey(destination))
+        put(UInt32(0))
         for table in [marks, inFlight] {
             for (sequence, offset) in table.sorted(by: { $0.key < $1.key }) {
                 put(sequence)
@@ -189,20 +194,39 @@ public struct ExportCursor: Sendable, Equatable {
         bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 20, as: UInt32.self)) }
     }
 
+    /// What a snapshot says of its destination: the CRC-32C of the destination's name (NAME in
+    /// `NAME.cursor`). A snapshot copied or renamed from another destination's name says another.
+    static func destinationKey(_ destination: String) -> UInt32 {
+        var name = destination
+        return name.withUTF8 { lb_crc32c(0, $0.baseAddress, $0.count) }
+    }
+
+    /// The destination key of a snapshot that ``init(decoding:)`` took; nil for a version 1
+    /// snapshot, which did not name its destination.
+    static func destinationKey(of bytes: [UInt8]) -> UInt32? {
+        guard bytes.count >= 64, bytes.withUnsafeBytes({ UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) }) == 2
+        else { return nil }
+        return bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 56, as: UInt32.self)) }
+    }
+
     init?(decoding bytes: [UInt8]) {
         guard bytes.count >= 60, Array(bytes.prefix(8)) == Self.magic else { return nil }
         let crc = bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, bytes.count - 4) }
         func get<T: FixedWidthInteger>(_ at: Int, _: T.Type) -> T {
             bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: at, as: T.self)) }
         }
-        guard get(bytes.count - 4, UInt32.self) == crc, get(8, UInt32.self) == 1 else { return nil }
+        guard get(bytes.count - 4, UInt32.self) == crc else { return nil }
+        // version 1: no destination key, entries from 56; version 2: entries from 64
+        let version = get(8, UInt32.self)
+        guard version == 1 || version == 2 else { return nil }
+        let header = version == 1 ? 56 : 64
         let markCount = Int(get(12, UInt32.self)), flightCount = Int(get(16, UInt32.self))
-        guard bytes.count == 56 + 16 * (markCount + flightCount) + 4 else { return nil }
+        guard bytes.count == header + 16 * (markCount + flightCount) + 4 else { return nil }
         ring = get(24, UInt64.self)
         lowWatermark = get(32, UInt64.self)
         exported = get(40, UInt64.self)
         repeated = get(48, UInt64.self)
-        var at = 56
+        var at = header
         for index in 0..<(markCount + flightCount) {
             let sequence = get(at, UInt64.self), offset = get(at + 8, UInt32.self)
             if index < markCount { marks[sequence] = offset } else { inFlight[sequence] = offset }
@@ -255,7 +279,8 @@ public final class ExportCursorStore: @unchecked Sendable {
 
     /// The cursor saved for `destination`: its snapshot with the journal's entries after it
     /// applied, a new one if none was saved, or `EPROTO` if the snapshot is damaged (never silently
-    /// a new one: that would export everything again). The journal is read up to its first entry
+    /// a new one: that would export everything again) or names another destination (a copy: taken,
+    /// it would skip what that one acknowledged). The journal is read up to its first entry
     /// that is cut short, damaged or not the next generation (a power loss's tail).
     public func load(_ destination: String) throws(LogbookError) -> ExportCursor {
         guard let snapshot = try read(destination + ".cursor") else {
@@ -266,6 +291,12 @@ public final class ExportCursorStore: @unchecked Sendable {
         guard var cursor = ExportCursor(decoding: snapshot) else {
             throw LogbookError(subject: .exportCursor, operation: "ExportCursorStore.load", path: path + "/" + destination + ".cursor", errno: EPROTO,
                                detail: "the cursor file is damaged (its checksum or size is wrong)")
+        }
+        if let named = ExportCursor.destinationKey(of: snapshot), named != ExportCursor.destinationKey(destination) {
+            // Taken, it would skip here what another destination acknowledged.
+            throw LogbookError(subject: .exportCursor, operation: "ExportCursorStore.load", path: path + "/" + destination + ".cursor", errno: EPROTO,
+                               detail: "the cursor file was saved for another destination (copied or renamed): refused, "
+                                   + "so that what that destination acknowledged is not skipped here; delete it to export everything again")
         }
         var generation = ExportCursor.generation(of: snapshot)
         let key = Self.key(of: snapshot, destination: destination)
@@ -344,7 +375,7 @@ public final class ExportCursorStore: @unchecked Sendable {
     public func save(_ cursor: ExportCursor, as destination: String) throws(LogbookError) {
         var journal = try openJournal(destination)
         journal.generation &+= 1
-        let bytes = cursor.encoded(generation: journal.generation)
+        let bytes = cursor.encoded(generation: journal.generation, destination: destination)
         let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, destination + ".cursor", $0.baseAddress, $0.count, path) }
         try check(result, .exportCursor, "lb_file_replace_at", path: path, detailed: true)
         // The snapshot holds everything: entries left in the journal are of older generations.

@@ -10,7 +10,8 @@ import LogbookUpload
 /// The cursor holds a mark per chunk (`ExportCursor`). Marks of chunks the source no longer holds
 /// are dropped after a read of everything the source holds: the first pass, and a pass after
 /// `maximumMarks` marks were added since the last such read (it reads the whole source again, once). A bundle made again at the
-/// same path (another ring: its creation time differs) starts the cursor over, reported in
+/// same path (another ring: its creation time differs, in its ring header and in its archive
+/// files' headers, so also when an archive directory or file is exported alone) starts the cursor over, reported in
 /// `Report.startedOver`. Memory does not grow with the backlog: the records are decoded on a thread
 /// of their own as the pass sends them (the reader's window, a few batches read ahead and the
 /// batches in flight).
@@ -62,8 +63,9 @@ public final class Exporter {
         /// RELP messages sent again on a new session because the connection broke before their
         /// acknowledgement (the server may have taken them: possible repeats).
         public var resent = 0
-        /// The bundle at the source's path is another one than the cursor's (made again): the
-        /// cursor started over and everything it holds was exported.
+        /// The source's records are of another ring than the cursor's (the bundle, or the bundle
+        /// whose archive directory or file it is, was made again at the path): the cursor
+        /// started over and everything the source holds was exported.
         public var startedOver = false
         /// Records of an overwrite ring destroyed before the exporter could read them (the reader's
         /// `overwrittenRecords`, its growth during this pass): lost to the destination too.
@@ -106,7 +108,8 @@ public final class Exporter {
         /// a backlog this is the batches in flight and those read ahead, not the whole backlog.
         public var pending = 0
         /// The most records ``pending`` held at once: the exporter's memory in records, at most
-        /// (2 × `requestsInFlight` + 3) × `maximumBatchRecords` whatever the backlog.
+        /// 2 × `requestsInFlight` + 3 batches whatever the backlog, each at most
+        /// `maximumBatchRecords` records and about `maximumBatchBytes` bytes decoded.
         public var peakPending = 0
 
         public init() {}
@@ -165,8 +168,9 @@ public final class Exporter {
         try store.lock(configuration.destinationName)
         cursor = try store.load(configuration.destinationName)
         // Which ring the chunk sequences belong to: a bundle made again at the same path counts
-        // its chunks from 1 again, so marks of the old one would hide the new one's records.
-        let ring = (try? reader.info()).map { UInt64(bitPattern: $0.createdNanoseconds) } ?? 0
+        // its chunks from 1 again, so marks of the old one would hide the new one's records. An
+        // archive directory or file exported alone names its ring in its files' headers.
+        let ring = reader.ringCreatedNanoseconds() ?? 0
         if ring != 0 && cursor.ring != 0 && cursor.ring != ring {
             var fresh = ExportCursor()
             fresh.exported = cursor.exported
@@ -213,7 +217,7 @@ public final class Exporter {
         // is the reader's window, the batches waiting and those in flight, whatever the backlog.
         let monitor = monitor
         let stream = EntryStream(reader: reader, skipping: cursor, batchRecords: configuration.maximumBatchRecords,
-                                 capacity: depth + 1) { records in
+                                 batchBytes: configuration.maximumBatchBytes, capacity: depth + 1) { records in
             monitor.update {
                 $0.pending += records
                 $0.peakPending = max($0.peakPending, $0.pending)
@@ -230,9 +234,10 @@ public final class Exporter {
         var recordLimit = configuration.maximumBatchRecords
         var repeatsCounted = 0  // leading pending records whose repeat was counted
         var unsaved = false     // an acknowledgement the cursor file does not have yet
-        /// Takes what the next batch needs from the stream.
+        /// Takes the next batch from the stream when every record taken is in a batch in flight
+        /// (a stream batch is bounded in records and bytes: so is what waits here).
         func fill() async throws {
-            while !streamEnded && pending.count - assigned < configuration.maximumBatchRecords {
+            while !streamEnded && pending.count == assigned {
                 guard let batch = try await stream.next() else {
                     streamEnded = true
                     break

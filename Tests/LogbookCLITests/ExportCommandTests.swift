@@ -187,6 +187,92 @@ final class ExportCommandTests: XCTestCase {
         XCTAssertTrue(run.output.contains("the reader reports: missing"), run.output)
     }
 
+    /// Finding 3 of issue 42: an archive directory or one archive file exported without its
+    /// bundle named no ring, so after the bundle was removed and made again at the same path
+    /// (its files and chunk sequences numbered from 1 again) the cursor's marks hid every new
+    /// record: "exported 0 records", exit 0. The files' headers name their ring: the cursor starts
+    /// over and says so, and every new record is exported.
+    func testAnArchiveOfABundleMadeAgainStartsItsCursorOver() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let path = dir + "/A.logbook"
+        /// Makes the bundle afresh with `records` records of `text`, archived into several files;
+        /// returns its first archive file.
+        func makeArchivedBundle(_ text: String, records: Int) throws -> String {
+            try? FileManager.default.removeItem(atPath: path)
+            let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                       losslessWaitMilliseconds: 30_000, archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil))
+            let log = try bundle.logger("app")
+            for i in 0..<records { log.info("\(text) \(i) \(String(repeating: "z", count: 100))") }
+            try bundle.close()
+            let files = try FileManager.default.contentsOfDirectory(atPath: path + "/archive").filter { $0.hasPrefix("archive-") }.sorted()
+            XCTAssertGreaterThan(files.count, 1)
+            return path + "/archive/" + files[0]
+        }
+        func recordsIn(_ source: String) throws -> Int { try LogReader(path: source).readAll().count }
+        func export(_ source: String) throws -> (status: Int32, output: String) {
+            let run = try runProgram(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors", source])
+            return (run.status, run.output)
+        }
+        let oldFile = try makeArchivedBundle("old", records: 3000)
+        let sources = [path + "/archive", oldFile]
+        let oldCounts = try sources.map(recordsIn)
+        for (source, count) in zip(sources, oldCounts) {
+            let first = try export(source)
+            XCTAssertEqual(first.status, 0, first.output)
+            XCTAssertTrue(first.output.contains("exported \(count) records"), first.output)
+            XCTAssertTrue(try export(source).output.contains("exported 0 records"), "the same archive again: nothing new")
+        }
+        let newFile = try makeArchivedBundle("new", records: 3000)
+        XCTAssertEqual(newFile, oldFile, "the bundle made again numbers its files from 1 again")
+        for source in sources {
+            let count = try recordsIn(source)
+            XCTAssertGreaterThan(count, 0)
+            let again = try export(source)
+            XCTAssertEqual(again.status, 0, again.output)
+            XCTAssertTrue(again.output.contains("exported \(count) records"), "\(source): \(again.output)")
+            XCTAssertTrue(again.output.contains("its cursor started over"), again.output)
+        }
+        let bodies = server.requests().flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
+        XCTAssertEqual(bodies.filter { $0.hasPrefix("new 2999 ") }.count, 1, "the directory's newest record once (the first file does not hold it)")
+    }
+
+    /// Finding 14 of issue 42: a cursor snapshot copied under another destination's name was
+    /// taken ("exported 0 records", exit 0, none of the 1,000 records at that collector), while a
+    /// copied journal was refused. The snapshot names its destination now: a copy is refused with
+    /// the reason and a non-zero exit, and nothing is sent; deleting it exports everything.
+    func testASnapshotCopiedFromAnotherDestinationIsRefused() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let source = try makeBundle(dir, records: 1000)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let (first, second) = (server.url("/a/v1/logs").absoluteString, server.url("/b/v1/logs").absoluteString)
+        /// The CLI's cursor name for `url` and the source (docs/FORMAT.md, "Export cursor").
+        func cursorName(_ url: String) throws -> String {
+            let digest = try runProgram("/bin/sh", ["-c", #"printf '%s\n%s' "$1" "$(realpath "$2")" | sha256sum"#, "sh", url, source])
+            return "otlp-" + digest.output.prefix(32)
+        }
+        func export(_ url: String) throws -> (status: Int32, output: String) {
+            try runProgram(logbook, ["export", "--otlp", url, "--cursors", dir + "/cursors", source])
+        }
+        let run = try export(first)
+        XCTAssertTrue(run.output.contains("exported 1000 records"), run.output)
+        let cursors = dir + "/cursors/"
+        XCTAssertTrue(FileManager.default.fileExists(atPath: cursors + (try cursorName(first)) + ".cursor"), "the name as documented")
+        try FileManager.default.copyItem(atPath: cursors + (try cursorName(first)) + ".cursor", toPath: cursors + (try cursorName(second)) + ".cursor")
+        let copied = try export(second)
+        XCTAssertNotEqual(copied.status, 0, copied.output)
+        XCTAssertTrue(copied.output.contains("the cursor file was saved for another destination"), copied.output)
+        XCTAssertFalse(server.requests().contains { ($0["path"] as? String)?.hasPrefix("/b/") == true }, "nothing sent")
+        try FileManager.default.removeItem(atPath: cursors + (try cursorName(second)) + ".cursor")
+        let fresh = try export(second)
+        XCTAssertEqual(fresh.status, 0, fresh.output)
+        XCTAssertTrue(fresh.output.contains("exported 1000 records"), fresh.output)
+    }
+
     /// F10 of the outside test: 400 of 1,000 records given up on HTTP 400 showed only as "a batch
     /// gave up" lines, and the summary said "exported 600 records". It counts them now, and
     /// exported + given up is every record.

@@ -466,3 +466,23 @@ void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_co
     *walked = 1;
 }
 
+
+/* The ring the archive files were written from: the header's ring_created_wall_ns of the newest
+ * file whose header reads (opened and checked as a read would; damage found is an issue). An
+ * archive directory or file read without its ring has no other identity, and a bundle made again
+ * at the same path numbers its files and chunk sequences from 1 again. */
+int lb_reader_archive_ring(lb_reader *r, uint64_t *out) {
+    if (!r || !out) return -EINVAL;
+    *out = 0;
+    lb_rd_list_archive_directory(r);
+    for (size_t i = r->archive_count; i-- > 0;) {
+        archive_file *f = &r->archives[i];
+        if (!f->header_ok) {
+            if (f->done || !(f = ready_archive_file(r, i)) || !read_archive_header(r, f, f->src.size))
+                continue;
+        }
+        *out = f->ring_created_wall_ns;
+        return 0;
+    }
+    return 0;
+}
