@@ -17,8 +17,8 @@
  * beginning it had not read (the archiver's pass can take a chunk before the one its thread
  * sealed just earlier, so a file holds the end of a large record before its beginning) never
  * read the rest of that chunk, as a file's frames are listed once and the ring had reused its
- * slot. The archiver rarely does so on its own, so test_fragment_archived_before_its_beginning
- * lays out an archive file so, as the archiver writes it, and fails every time without the fix.
+ * slot. The archiver rarely does so on its own, so fragment_archived_before_its_beginning
+ * lays out archive files so, as the archiver writes it, and fails every time without the fix.
  *
  * A reader of more archive files than the process may have descriptors open (RLIMIT_NOFILE
  * lowered to 64) reads them all: it kept every file of a pass open and lost what it could not
@@ -27,6 +27,7 @@
 #include "check.h"
 #include "logbook.h"
 #include "logbook_archive.h"
+#include "logbook_files.h"
 #include "logbook_format.h"
 
 #include <dirent.h>
@@ -271,18 +272,59 @@ static int find_spanned_chunks(const uint8_t *file, size_t size, size_t *a, size
     return 0;
 }
 
-static void write_at(int fd, const uint8_t *bytes, size_t length, size_t offset) {
-    CHECK(pwrite(fd, bytes, length, (off_t)offset) == (ssize_t)length);
+/* The bytes of an archive file, built up. */
+typedef struct file_image {
+    uint8_t bytes[1 << 20];
+    size_t length;
+} file_image;
+
+static void image_append(file_image *f, const uint8_t *bytes, size_t length) {
+    CHECK(f->length + length <= sizeof f->bytes);
+    if (f->length + length > sizeof f->bytes) return;
+    memcpy(f->bytes + f->length, bytes, length);
+    f->length += length;
+}
+
+/* Ends archive file image `f` (file `number`) with the END frame that accounts for its chunks. */
+static void image_append_end(file_image *f, uint64_t number) {
+    lb_archive_end end = {.file_number = number, .end_offset = f->length};
+    for (size_t at = LB_ARCHIVE_HEADER_SIZE; at < f->length;) {
+        lb_archive_frame_head head;
+        memcpy(&head, f->bytes + at, sizeof head);
+        if (head.kind == LB_ARCHIVE_FRAME_CHUNK) {
+            lb_chunk_header h;
+            memcpy(&h, f->bytes + at + LB_ARCHIVE_FRAME_HEAD_SIZE, sizeof h);
+            end.chunks++;
+            end.records += h.record_count;
+            if (!end.first_sequence || h.sequence < end.first_sequence) end.first_sequence = h.sequence;
+            if (h.sequence > end.last_sequence) end.last_sequence = h.sequence;
+            if (!end.first_claim || h.claim < end.first_claim) end.first_claim = h.claim;
+            if (h.claim > end.last_claim) end.last_claim = h.claim;
+        }
+        at += LB_ARCHIVE_FRAME_HEAD_SIZE + ((head.length + 7u) & ~7u);
+    }
+    lb_archive_frame_head head = {sizeof end, LB_ARCHIVE_FRAME_END, 0, lb_crc32c(0, &end, sizeof end), 0};
+    head.head_crc = lb_crc32c(0, &head, 12);
+    image_append(f, (const uint8_t *)&head, sizeof head);
+    image_append(f, (const uint8_t *)&end, sizeof end);
+}
+
+static void write_file(const char *path, const uint8_t *bytes, size_t length) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    CHECK(fd >= 0 && write(fd, bytes, length) == (ssize_t)length);
+    close(fd);
 }
 
 /* A follower meets the archive file being written holding chunk B, whose first record is the end
- * of a large record begun in chunk A, without A (archived in the archiver's next pass); the ring
- * no longer holds either. Its scan stops before B's fragment, and the next scan reads A from the
- * file, then the rest of B: it was lost without an issue (B's frame was listed once, its slot in
- * the ring was reused), with every record logged in B after the large one. */
-static void test_fragment_archived_before_its_beginning(const char *dir) {
-    char path[256], archive_dir[300], name[600], writing[700];
-    snprintf(path, sizeof path, "%s/fragment.logbook", dir);
+ * of a large record begun in chunk A, without A (the archiver's next pass writes it); the ring no
+ * longer holds either. Its scan stops before B's fragment; a later one reads A, then the rest of
+ * B. That rest was lost without an issue (B's frame was listed once, its slot in the ring was
+ * reused), with every record logged in B after the large one. `next_file`: A is the first chunk
+ * of the next file, which comes after this one was completed and closed (the reader opens it
+ * again to read the rest of B); else A follows B in the same file. */
+static void fragment_archived_before_its_beginning(const char *dir, int next_file) {
+    char path[256], archive_dir[300], name[600], writing[700], next[700];
+    snprintf(path, sizeof path, "%s/fragment%d.logbook", dir, next_file);
     static const round_shape one_file = {4096, 4, 1 << 20, 0, 0, 0};
     lb_bundle *bundle = open_rolling_lossless(path, &one_file);
     lb_logger *log;
@@ -302,8 +344,9 @@ static void test_fragment_archived_before_its_beginning(const char *dir) {
     if (!d) return;
     struct dirent *e;
     name[0] = 0;
+    uint64_t number = 0;
     while ((e = readdir(d)))
-        if (strstr(e->d_name, ".lba")) {
+        if (sscanf(e->d_name, "archive-%10" SCNu64 ".lba", &number) == 1) {
             CHECK(name[0] == 0);  /* one file */
             snprintf(name, sizeof name, "%s/%s", archive_dir, e->d_name);
         }
@@ -313,12 +356,26 @@ static void test_fragment_archived_before_its_beginning(const char *dir) {
     int found = file && find_spanned_chunks(file, size, &a, &a_end, &b, &b_end);
     CHECK(found);
     if (!found) return;
+    const size_t end_frame = size - LB_ARCHIVE_END_FRAME_SIZE;
+    static file_image complete, following;  /* this file without A (or A after B), the next */
+    complete.length = following.length = 0;
+    image_append(&complete, file, a);                      /* the frames before A */
+    image_append(&complete, file + b, b_end - b);          /* B */
+    const size_t first_scan = complete.length;
+    if (!next_file) image_append(&complete, file + a, a_end - a);
+    image_append(&complete, file + b_end, end_frame - b_end);
+    image_append_end(&complete, number);
+    lb_archive_file_header header;
+    memcpy(&header, file, sizeof header);
+    header.file_number = number + 1;
+    header.header_crc = lb_crc32c(0, &header, __builtin_offsetof(lb_archive_file_header, header_crc));
+    image_append(&following, (const uint8_t *)&header, sizeof header);
+    image_append(&following, file + a, a_end - a);
+    image_append_end(&following, number + 1);
     snprintf(writing, sizeof writing, "%s.writing", name);
+    snprintf(next, sizeof next, "%s/archive-%010" PRIu64 ".lba", archive_dir, number + 1);
     CHECK(unlink(name) == 0);
-    int fd = open(writing, O_WRONLY | O_CREAT | O_EXCL, 0600);
-    CHECK(fd >= 0);
-    write_at(fd, file, a, 0);                        /* the frames before A */
-    write_at(fd, file + b, b_end - b, a);            /* B */
+    write_file(writing, complete.bytes, first_scan);
 
     /* A live writer holds the bundle's lock: this test takes it in its place. */
     char lock_path[300];
@@ -332,12 +389,18 @@ static void test_fragment_archived_before_its_beginning(const char *dir) {
     CHECK(lb_reader_stream(reader, NULL, visit_fragment_test, NULL) >= 0);
     CHECK(fragment_seen[FRAGMENT_LARGE] == 0);  /* its beginning was not there to read */
 
-    /* The archiver's next pass: A, then what followed B, the END frame; the file completes. */
-    write_at(fd, file + a, a_end - a, a + (b_end - b));
-    write_at(fd, file + b_end, size - b_end, b_end);
+    /* The archiver's next pass: the rest of the file (A after B), its END frame; it completes. */
+    int fd = open(writing, O_WRONLY);
+    CHECK(fd >= 0 && pwrite(fd, complete.bytes + first_scan, complete.length - first_scan,
+                            (off_t)first_scan) == (ssize_t)(complete.length - first_scan));
     close(fd);
     CHECK(rename(writing, name) == 0);
     CHECK(lb_reader_stream(reader, NULL, visit_fragment_test, NULL) >= 0);
+    if (next_file) {
+        CHECK(fragment_seen[FRAGMENT_LARGE] == 0);  /* A is not there yet */
+        write_file(next, following.bytes, following.length);
+        CHECK(lb_reader_stream(reader, NULL, visit_fragment_test, NULL) >= 0);
+    }
     close(lock);  /* the writer is gone */
     CHECK(lb_reader_stream(reader, NULL, visit_fragment_test, NULL) >= 0);
 
@@ -347,14 +410,18 @@ static void test_fragment_archived_before_its_beginning(const char *dir) {
         duplicates += fragment_seen[i] > 1;
     }
     uint64_t accounted = records_in_issues(reader);
-    fprintf(stderr, "fragment archived before its beginning: missing %" PRIu64 " of %u, duplicates %"
-                    PRIu64 ", bad values %" PRIu64 ", issues %zu accounting for %" PRIu64 "\n",
-            missing, FRAGMENT_RECORDS, duplicates, fragment_bad, lb_reader_issue_count(reader), accounted);
+    fprintf(stderr, "fragment archived before its beginning (%s): missing %" PRIu64 " of %u, "
+                    "duplicates %" PRIu64 ", bad values %" PRIu64 ", issues %zu accounting for %"
+                    PRIu64 "\n", next_file ? "in the next file" : "later in the file", missing,
+            FRAGMENT_RECORDS, duplicates, fragment_bad, lb_reader_issue_count(reader), accounted);
     CHECK(missing == accounted);  /* never a silence */
     CHECK(missing == 0);
     CHECK(duplicates == 0);
     CHECK(fragment_bad == 0);
     CHECK(lb_reader_issue_count(reader) == 0);
+    lb_verify_summary v;
+    CHECK(lb_reader_verify(reader, &v) == 0);
+    CHECK(v.records_lost == 0);
     lb_reader_close(reader);
     free(file);
 }
@@ -412,7 +479,8 @@ int main(void) {
     char dir[] = "/tmp/logbook-follow-test-XXXXXX";
     if (!mkdtemp(dir)) return 2;
     test_more_archive_files_than_descriptors(dir);
-    test_fragment_archived_before_its_beginning(dir);
+    fragment_archived_before_its_beginning(dir, 0);
+    fragment_archived_before_its_beginning(dir, 1);
     /* chunk size, chunks, roll size, records per thread, % large, % most of a chunk */
     static const round_shape rounds[] = {
         {4096, 16, 64 << 10, 20000, 5, 15},   /* the shape the test began with */
