@@ -483,13 +483,13 @@ int main(void) {
     fragment_archived_before_its_beginning(dir, 1);
     /* chunk size, chunks, roll size, records per thread, % large, % most of a chunk */
     static const round_shape rounds[] = {
-        {4096, 16, 64 << 10, 20000, 5, 15},   /* the shape the test began with */
-        {4096, 6, 64 << 10, 3000, 20, 20},    /* few chunks: archived while a scan is in them */
-        {4096, 8, 96 << 10, 3000, 35, 10},
-        {8192, 6, 64 << 10, 2000, 25, 25},
-        {4096, 5, 128 << 10, 3000, 50, 10},   /* mostly large records */
-        {8192, 10, 80 << 10, 2000, 15, 40},
-        {4096, 7, 72 << 10, 3000, 30, 30},
+        {4096, 16, 64 << 10, 10000, 5, 15},   /* the shape of the first reports */
+        {4096, 6, 64 << 10, 2000, 20, 20},    /* few chunks: archived while a scan is in them */
+        {4096, 8, 96 << 10, 2000, 35, 10},
+        {8192, 6, 64 << 10, 1200, 25, 25},
+        {4096, 5, 128 << 10, 1500, 50, 10},   /* mostly large records */
+        {8192, 10, 80 << 10, 1200, 15, 40},
+        {4096, 7, 72 << 10, 2000, 30, 30},
     };
     for (int k = 0; k < (int)(sizeof rounds / sizeof rounds[0]); k++) follow_round(dir, k, &rounds[k]);
     char cmd[300];
