@@ -74,19 +74,24 @@ void lb_rd_list_archive_directory(lb_reader *r) {
     closedir(d);
 }
 
+/* The index in r->archives of archive file `number`. */
+static size_t archive_index(const lb_reader *r, uint64_t number) {
+    size_t low = 0, high = r->archive_count;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (r->archives[middle].number < number) low = middle + 1;
+        else high = middle;
+    }
+    return low;
+}
+
 /* The archive file a chunk reference was listed from, found by its number when a later listing
  * moved it in r->archives (archives are kept in number order; a file a readdir missed while it
  * was renamed is inserted before later ones when the next listing finds it). */
 archive_file *lb_rd_ref_file(lb_reader *r, const chunk_ref *ref) {
     archive_file *f = &r->archives[ref->source];
     if (f->number == ref->file_number) return f;
-    size_t low = 0, high = r->archive_count;
-    while (low < high) {
-        size_t middle = low + (high - low) / 2;
-        if (r->archives[middle].number < ref->file_number) low = middle + 1;
-        else high = middle;
-    }
-    return &r->archives[low];  /* entries are never removed: the number is there */
+    return &r->archives[archive_index(r, ref->file_number)];  /* entries are never removed */
 }
 
 /* The name issues carry: the file's base name, kept for the reader's lifetime. */
@@ -473,7 +478,6 @@ void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_co
     *walked = 1;
 }
 
-
 /* ---- archived chunks read in part ----
  * A file's frames are listed once. A follower's walk of an archived chunk can stop before its end:
  * at a fragment whose beginning is in a chunk not read yet (the archiver's pass may take a chunk
@@ -508,17 +512,6 @@ void lb_rd_keep_unfinished(lb_reader *r, const chunk_ref *ref) {
         return;
     }
     r->unfinished[r->unfinished_count++] = *ref;
-}
-
-/* The index in r->archives of archive file `number` (entries are never removed). */
-static size_t archive_index(const lb_reader *r, uint64_t number) {
-    size_t low = 0, high = r->archive_count;
-    while (low < high) {
-        size_t middle = low + (high - low) / 2;
-        if (r->archives[middle].number < number) low = middle + 1;
-        else high = middle;
-    }
-    return low;
 }
 
 /* Lists again the archived chunks kept unfinished, their files opened again if a pass closed
