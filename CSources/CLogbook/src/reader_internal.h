@@ -244,6 +244,11 @@ struct lb_reader {
     char *archive_dir;                           /* NULL when reading one file */
     archive_file *archives;
     size_t archive_count, archive_capacity;
+    /* Archived chunks whose walk stopped before their end: before a fragment whose beginning was
+     * not read yet (deferred), or to read a copy that follows. A file's frames are listed once,
+     * so the next passes list these again until the rest is read (lb_rd_relist_unfinished). */
+    struct chunk_ref *unfinished;
+    size_t unfinished_count, unfinished_capacity;
     /* the read window (see window_run) */
     window_run *run;                             /* the run the chunk being walked fills */
     window_run **heap;                           /* runs with entries to hand out */
@@ -371,6 +376,8 @@ void lb_rd_collect_archive(lb_reader *r, size_t index, ref_list *refs);
 void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_copy_follows, int *walked);
 void lb_rd_close_archive_file(archive_file *f);
 archive_file *lb_rd_ref_file(lb_reader *r, const chunk_ref *ref);
+void lb_rd_keep_unfinished(lb_reader *r, const chunk_ref *ref);
+void lb_rd_relist_unfinished(lb_reader *r, ref_list *refs);
 
 /* reader_order.c: time order and the read window */
 int lb_rd_order_entries(const lb_entry *entries, uint32_t *order, size_t first, size_t count);
