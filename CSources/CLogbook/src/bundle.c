@@ -681,8 +681,10 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
     }
     /* A session that did not close cleanly may have left the counters short (a seal cut short
      * between its state and its counters): verify then stops demanding exact counts. */
-    if (atomic_exchange(&b->ring->writer_state, LB_WRITER_STATE_OPEN) == LB_WRITER_STATE_OPEN)
+    if (atomic_exchange(&b->ring->writer_state, LB_WRITER_STATE_OPEN) == LB_WRITER_STATE_OPEN) {
         atomic_fetch_add(&b->ring->unclean_sessions, 1);
+        b->after_unclean_session = !created;
+    }
     b->session = atomic_fetch_add(&b->ring->session_count, 1);
     atomic_store(&b->ring->writer_pid, (uint32_t)getpid());
     uint64_t before = lb_clock_ticks();

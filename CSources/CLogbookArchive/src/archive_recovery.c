@@ -151,7 +151,7 @@ static int compare_u64(const void *x, const void *y) {
 /* ---- reconciliation: which chunks of the ring are safely in the archive ---- */
 typedef struct ring_chunk {
     uint64_t sequence, claim;
-    uint32_t slot, committed;
+    uint32_t slot, committed, records;
     int found;
 } ring_chunk;
 
@@ -178,12 +178,16 @@ static ring_chunk *find_ring_chunk(reconcile_context *r, uint64_t sequence) {
     return lo < r->count && r->chunks[lo].sequence == sequence ? &r->chunks[lo] : NULL;
 }
 
-/* A chunk frame: an intact copy (same claim, same length, body CRC right) resolves its chunk. */
+/* A chunk frame: an intact copy (same claim, body CRC right) of at least what the ring holds
+ * resolves its chunk. After a power loss the ring's pages can be older than the file's (the ring
+ * is never synced, every archive batch is): the chunk can read *active* there, with fewer
+ * records, and recovery then sealed it at that shorter end. The file's copy was sealed and is
+ * the whole chunk: archiving the ring's prefix again would put the sequence in two files. */
 static void reconcile_chunk(void *context, uint64_t body_offset, const lb_archive_frame_head *head,
                             const lb_chunk_header *ch) {
     reconcile_context *r = context;
     ring_chunk *k = find_ring_chunk(r, ch->sequence);
-    if (!k || k->found || k->claim != ch->claim || k->committed != head->length) return;
+    if (!k || k->found || k->claim != ch->claim || head->length < k->committed) return;
     if (lb_archive_source_read(r->src, r->buffer, head->length, body_offset) != (ssize_t)head->length ||
         lb_crc32c(0, r->buffer, head->length) != head->body_crc)
         return;
@@ -220,6 +224,33 @@ static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_nam
     lb_ar_close_source(&src);
 }
 
+/* A lossless ring's sealed records are all in the files (theirs, summed from their END frames,
+ * and those retention deleted, recorded in the header) or in the ring chunks no file holds. After
+ * a power loss the ring header's page can be older than the files (they are synced with every
+ * batch, the ring never): its `records` then misses chunks sealed since, and verify would find
+ * more records than the bundle says it holds. Raised to that sum, never lowered, only after a
+ * session that did not close cleanly, and only when every file's summary is known (a damaged
+ * file's records are not). */
+static void raise_records_to_files(archiver *a, const reconcile_context *r) {
+    lb_bundle *b = a->b;
+    if (b->ring->wrap_policy != LB_WRAP_LOSSLESS || !b->after_unclean_session) return;
+    uint64_t held = atomic_load(&b->ring->archive_retired_records);
+    if (a->cur.fd >= 0) held += a->cur.summary.records;
+    for (size_t i = 0; i < a->file_count; i++) {
+        if (!a->files[i].summary.known) return;
+        held += a->files[i].summary.records;
+    }
+    for (size_t i = 0; i < r->count; i++)
+        if (!r->chunks[i].found) held += r->chunks[i].records;
+    uint64_t counted = atomic_load(&b->ring->records);
+    while (counted < held && !atomic_compare_exchange_weak(&b->ring->records, &counted, held)) {}
+    if (counted < held)
+        fprintf(stderr, "logbook: archiver: the ring header counted %llu sealed records, the archive "
+                        "files and the ring hold %llu (its page was older than the files: a power "
+                        "loss); counted %llu\n", (unsigned long long)counted,
+                (unsigned long long)held, (unsigned long long)held);
+}
+
 /* Every chunk the ring holds SEALED or ARCHIVED is looked for in the files, newest file first:
  * ARCHIVED if an intact copy is found (also a copy whose write completed just before a crash), or
  * if it was archived into a file retention has deleted since; SEALED otherwise, so that it is
@@ -247,7 +278,8 @@ static int reconcile_ring(archiver *a) {
         if ((state != LB_CHUNK_SEALED && state != LB_CHUNK_ARCHIVED) ||
             lb_chunk_header_check(h, slot, b->chunk_count) != 0)
             continue;
-        r.chunks[r.count++] = (ring_chunk){h->sequence, h->claim, slot, atomic_load(&h->committed), 0};
+        r.chunks[r.count++] = (ring_chunk){h->sequence, h->claim, slot, atomic_load(&h->committed),
+                                           atomic_load(&h->record_count), 0};
     }
     if (r.count > 1) qsort(r.chunks, r.count, sizeof *r.chunks, compare_ring_chunks);
     r.unresolved = r.count;
@@ -269,6 +301,7 @@ static int reconcile_ring(archiver *a) {
         if (atomic_exchange(&h->state, want) == LB_CHUNK_ARCHIVED && want == LB_CHUNK_SEALED)
             reverted++;
     }
+    raise_records_to_files(a, &r);
     free(r.chunks);
     free(r.buffer);
     if (reverted)
