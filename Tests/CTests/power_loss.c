@@ -38,6 +38,12 @@
  *       not overwritten);
  *   (c) a copy read alone shows nothing altered, verify passes, and every record committed before
  *       the stop is read (but for those the overwrite policy counts).
+ *   (d) an image whose ring is A's and whose archive files are B's (the ring is never synced, the
+ *       files are), reopened by a writer that logs more and closes (configurations with an
+ *       archiver): verify fails only if it failed before the reopen; nothing read before is lost
+ *       and every new record is read (lossless without retention); under the lossless policy the
+ *       records read are never more than the bundle says it holds, and exactly as many when the
+ *       image before the reopen lost none.
  * Records logged after the last sync may be missing or flagged.
  *
  * lb_bundle_sync and lb_options.sync_interval_ms are used when built with -DLB_HAVE_SYNC and
@@ -909,7 +915,14 @@ static int reopen_image(const char *path, const config *cfg, shared *sh, const s
     int keeps_all = cfg->policy == LB_WRAP_LOSSLESS && !cfg->max_files;
     if (cfg->policy != LB_WRAP_LOSSLESS) lost_new = 0;
     if (!keeps_all) lost_old = 0;
-    int miscounted = cfg->policy == LB_WRAP_LOSSLESS && (!v->accounted || v->records_lost || here != v->records_expected);
+    /* Lossless: never more records than the bundle says it holds (a ring header older than the
+     * files must not stay behind them), and exactly as many when the image lost none. Records a
+     * power loss took after the last sync stay counted (verify says so: a torn issue). */
+    const lb_verify_summary *u = &before.summary;
+    int lost_none = u->accounted && u->records_found + u->records_unreadable == u->records_expected;
+    int miscounted = cfg->policy == LB_WRAP_LOSSLESS &&
+                     (!v->accounted || v->records_lost || here > v->records_expected ||
+                      (lost_none && here != v->records_expected));
     int bad = opened != 0 || dropped || after.altered || after.never_logged || after.duplicates || lost_old ||
               lost_new || (after.verify_failed && !before.verify_failed) || miscounted;
     t->reopen_images++;
