@@ -159,7 +159,7 @@ int lb_rd_collect_ring(lb_reader *r, ref_list *refs) {
          * counting them as active's too made verify expect more records than were written. */
         if (seen && atomic_load(&h.state) >= LB_CHUNK_SEALED) seen->active = 0;
         if (seen && !seen->claim_noted) {
-            lb_rd_note_claim(r, h.claim);
+            lb_rd_note_claim(r, h.claim, h.sequence);
             seen->claim_noted = 1;
         }
         if (seen && check == 2 && !seen->kept_from_claim && r->header.wrap_policy == LB_WRAP_OVERWRITE) {
@@ -214,7 +214,7 @@ void lb_rd_read_mirror_chunk(lb_reader *r, const chunk_ref *ref) {
     /* Its claim is accounted for (lossless bundles check every claim number is somewhere). */
     seen_chunk *noted = lb_rd_seen_add(r, ref->sequence);
     if (noted && !noted->claim_noted) {
-        lb_rd_note_claim(r, h->claim);
+        lb_rd_note_claim(r, h->claim, h->sequence);
         noted->claim_noted = 1;
     }
     size_t entries, issues, pending;
