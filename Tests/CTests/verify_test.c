@@ -482,6 +482,37 @@ static void test_chunk_gone_from_archive_file_is_missing(void) {
     }
 }
 
+/* A flipped byte anywhere in the ring header's bytes 0..43 (magic, version, geometry, policy,
+ * creation time, CRC) of a ring-only bundle hid every record (the scan failed: no archive file
+ * gave the geometry). The chunk headers give it: every record is read, and verify fails, saying
+ * the header is damaged. */
+static void test_damaged_ring_header_hides_no_record(void) {
+    char path[512], ring[600];
+    make_bundle(path, sizeof path, "header-flip.logbook", 16, LB_WRAP_LOSSLESS, 0, 300);
+    ring_path(ring, sizeof ring, path);
+    int hidden = 0, silent = 0;
+    for (off_t at = 0; at < 44; at++) {
+        uint8_t byte;
+        int fd = open(ring, O_RDONLY);
+        CHECK(fd >= 0 && pread(fd, &byte, 1, at) == 1);
+        if (fd >= 0) close(fd);
+        uint8_t flipped = byte ^ 0x5A;
+        poke(ring, at, &flipped, 1);
+        verdict v = verify_path(path);
+        poke(ring, at, &byte, 1);
+        if (v.entries != 300) {
+            if (!hidden++) fprintf(stderr, "ring header byte %lld flipped: %ld entries, verify %d\n%s",
+                                   (long long)at, v.entries, v.rc, v.text);
+        } else if (v.rc < 1 || !strstr(v.text, "ring header")) {
+            if (!silent++) fprintf(stderr, "ring header byte %lld flipped: verify %d\n%s", (long long)at, v.rc, v.text);
+        }
+    }
+    CHECK(hidden == 0);
+    CHECK(silent == 0);
+    verdict v = verify_path(path);
+    CHECK(v.rc == 0 && v.entries == 300);
+}
+
 int main(void) {
     setenv("LOGBOOK_CLOCK", "monotonic", 1);
     unsetenv("LOGBOOK_FILTER");
@@ -494,6 +525,7 @@ int main(void) {
     test_archive_directory_of_no_records_reads_empty();
     test_overwritten_beginning_is_overwritten();
     test_chunk_gone_from_archive_file_is_missing();
+    test_damaged_ring_header_hides_no_record();
     char command[512];
     snprintf(command, sizeof command, "rm -rf '%s'", dir);
     if (!failed && system(command) != 0) fprintf(stderr, "could not remove %s\n", dir);
