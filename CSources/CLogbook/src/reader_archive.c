@@ -312,7 +312,7 @@ static int list_archived_chunk(lb_reader *r, size_t index, const lb_archive_fram
             r->beginnings_overwritten += seen->beginnings_overwritten;
             r->gone_beginnings -= seen->beginnings_overwritten;
         }
-        if (!seen->claim_noted) lb_rd_note_claim(r, h.claim);
+        if (!seen->claim_noted) lb_rd_note_claim(r, h.claim, h.sequence);
         seen->claim_noted = 1;
     }
     if (!seen || (!seen->broken && seen->offset < head->length))

@@ -44,6 +44,11 @@ typedef struct slot_progress {
 
 /* Every chunk sequence read so far, from the ring or an archive file, and how far: a chunk is read
  * once even when the ring and the archive both hold it. Open addressing; sequence 0 is empty. */
+/* A chunk found: its claim number and sequence (verify_claims names the sequences around a gap). */
+typedef struct noted_claim {
+    uint64_t claim, sequence;
+} noted_claim;
+
 typedef struct seen_chunk {
     uint64_t sequence;
     uint32_t offset;     /* where its walk stopped */
@@ -193,7 +198,8 @@ struct lb_reader {
                                entry or none, nothing else a writer makes after creation */
     int ring_open_error, meta_open_error;  /* -errno when `ring` or `meta` could not be opened */
     /* accounting (lb_reader_verify) */
-    uint64_t *claims;       /* claim numbers of every chunk found (ring or archive; repeats) */
+    noted_claim *claims;    /* the claim numbers of every chunk found (ring or archive; repeats),
+                               with its sequence */
     size_t claim_count, claim_capacity;
     uint64_t claiming_slots;/* slots found CLAIMING with an incomplete header (a claim a crash
                                cut short, if the writer is dead) */
@@ -342,7 +348,7 @@ const char *lb_rd_keep_string(lb_reader *r, char *s);
 int lb_rd_chunk_buffer(lb_reader *r, uint32_t chunk_size);
 seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence);
 seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence);
-void lb_rd_note_claim(lb_reader *r, uint64_t claim);
+void lb_rd_note_claim(lb_reader *r, uint64_t claim, uint64_t sequence);
 void lb_rd_note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop, uint32_t records, int corrupt, const walk_tally *tally, int archived, int active);
 uint32_t lb_rd_durable_through(const lb_reader *r, uint64_t sequence);
 void lb_rd_push_ref(ref_list *list, chunk_ref ref);
