@@ -129,6 +129,9 @@ final class ExportCursorConcurrencyTests: XCTestCase {
             version1.marks = [3: 300]
             version1.inFlight = [4: 8]
             version1.exported = 5
+            // saved before the counts of records lost: not known (the next whole read starts them)
+            version1.lostOverwritten = nil
+            version1.lostRetired = nil
             let legacy = Self.version1Snapshot(of: version1)
             try Data(legacy).write(to: URL(fileURLWithPath: dir + "/legacy.cursor"))
             XCTAssertEqual(try ExportCursorStore(path: dir).load("legacy"), version1)
