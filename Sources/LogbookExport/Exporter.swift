@@ -450,7 +450,7 @@ public final class Exporter {
         }
         overwrittenReported = max(overwrittenReported, overwritten)
         if wholeRead { retiredAtWholeRead = counted?.retired ?? 0 }
-        let lossesUnexplained = !wholeRead && counted.map { lossesUnexplained(by: $0, issues: issues) } ?? false
+        let lossesUnexplained = !wholeRead && counted.map { retentionLeftRecordsUnexplained(by: $0, issues: issues) } ?? false
         monitor.update { [report] in
             $0.issues += report.issues.count
             $0.unreadable += report.unreadable
@@ -472,7 +472,7 @@ public final class Exporter {
     /// file deleted before it reached it (it knows nothing of what it never listed): the next
     /// pass reads the whole source, which counts them (``countLosses``). A follower that keeps
     /// up explains every record, so it never reads whole for this.
-    private func lossesUnexplained(by counted: RingCounts, issues: [LogIssue]) -> Bool {
+    private func retentionLeftRecordsUnexplained(by counted: RingCounts, issues: [LogIssue]) -> Bool {
         guard counted.retired > retiredAtWholeRead else { return false }
         let unreadable = issues.filter { $0.kind != .overwritten && !$0.isBeginningOverwritten }.reduce(0) { $0 + $1.records }
         let explained = cursor.exportedOfThisRing + unreadable + (cursor.lostOverwritten ?? 0) + (cursor.lostRetired ?? 0)
