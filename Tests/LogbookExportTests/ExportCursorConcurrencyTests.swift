@@ -32,6 +32,15 @@ final class ExportCursorConcurrencyTests: XCTestCase {
         try store.save(cursor, as: "otlp-collector")
         XCTAssertEqual(try store.load("otlp-collector"), cursor)
         XCTAssertEqual(try store.load("never-saved"), ExportCursor())
+        // the counts of records lost (a whole read tops them up from the ring's counters) and of
+        // earlier rings' records are kept; a count not known stays not known
+        var counted = cursor
+        counted.exportedOfEarlierRings = 7
+        counted.lostOverwritten = 1_000
+        counted.lostRetired = nil
+        try store.save(counted, as: "counted")
+        XCTAssertEqual(try store.load("counted"), counted)
+        XCTAssertEqual(counted.exportedOfThisRing, 243)
 
         let file = store.path + "/otlp-collector.cursor"
         var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
