@@ -235,41 +235,49 @@ final class ExportCommandTests: XCTestCase {
         let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
         let dir = makeTemporaryDirectory(self)
         let server = try UploadServer(directory: dir, script: "otlp_server.py")
-        let path = dir + "/retained.logbook"
-        let bundle = try LogBundle(path: path, capacity: 16 << 10, chunkSize: 4096, wrapPolicy: .lossless, losslessWaitMilliseconds: 30_000,
-                                   archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 2, quota: nil))
-        let log = try bundle.logger("app")
-        let written = 6000
-        for i in 0..<100 { log.info("record \(i) \(String(repeating: "f", count: 100))") }
-        try bundle.flush()
-        // The collector holds the first batch (a slow collector, with no timing): the follower
-        // falls behind while the writer fills archive files and retention deletes them.
-        let child = try ChildProcess(logbook, ["export", "--otlp", server.url("/hold/v1/logs").absoluteString, "--cursors", dir + "/cursors",
-                                               "--follow", "--interval", "0.05", "--in-flight", "1", "--batch", "50", path])
-        defer { child.killIfRunning() }
-        XCTAssertTrue(waitUntil { !server.requests().isEmpty }, "the first batch was not sent")
-        for i in 100..<written { log.info("record \(i) \(String(repeating: "f", count: 100))") }
-        try bundle.close()
-        server.release()
-        /// The records the collector has, and those the follower said retention deleted.
-        func accounted() -> Int {
-            let delivered = Set(server.requests().flatMap { ($0["records"] as? [[String: Any]] ?? []).compactMap { $0["body"] as? String } })
-            let said = child.errors.split(separator: "\n").compactMap { line -> Int? in
-                guard let match = try? #/^logbook: (\d+) records were in archive files that retention deleted/#.firstMatch(in: line) else { return nil }
-                return Int(match.output.1)
+        // lossless: retention alone loses records; overwrite: the ring too, when the archiver lags
+        for policy in [WrapPolicy.lossless, .overwrite] {
+            let path = dir + "/retained-\(policy).logbook", url = server.url("/hold/\(policy)/v1/logs").absoluteString
+            let bundle = try LogBundle(path: path, capacity: 16 << 10, chunkSize: 4096, wrapPolicy: policy, losslessWaitMilliseconds: 30_000,
+                                       archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 2, quota: nil))
+            let log = try bundle.logger("app")
+            let written = 6000
+            for i in 0..<100 { log.info("record \(i) \(String(repeating: "f", count: 100))") }
+            try bundle.flush()
+            // The collector holds the first batch (a slow collector, with no timing): the
+            // follower falls behind while the writer fills archive files and retention deletes them.
+            try? FileManager.default.removeItem(atPath: server.log + ".release")
+            let child = try ChildProcess(logbook, ["export", "--otlp", url, "--cursors", dir + "/cursors",
+                                                   "--follow", "--interval", "0.05", "--in-flight", "1", "--batch", "50", path])
+            defer { child.killIfRunning() }
+            XCTAssertTrue(waitUntil { server.requests().contains { $0["path"] as? String == URL(string: url)!.path } }, "the first batch was not sent")
+            for i in 100..<written { log.info("record \(i) \(String(repeating: "f", count: 100))") }
+            try bundle.close()
+            server.release()
+            /// The records the collector has, and those the follower said were lost.
+            func accounted() -> Int {
+                let delivered = Set(server.requests().filter { $0["path"] as? String == URL(string: url)!.path }
+                    .flatMap { ($0["records"] as? [[String: Any]] ?? []).compactMap { $0["body"] as? String } })
+                let said = child.errors.split(separator: "\n").compactMap { line -> Int? in
+                    guard let match = try? #/^logbook: (\d+) records were (in archive files that retention deleted|overwritten in the ring)/#.firstMatch(in: line)
+                    else { return nil }
+                    return Int(match.output.1)
+                }
+                return delivered.count + said.reduce(0, +)
             }
-            return delivered.count + said.reduce(0, +)
+            XCTAssertTrue(waitUntil { accounted() >= written }, "\(policy): the follower accounts for \(accounted()) of \(written): \(child.errors)")
+            child.process.terminate()
+            XCTAssertEqual(try child.waitForExit(), 0, child.errors)
+            XCTAssertEqual(accounted(), written, "\(policy): \(child.errors)")
+            if policy == .lossless {
+                XCTAssertTrue(child.output.contains("deleted by archive retention before they could be read"), child.output)
+            }
+            // and nothing it later exported was called missing (unreadable) on the way
+            XCTAssertFalse(child.output.contains("unreadable"), "\(policy): \(child.output)")
+            // nothing more to deliver or to report (the same destination: its cursor)
+            let after = try runProgram(logbook, ["export", "--otlp", url, "--cursors", dir + "/cursors", path])
+            XCTAssertTrue(after.output.hasPrefix("exported 0 records\n"), "\(policy): \(after.output)")
         }
-        XCTAssertTrue(waitUntil { accounted() >= written }, "the follower accounts for \(accounted()) of \(written): \(child.errors)")
-        child.process.terminate()
-        XCTAssertEqual(try child.waitForExit(), 0, child.errors)
-        XCTAssertEqual(accounted(), written, child.errors)
-        XCTAssertTrue(child.output.contains("deleted by archive retention before they could be read"), child.output)
-        // and nothing it later exported was called missing (unreadable) on the way
-        XCTAssertFalse(child.output.contains("unreadable"), child.output)
-        // nothing more to deliver or to report (the same destination: its cursor)
-        let after = try runProgram(logbook, ["export", "--otlp", server.url("/hold/v1/logs").absoluteString, "--cursors", dir + "/cursors", path])
-        XCTAssertTrue(after.output.hasPrefix("exported 0 records\n"), after.output)
     }
 
     /// Archive files deleted before an export are reported by the first pass, not skipped in
