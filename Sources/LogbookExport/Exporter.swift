@@ -417,8 +417,8 @@ public final class Exporter {
         }
         // The read ended and everything it handed over is settled: the reader is the pass's again.
         var verified: VerifySummary?
-        var countsMoved = 0..<0
         if wholeRead {
+            countsMoved = 0..<0
             // What needs the whole source (missing archive files, records overwritten or lost by
             // the bundle's own counts) becomes issues: checked on each whole read.
             let before = reader.issues.count
@@ -435,9 +435,7 @@ public final class Exporter {
         }
         let issues = reader.issues
         // Records the overwrite policy destroyed are counted in `overwritten`, not as damage.
-        let newIssues = issues.indices.dropFirst(issuesReported).filter { index in
-            issues[index].kind != .overwritten && !(countsMoved.contains(index) && issues[index].kind == .missing && issues[index].file == "ring")
-        }.map { issues[$0] }
+        let newIssues = issues.indices.dropFirst(issuesReported).filter { isDamage(issues, $0) }.map { issues[$0] }
         report.issues = newIssues.map(\.description)
         // A large record whose beginning the policy destroyed is in the reader's overwritten count.
         report.unreadable = newIssues.filter { !$0.isBeginningOverwritten }.reduce(0) { $0 + $1.records }
@@ -485,13 +483,23 @@ public final class Exporter {
     /// up explains every record, so it never reads whole for this.
     private func retentionLeftRecordsUnexplained(by counted: RingCounts, issues: [LogIssue]) -> Bool {
         guard counted.retired > retiredAtWholeRead else { return false }
-        let unreadable = issues.filter { $0.kind != .overwritten && !$0.isBeginningOverwritten }.reduce(0) { $0 + $1.records }
+        let unreadable = issues.indices.filter { isDamage(issues, $0) && !issues[$0].isBeginningOverwritten }.reduce(0) { $0 + issues[$1].records }
         let explained = cursor.exportedOfThisRing + unreadable + (cursor.lostOverwritten ?? 0) + (cursor.lostRetired ?? 0)
         return counted.records > explained
     }
 
     /// The ring's count of records retention deleted, at the last whole read.
     private var retiredAtWholeRead: UInt64 = 0
+    /// The issues verify added on the last whole read, when the writer stopped during it: its
+    /// comparison of the ring's counts with the read is not reported.
+    private var countsMoved = 0..<0
+
+    /// Whether the reader's issue at `index` is damage to report: not records the overwrite policy
+    /// destroyed (``Report/overwritten``), nor verify's comparison of counts that moved.
+    private func isDamage(_ issues: [LogIssue], _ index: Int) -> Bool {
+        let issue = issues[index]
+        return issue.kind != .overwritten && !(countsMoved.contains(index) && issue.kind == .missing && issue.file == "ring")
+    }
 
     /// After a read of the whole source: the records of this ring lost to the destination are
     /// those `written` (the ring's counters before the read) less those this cursor acknowledged
