@@ -128,8 +128,12 @@ struct Export: ParsableCommand {
             if report.overwritten > 0 {
                 warn("\(report.overwritten) records were overwritten in the ring before they could be read: they are not exported")
             }
+            if report.retired > 0 {
+                warn("\(report.retired) records were in archive files that retention deleted before they could be read: they are not exported")
+            }
             for issue in report.issues { warn("the reader reports: \(escapingControlCharacters(issue))") }
             total.overwritten += report.overwritten
+            total.retired += report.retired
             total.unreadable += report.unreadable
             total.exported += report.exported
             total.rejected += report.rejected
@@ -149,6 +153,7 @@ struct Export: ParsableCommand {
             + (total.truncated > 0 ? ", \(total.truncated) syslog messages truncated" : "")
             + (total.resent > 0 ? ", \(total.resent) RELP messages resent after a broken connection" : "")
             + (total.overwritten > 0 ? ", \(total.overwritten) overwritten before they could be read" : "")
+            + (total.retired > 0 ? ", \(total.retired) deleted by archive retention before they could be read" : "")
             + (total.unreadable > 0 ? ", \(total.unreadable) unreadable (damaged; see the reader's reports)" : ""))
         if !total.gaveUp.isEmpty { throw ExitCode(1) }
     }

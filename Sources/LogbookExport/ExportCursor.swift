@@ -20,8 +20,22 @@ public struct ExportCursor: Sendable, Equatable {
     public var inFlight: [UInt64: UInt32] = [:]
     public var exported: UInt64 = 0
     public var repeated: UInt64 = 0
+    /// What of `exported` was of earlier rings (the cursor started over since): the records of
+    /// this ring acknowledged are `exported - exportedOfEarlierRings`.
+    public var exportedOfEarlierRings: UInt64 = 0
+    /// Records of this ring reported lost to the destination: overwritten in the ring before they
+    /// could be read, and in archive files retention deleted before they could be read. A read of
+    /// the whole source tops them up to what the ring's counters say was written and is neither
+    /// acknowledged nor unreadable (``Exporter``), so a loss between two runs is counted too.
+    /// nil: not known (a cursor saved before version 3): the next such read takes what it finds as
+    /// already reported.
+    public var lostOverwritten: UInt64? = 0
+    public var lostRetired: UInt64? = 0
 
     public init() {}
+
+    /// Records of this ring acknowledged (exported or given up).
+    public var exportedOfThisRing: UInt64 { exported >= exportedOfEarlierRings ? exported - exportedOfEarlierRings : 0 }
 
     public func isExported(_ entry: LogEntry) -> Bool {
         isExported(chunkSequence: entry.chunkSequence, chunkOffset: entry.chunkOffset)
@@ -104,13 +118,15 @@ public struct ExportCursor: Sendable, Equatable {
 
     static let magic = Array("LBCURSR1".utf8)
 
-    /// The snapshot's version: 2 names its destination (1, before, did not: it is still read).
-    static let version: UInt32 = 2
+    /// The snapshot's version: 3 counts the records reported lost; 2 named its destination (1,
+    /// before, did not). Both are still read.
+    static let version: UInt32 = 3
 
-    /// Little-endian: magic, version (u32 2), count of marks (u32), count in flight (u32), the
+    /// Little-endian: magic, version (u32 3), count of marks (u32), count in flight (u32), the
     /// store's generation (u32), ring, low watermark, exported, repeated (u64 each), the
-    /// destination's key (``destinationKey(_:)``) and a reserved u32, then (sequence u64, offset
-    /// u32, reserved u32) per mark and per entry in flight, then the CRC-32C of everything before it.
+    /// destination's key (``destinationKey(_:)``) and a reserved u32, exported of earlier rings,
+    /// lost overwritten, lost retired (u64 each), a reserved u64, then (sequence u64, offset u32,
+    /// reserved u32) per mark and per entry in flight, then the CRC-32C of everything before it.
     func encoded(generation: UInt32 = 0, destination: String) -> [UInt8] {
         var out = Self.magic
         func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
@@ -124,6 +140,10 @@ public struct ExportCursor: Sendable, Equatable {
         put(repeated)
         put(Self.destinationKey(destination))
         put(UInt32(0))
+        put(exportedOfEarlierRings)
+        put(lostOverwritten ?? Self.lostUnknown)
+        put(lostRetired ?? Self.lostUnknown)
+        put(UInt64(0))
         for table in [marks, inFlight] {
             for (sequence, offset) in table.sorted(by: { $0.key < $1.key }) {
                 put(sequence)
@@ -134,6 +154,9 @@ public struct ExportCursor: Sendable, Equatable {
         put(out.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) })
         return out
     }
+
+    /// How the snapshot says a count of records lost is not known.
+    static let lostUnknown = UInt64.max
 
     static let journalMagic: UInt32 = 0x4A43_424C  // "LBCJ", little-endian
 
@@ -204,7 +227,7 @@ public struct ExportCursor: Sendable, Equatable {
     /// The destination key of a snapshot that ``init(decoding:)`` took; nil for a version 1
     /// snapshot, which did not name its destination.
     static func destinationKey(of bytes: [UInt8]) -> UInt32? {
-        guard bytes.count >= 64, bytes.withUnsafeBytes({ UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) }) == 2
+        guard bytes.count >= 64, bytes.withUnsafeBytes({ UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) }) >= 2
         else { return nil }
         return bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 56, as: UInt32.self)) }
     }
@@ -216,16 +239,27 @@ public struct ExportCursor: Sendable, Equatable {
             bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: at, as: T.self)) }
         }
         guard get(bytes.count - 4, UInt32.self) == crc else { return nil }
-        // version 1: no destination key, entries from 56; version 2: entries from 64
+        // version 1: no destination key, entries from 56; version 2: entries from 64; version 3:
+        // the counts of records lost, entries from 96
         let version = get(8, UInt32.self)
-        guard version == 1 || version == 2 else { return nil }
-        let header = version == 1 ? 56 : 64
+        guard (1...3).contains(version) else { return nil }
+        let header = [56, 64, 96][Int(version) - 1]
         let markCount = Int(get(12, UInt32.self)), flightCount = Int(get(16, UInt32.self))
         guard bytes.count == header + 16 * (markCount + flightCount) + 4 else { return nil }
         ring = get(24, UInt64.self)
         lowWatermark = get(32, UInt64.self)
         exported = get(40, UInt64.self)
         repeated = get(48, UInt64.self)
+        if version >= 3 {
+            exportedOfEarlierRings = get(64, UInt64.self)
+            let overwritten = get(72, UInt64.self), retired = get(80, UInt64.self)
+            lostOverwritten = overwritten == Self.lostUnknown ? nil : overwritten
+            lostRetired = retired == Self.lostUnknown ? nil : retired
+        } else {
+            // Saved by a version that did not count them: what was lost before is taken as reported.
+            lostOverwritten = nil
+            lostRetired = nil
+        }
         var at = header
         for index in 0..<(markCount + flightCount) {
             let sequence = get(at, UInt64.self), offset = get(at + 8, UInt32.self)
