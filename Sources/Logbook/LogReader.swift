@@ -474,6 +474,12 @@ public final class LogReader {
     /// may lag by the chunks reused during the last scan, never run ahead.
     public var overwrittenRecords: UInt64 { lb_reader_overwritten(raw) }
 
+    /// Archive files that retention deleted after this reader began and before it could read them
+    /// (a follower that fell behind the archiver's retention): their records are lost to this
+    /// reader, and the bundle counts them among the records retention deleted. What retention
+    /// deleted before the reader's first read is not counted.
+    public var archiveFilesDeletedUnread: UInt64 { lb_reader_archive_files_deleted_unread(raw) }
+
     /// Whether the bundle at ``path`` is still the one this reader reads.
     public enum BundleIdentity: Sendable, Equatable {
         /// The same ring file (also for a reader of archives).

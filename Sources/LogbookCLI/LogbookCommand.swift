@@ -204,6 +204,18 @@ struct Show: ParsableCommand {
             output.flush()
             warn("\(new) records were overwritten before they could be read (\(total) since following began)")
         }
+        var deletedSaid: UInt64 = 0
+        /// A follower behind the archiver's retention says how many archive files were deleted
+        /// before it could read them: a line on stderr, and with --json a notice in the stream.
+        func sayDeletedUnread() {
+            let total = reader.archiveFilesDeletedUnread
+            guard total > deletedSaid else { return }
+            let new = total - deletedSaid
+            deletedSaid = total
+            if json { output.line("{\"notice\":\"deleted\",\"files\":\(new),\"total\":\(total)}") }
+            output.flush()
+            warn("\(new) archive files were deleted by retention before they could be read: their records are lost to this follower (\(total) since following began)")
+        }
         var alteredSaid = 0
         /// Records whose pages came back from different moments after a power loss are never
         /// shown: a line on stderr says how many, and with --json a notice object in the stream.
@@ -245,6 +257,7 @@ struct Show: ParsableCommand {
                 pause(interval)
                 try reader.stream(where: filter, emit)
                 sayOverwritten()
+                sayDeletedUnread()
                 sayAltered()
                 output.flush()
                 // A bundle removed and made again at the path is another ring: the old reader
@@ -283,6 +296,7 @@ struct Show: ParsableCommand {
                 waitingReason = ""
                 reader = next
                 overwrittenSaid = 0
+                deletedSaid = 0
                 alteredSaid = 0
                 removedSaid = false
                 if neverCompleted {
@@ -296,6 +310,7 @@ struct Show: ParsableCommand {
                 }
                 try reader.stream(where: filter, emit)
                 sayOverwritten()
+                sayDeletedUnread()
                 sayAltered()
                 output.flush()
             }

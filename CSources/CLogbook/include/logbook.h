@@ -933,6 +933,13 @@ int lb_reader_verify(lb_reader *reader, lb_verify_summary *out);
  * ahead. */
 uint64_t lb_reader_overwritten(const lb_reader *reader);
 
+/* Archive files that retention deleted after this reader began and before it could read them (a
+ * follower that fell behind): listed and gone when it came to open them, or made and deleted
+ * between two of its listings. Their records are lost to this reader; the ring counts them among
+ * archive_retired_records. What retention deleted before the reader's first listing is not
+ * counted. */
+uint64_t lb_reader_archive_files_deleted_unread(const lb_reader *reader);
+
 /* Whether the bundle at the reader's path is still the one it reads (a follower's question): 0
  * yes (always for a reader of archives), 1 its ring is another file now (the bundle was removed
  * and made again at the path, or a ring is there where the reader found none), 2 no ring is

@@ -664,6 +664,10 @@ uint64_t lb_reader_overwritten(const lb_reader *r) {
     return destroyed > r->gone_read ? destroyed - r->gone_read : 0;
 }
 
+uint64_t lb_reader_archive_files_deleted_unread(const lb_reader *r) {
+    return r ? r->archive_files_deleted_unread : 0;
+}
+
 int lb_reader_ring_replaced(const lb_reader *r) {
     if (!r) return -EINVAL;
     if (!r->ring_mode) return 0;

@@ -50,6 +50,35 @@ static int numbers_have_a_hole(const lb_reader *r) {
     return 0;
 }
 
+/* Files made and deleted between two listings: a follower behind retention never saw them. The
+ * numbers above the highest an earlier listing found and below the lowest this one found above
+ * it are files retention deleted before this reader could read them, counted when the next
+ * listing still lacks them (a listing can miss a file being renamed; the next finds it)
+ * (lb_reader_archive_files_deleted_unread). The first listing counts nothing: what retention
+ * deleted before a reader began is not its loss. */
+static int archive_listed(const lb_reader *r, uint64_t number) {
+    for (size_t i = 0; i < r->archive_count; i++)
+        if (r->archives[i].number == number) return 1;
+    return 0;
+}
+
+static void note_files_deleted_between_listings(lb_reader *r) {
+    for (uint64_t n = r->archive_gap_low; n && n <= r->archive_gap_high; n++)
+        if (!archive_listed(r, n)) r->archive_files_deleted_unread++;
+    r->archive_gap_low = r->archive_gap_high = 0;
+    uint64_t before = r->archive_listed_max, lowest_new = 0, highest = before;
+    for (size_t i = 0; i < r->archive_count; i++) {
+        uint64_t n = r->archives[i].number;
+        if (n > before && (!lowest_new || n < lowest_new)) lowest_new = n;
+        if (n > highest) highest = n;
+    }
+    if (before && lowest_new > before + 1) {
+        r->archive_gap_low = before + 1;
+        r->archive_gap_high = lowest_new - 1;
+    }
+    r->archive_listed_max = highest;
+}
+
 void lb_rd_list_archive_directory(lb_reader *r) {
     if (!r->archive_dir) return;
     DIR *d = opendir(r->archive_dir);
@@ -72,6 +101,7 @@ void lb_rd_list_archive_directory(lb_reader *r) {
         add_listed_files(r, d);
     }
     closedir(d);
+    note_files_deleted_between_listings(r);
 }
 
 /* The index in r->archives of archive file `number`. */
@@ -190,10 +220,12 @@ static archive_file *ready_archive_file(lb_reader *r, size_t index) {
         f = &r->archives[index];
         if (f->number != number) return NULL;  /* relisted: the files moved; the next pass reads it */
         if (err) {
-            /* Gone though the directory was listed again: deleted (retention) since the listing;
-             * what it held is counted as retired. Not looked for again. */
+            /* Gone though the directory was listed again: deleted (retention) since the listing,
+             * before this reader read it: counted (lb_reader_archive_files_deleted_unread; the
+             * ring counts its records as retired). Not looked for again. */
             if (err == ENOENT) {
                 f->done = 1;
+                r->archive_files_deleted_unread++;
                 return NULL;
             }
             lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), 0, 0, 0,

@@ -208,6 +208,10 @@ struct lb_reader {
                                claim may have counted them overwritten already */
     int archive_dir_missing;
     int archive_dir_reported;                   /* an unreadable archive directory was reported */
+    uint64_t archive_listed_max; /* the highest archive file number a listing found so far */
+    uint64_t archive_gap_low, archive_gap_high; /* numbers the last listing skipped: counted
+                                                   deleted unread if the next lacks them too */
+    uint64_t archive_files_deleted_unread; /* lb_reader_archive_files_deleted_unread */
     int archives_deferred;   /* the last pass read only the oldest archive files: more than may be
                                 open at once were waiting (lb_reader_stream reads on) */
     /* records overwritten before this reader could read them (lb_reader_overwritten) */
