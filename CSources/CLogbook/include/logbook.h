@@ -84,7 +84,9 @@ typedef struct lb_options {
     uint32_t permissions;     /* lb_permissions: who may read the bundle. Applied at every open
                                  for writing, exactly, to the directory, its files and the
                                  archive's: a private open takes back what a group-readable one
-                                 gave */
+                                 gave. Never to a file another name reaches (a hard link): a
+                                 bundle file so is refused (-EMLINK), an archive file so keeps
+                                 its mode (the uploader's spool links complete ones) */
 } lb_options;
 
 /* Who may read a bundle. Nobody but its owner may ever write to it. */
