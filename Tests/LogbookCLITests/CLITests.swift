@@ -208,27 +208,34 @@ final class CLITests: XCTestCase {
 
     /// `info` of a bundle whose creation was cut short (a directory holding only `lock`) said "ring:
     /// unreadable" and exited 0 (found by the outside test of issue 42). It says what the bundle
-    /// is, as `verify` (which passes) and `show` (on stderr) do, and exits 0: nothing was lost. A
-    /// ring that is really gone is unreadable, and `info` then fails as `verify` does.
+    /// is, as `verify` (which passes) and `show` (on stderr) do, and exits 0: nothing was lost. So
+    /// with an empty `meta` beside `lock` too (verify failed on its "meta file header is not
+    /// valid": the outside test of issue 42). A ring that is really gone is unreadable, and `info`
+    /// then fails as `verify` does.
     func testInfoAndShowOfABundleWhoseCreationWasCutShortSaySo() throws {
         let dir = makeTemporaryDirectory(self)
-        let path = dir + "/cut-short.logbook"
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false,
-                                                attributes: [.posixPermissions: 0o700])
-        XCTAssertTrue(FileManager.default.createFile(atPath: path + "/lock", contents: nil))
-        let said = "never completed: its creation was cut short (or is under way) before its ring was in place, so nothing was ever logged to it"
-        let info = try runProgram(logbook, ["info", path])
-        XCTAssertEqual(info.status, 0, info.output)
-        XCTAssertTrue(info.output.contains("state:           " + said), info.output)
-        XCTAssertTrue(info.output.contains("entries:         0"), info.output)
-        XCTAssertFalse(info.output.contains("unreadable"), info.output)
-        XCTAssertFalse(info.output.contains("issues:"), "the one issue is what the state line says: \(info.output)")
-        let show = try runProgram(logbook, ["show", path])
-        XCTAssertEqual(show.status, 0, show.output)
-        XCTAssertTrue(show.output.contains(said), show.output)
-        let verify = try runProgram(logbook, ["verify", path])
-        XCTAssertEqual(verify.status, 0, verify.output)
-        XCTAssertTrue(verify.output.contains("the bundle was never completed"), verify.output)
+        for withEmptyMeta in [false, true] {
+            let path = dir + "/cut-short-\(withEmptyMeta).logbook"
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false,
+                                                    attributes: [.posixPermissions: 0o700])
+            XCTAssertTrue(FileManager.default.createFile(atPath: path + "/lock", contents: nil))
+            if withEmptyMeta { XCTAssertTrue(FileManager.default.createFile(atPath: path + "/meta", contents: nil)) }
+            let said = "never completed: its creation was cut short (or is under way) before its ring was in place, so nothing was ever logged to it"
+            let info = try runProgram(logbook, ["info", path])
+            XCTAssertEqual(info.status, 0, info.output)
+            XCTAssertTrue(info.output.contains("state:           " + said), info.output)
+            XCTAssertTrue(info.output.contains("entries:         0"), info.output)
+            XCTAssertFalse(info.output.contains("unreadable"), info.output)
+            XCTAssertFalse(info.output.contains("issues:"), "the one issue is what the state line says: \(info.output)")
+            let show = try runProgram(logbook, ["show", path])
+            XCTAssertEqual(show.status, 0, show.output)
+            XCTAssertTrue(show.output.contains(said), show.output)
+            XCTAssertFalse(show.output.contains("meta"), show.output)
+            let verify = try runProgram(logbook, ["verify", path])
+            XCTAssertEqual(verify.status, 0, verify.output)
+            XCTAssertTrue(verify.output.contains("the bundle was never completed"), verify.output)
+            XCTAssertTrue(verify.output.contains("0 entries, 1 issues, 0 failures"), verify.output)
+        }
 
         // A bundle that logged and then lost its ring is damage: info fails, as verify does.
         let lost = dir + "/lost-ring.logbook"
