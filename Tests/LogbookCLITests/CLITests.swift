@@ -464,4 +464,25 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(out().contains("\"notice\""), out())
         XCTAssertEqual(out().split(separator: "\n").filter { $0.contains("completed 1") }.count, 1, out())
     }
+
+    /// `show --follow` and `query --follow` run "until interrupted", but started by a script as a
+    /// background job (`cmd &`: SIGINT ignored, inherited so) they went on after SIGINT (the
+    /// outside test of issue 42). With SIGINT and SIGTERM ignored by the parent they now end by
+    /// the signal, as `export` and `upload` do: once the first entry is printed, each signal ends
+    /// each command with 128 + its number.
+    func testFollowersEndOnASignalTheirParentIgnored() throws {
+        let commands = [["show", "--follow", "--interval", "0.02", bundlePath!],
+                        ["query", "--follow", "--json", "--interval", "0.02", bundlePath!, "SELECT message FROM records"]]
+        for command in commands {
+            for signalNumber in [SIGINT, SIGTERM] {
+                let child = try ChildProcess("/bin/sh", ["-c", "trap '' INT TERM; exec \"$0\" \"$@\"", logbook] + command)
+                defer { child.killIfRunning() }
+                XCTAssertTrue(waitUntil { child.output.contains("connected to 10.0.0.1") || !child.process.isRunning },
+                              "\(command[0]): \(child.output) \(child.errors)")
+                XCTAssertEqual(kill(child.process.processIdentifier, signalNumber), 0)
+                let status = try child.waitForExit()
+                XCTAssertEqual(status, 128 + signalNumber, "\(command[0]) and signal \(signalNumber): \(child.output) \(child.errors)")
+            }
+        }
+    }
 }
