@@ -121,7 +121,7 @@ let package = Package(
         .testTarget(name: "LogbookUploadTests", dependencies: ["Logbook", "CLogbook", "CLogbookUpload", "LogbookUpload", "LogbookTestKit"]),
         .testTarget(
             name: "LogbookExportTests",
-            dependencies: ["Logbook", "LogbookExport", "LogbookUpload", "LogbookTesting", "LogbookTestKit"]
+            dependencies: ["Logbook", "CLogbook", "LogbookExport", "LogbookUpload", "LogbookTesting", "LogbookTestKit"]
         ),
         .testTarget(name: "LogbookCacheTests", dependencies: ["Logbook", "CLogbook", "LogbookCache", "LogbookTestKit"]),
         .testTarget(name: "LogbookStatisticsTests", dependencies: ["Logbook", "LogbookStatistics", "LogbookTestKit"]),

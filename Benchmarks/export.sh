@@ -3,9 +3,10 @@
 # (Benchmarks/Upload/sink.c: C, bodies read and discarded, TCP_NODELAY):
 #   1. in process: records/s read, rendered as `show --json` lines, encoded as OTLP JSON and
 #      protobuf and as syslog frames, and exported end to end (ExportBench);
-#   2. a backlog of RECORDS records (4 threads) through the CLI, rounds interleaved: `logbook show
-#      --json > /dev/null` beside `logbook export --otlp` in protobuf, with gzip, with zstd, and JSON,
-#      each with its peak RSS;
+#   2. backlogs of RECORDS records (4 threads) of three shapes (BACKLOGS: short texts with numbers;
+#      string-heavy and 11 metadata values, lossless and archived) through the CLI, rounds
+#      interleaved: `logbook show --json > /dev/null` beside `logbook export --otlp` in protobuf
+#      (and, for the first, with gzip, with zstd, and JSON), each with its peak RSS;
 #   3. `logbook export --follow` behind a live writer of 100,000 records/s for 5 s: the time from
 #      each record's timestamp to its arrival at the receiver, p50 and p99 (follow_latency.py);
 #   4. syslog over RELP beside rsyslog forwarding the same records (Benchmarks/syslog.sh), when
@@ -41,40 +42,58 @@ echo
 echo
 echo "## 2. A backlog of $records records, through the CLI"
 echo
-"$bench" write "$work/backlog.logbook" "$records"
+# Backlogs: SHAPE[:archived] (ExportBench write: numbers, strings (about 400 bytes of string
+# arguments a record), metadata (11 metadata values); archived: a lossless 64 MiB ring through the
+# archiver, so most records are read from zstd archive files). Every row for the first backlog,
+# `show --json` and protobuf export for the others.
+backlogs="${BACKLOGS:-numbers strings:archived metadata:archived}"
 rows=("logbook show --json > /dev/null" "logbook export --otlp (protobuf)" "logbook export --otlp --gzip"
       "logbook export --otlp --zstd" "logbook export --otlp --encoding json")
 run_row() {
   rm -rf "$work/cursors"
   case "$1" in
-    0) "$logbook" show --json "$work/backlog.logbook" > /dev/null ;;
-    1) "$logbook" export --otlp "$url" --cursors "$work/cursors" "$work/backlog.logbook" > "$work/out" ;;
-    2) "$logbook" export --otlp "$url" --gzip --cursors "$work/cursors" "$work/backlog.logbook" > "$work/out" ;;
-    3) "$logbook" export --otlp "$url" --zstd --cursors "$work/cursors" "$work/backlog.logbook" > "$work/out" ;;
-    4) "$logbook" export --otlp "$url" --encoding json --cursors "$work/cursors" "$work/backlog.logbook" > "$work/out" ;;
+    0) "$logbook" show --json "$source" > /dev/null ;;
+    1) "$logbook" export --otlp "$url" --cursors "$work/cursors" "$source" > "$work/out" ;;
+    2) "$logbook" export --otlp "$url" --gzip --cursors "$work/cursors" "$source" > "$work/out" ;;
+    3) "$logbook" export --otlp "$url" --zstd --cursors "$work/cursors" "$source" > "$work/out" ;;
+    4) "$logbook" export --otlp "$url" --encoding json --cursors "$work/cursors" "$source" > "$work/out" ;;
   esac
   if [ "$1" != 0 ] && ! grep -q "exported $records records" "$work/out"; then
     echo "row $1 did not export every record: $(cat "$work/out")" >&2
     exit 1
   fi
 }
-for round in $(seq "$rounds"); do
-  for row in 0 1 2 3 4; do
-    /usr/bin/time -f "%e %M" -o "$work/time" bash -c "$(declare -f run_row); work='$work' logbook='$logbook' url='$url' records='$records' run_row $row"
-    echo "$row $(cat "$work/time")" >> "$work/times"
+first=1
+for backlog in $backlogs; do
+  shape="${backlog%%:*}"
+  mode=""; [ "$backlog" != "$shape" ] && mode="${backlog#*:}"
+  source="$work/backlog-$shape.logbook"
+  "$bench" write "$source" "$records" "$shape" $mode
+  selected="0 1"; [ "$first" = 1 ] && selected="0 1 2 3 4"
+  first=0
+  rm -f "$work/times"
+  for round in $(seq "$rounds"); do
+    for row in $selected; do
+      /usr/bin/time -f "%e %M" -o "$work/time" bash -c "$(declare -f run_row); work='$work' logbook='$logbook' url='$url' records='$records' source='$source' run_row $row"
+      echo "$row $(cat "$work/time")" >> "$work/times"
+    done
   done
-done
-echo "| command | records/s (median) | spread | peak RSS (MB, largest) |"
-echo "|---|---:|---:|---:|"
-for row in 0 1 2 3 4; do
-  python3 - "$work/times" "$row" "$records" "${rows[$row]}" <<'PY'
+  echo "Backlog \`$backlog\` ($(du -sh "$source" | cut -f1) on disk):"
+  echo
+  echo "| command | records/s (median) | spread | peak RSS (MB, median) | spread |"
+  echo "|---|---:|---:|---:|---:|"
+  for row in $selected; do
+    python3 - "$work/times" "$row" "$records" "${rows[$row]}" <<'PY'
 import sys
 times, row, records, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 runs = [line.split() for line in open(times) if line.split()[0] == row]
 rates = sorted(records / float(seconds) for _, seconds, _ in runs)
-rss = max(int(kilobytes) for _, _, kilobytes in runs) / 1024
-print(f"| {name} | {rates[len(rates) // 2]:.0f} | {rates[0]:.0f}–{rates[-1]:.0f} | {rss:.1f} |")
+rss = sorted(int(kilobytes) / 1024 for _, _, kilobytes in runs)
+print(f"| {name} | {rates[len(rates) // 2]:.0f} | {rates[0]:.0f}–{rates[-1]:.0f} | {rss[len(rss) // 2]:.1f} | {rss[0]:.1f}–{rss[-1]:.1f} |")
 PY
+  done
+  echo
+  rm -rf "$source"
 done
 
 echo

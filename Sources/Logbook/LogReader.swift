@@ -540,6 +540,18 @@ public final class LogReader {
     /// says so (not damage: `verify` passes); the next writer's open completes it.
     public var wasNeverCompleted: Bool { lb_reader_never_completed(raw) != 0 }
 
+    /// Which ring the records belong to: its creation time (`created_wall_ns`), from the ring
+    /// header of a bundle, or, for an archive directory or file read without its bundle, from the
+    /// header of the newest archive file that reads (also when a bundle's ring header does not);
+    /// nil when neither is known. A bundle made again at the same path has another, and numbers
+    /// its chunks and archive files from 1 again.
+    public func ringCreatedNanoseconds() -> UInt64? {
+        var info = lb_ring_info()
+        if lb_reader_ring_info(raw, &info) == 0 && info.created_wall_ns != 0 { return info.created_wall_ns }
+        var ring: UInt64 = 0
+        return lb_reader_archive_ring(raw, &ring) == 0 && ring != 0 ? ring : nil
+    }
+
     /// The archive files this reader reads: the bundle's archive directory, an archive
     /// directory, or the one file it was opened on.
     public func archiveFiles() throws(LogbookError) -> ArchiveDirectoryInfo {

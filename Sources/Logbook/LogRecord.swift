@@ -27,6 +27,9 @@ public struct LogRecord {
     @inlinable public var processID: UInt32 { raw.pointee.pid }
     @inlinable public var chunkSequence: UInt64 { raw.pointee.chunk_sequence }
     @inlinable public var chunkOffset: UInt32 { raw.pointee.chunk_offset }
+    /// The bytes of its encoded arguments and metadata (what ``entry`` decodes: a measure of
+    /// how much memory that takes).
+    @inlinable public var argumentBytes: Int { Int(raw.pointee.args_length) }
     /// The logger's name (made once per logger by the reader), `nil` when its meta entry was lost.
     public var logger: String? { reader.loggerName(raw.pointee.session, raw.pointee.logger_id) }
     /// The call site's template, `nil` when its meta entry was lost.

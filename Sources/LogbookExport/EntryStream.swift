@@ -3,9 +3,9 @@ import Logbook
 
 /// What the exporter's pass reads: the records of a source that a cursor does not cover, decoded
 /// on a thread of their own from the reader's stream (``LogReader/stream(where:_:)``, memory
-/// bounded by its window) and handed over in batches. At most `capacity` batches wait: the thread
-/// blocks until the pass takes one, so memory is the window, the waiting batches and those the
-/// pass holds, whatever the backlog.
+/// bounded by its window) and handed over in batches bounded in records and in bytes. At most
+/// `capacity` batches wait: the thread blocks until the pass takes one, so memory is the window,
+/// the waiting batches and those the pass holds, whatever the backlog and the records' sizes.
 ///
 /// The thread has the reader to itself until it ends; the pass reads the reader's issues and
 /// counts only after ``next()`` returned nil. A pass that stops early calls ``stop()``: the thread
@@ -34,16 +34,24 @@ final class EntryStream: @unchecked Sendable {
 
     private struct Stopped: Error {}
 
+    /// What a decoded record takes in memory, about: a ``LogEntry`` with its arrays, and its
+    /// strings and values at about twice their encoded bytes. String-heavy records take many
+    /// times what a record of numbers does: batches are bounded by this as well as by records.
+    static func estimatedBytes(argumentBytes: Int) -> Int { 256 + 2 * argumentBytes }
+
     /// Starts the thread: records of `reader` not exported by `cursor` (a copy: acknowledgements
-    /// during the pass are of records this read already handed over), in batches of `batchRecords`.
-    init(reader: LogReader, skipping cursor: ExportCursor, batchRecords: Int, capacity: Int,
+    /// during the pass are of records this read already handed over), in batches of `batchRecords`
+    /// records or about `batchBytes` bytes decoded (``estimatedBytes(argumentBytes:)``), whichever
+    /// comes first.
+    init(reader: LogReader, skipping cursor: ExportCursor, batchRecords: Int, batchBytes: Int, capacity: Int,
          onQueued: @escaping @Sendable (Int) -> Void) {
         self.capacity = max(1, capacity)
         self.onQueued = onQueued
         nonisolated(unsafe) let reader = reader
         let thread = Thread { [self] in
             var batch: [LogEntry] = []
-            batch.reserveCapacity(batchRecords)
+            var bytes = 0
+            batch.reserveCapacity(min(batchRecords, 4096))
             var sessions = 0
             var oldest = UInt64.max
             func executables() -> [UInt32: String]? {
@@ -61,9 +69,11 @@ final class EntryStream: @unchecked Sendable {
                     if sequence < oldest { oldest = sequence }
                     guard !cursor.isExported(chunkSequence: sequence, chunkOffset: record.chunkOffset) else { return }
                     batch.append(record.entry)
-                    if batch.count >= batchRecords {
+                    bytes += Self.estimatedBytes(argumentBytes: record.argumentBytes)
+                    if batch.count >= batchRecords || bytes >= batchBytes {
                         try self.push(Batch(entries: batch, executables: executables()))
                         batch.removeAll(keepingCapacity: true)
+                        bytes = 0
                     }
                 }
                 if !batch.isEmpty { try self.push(Batch(entries: batch, executables: executables())) }

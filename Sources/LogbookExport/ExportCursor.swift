@@ -20,8 +20,22 @@ public struct ExportCursor: Sendable, Equatable {
     public var inFlight: [UInt64: UInt32] = [:]
     public var exported: UInt64 = 0
     public var repeated: UInt64 = 0
+    /// What of `exported` was of earlier rings (the cursor started over since): the records of
+    /// this ring acknowledged are `exported - exportedOfEarlierRings`.
+    public var exportedOfEarlierRings: UInt64 = 0
+    /// Records of this ring reported lost to the destination: overwritten in the ring before they
+    /// could be read, and in archive files retention deleted before they could be read. A read of
+    /// the whole source tops them up to what the ring's counters say was written and is neither
+    /// acknowledged nor unreadable (``Exporter``), so a loss between two runs is counted too.
+    /// nil: not known (a cursor saved before version 3): the next such read takes what it finds as
+    /// already reported.
+    public var lostOverwritten: UInt64? = 0
+    public var lostRetired: UInt64? = 0
 
     public init() {}
+
+    /// Records of this ring acknowledged (exported or given up).
+    public var exportedOfThisRing: UInt64 { exported >= exportedOfEarlierRings ? exported - exportedOfEarlierRings : 0 }
 
     public func isExported(_ entry: LogEntry) -> Bool {
         isExported(chunkSequence: entry.chunkSequence, chunkOffset: entry.chunkOffset)
@@ -104,14 +118,19 @@ public struct ExportCursor: Sendable, Equatable {
 
     static let magic = Array("LBCURSR1".utf8)
 
-    /// Little-endian: magic, version (u32 1), count of marks (u32), count in flight (u32), the
-    /// store's generation (u32), ring, low watermark, exported, repeated (u64 each), then (sequence
-    /// u64, offset u32, reserved u32) per mark and per entry in flight, then the CRC-32C of
-    /// everything before it.
-    func encoded(generation: UInt32 = 0) -> [UInt8] {
+    /// The snapshot's version: 3 counts the records reported lost; 2 named its destination (1,
+    /// before, did not). Both are still read.
+    static let version: UInt32 = 3
+
+    /// Little-endian: magic, version (u32 3), count of marks (u32), count in flight (u32), the
+    /// store's generation (u32), ring, low watermark, exported, repeated (u64 each), the
+    /// destination's key (``destinationKey(_:)``) and a reserved u32, exported of earlier rings,
+    /// lost overwritten, lost retired (u64 each), a reserved u64, then (sequence u64, offset u32,
+    /// reserved u32) per mark and per entry in flight, then the CRC-32C of everything before it.
+    func encoded(generation: UInt32 = 0, destination: String) -> [UInt8] {
         var out = Self.magic
         func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
-        put(UInt32(1))
+        put(Self.version)
         put(UInt32(marks.count))
         put(UInt32(inFlight.count))
         put(generation)
@@ -119,6 +138,12 @@ public struct ExportCursor: Sendable, Equatable {
         put(lowWatermark)
         put(exported)
         put(repeated)
+        put(Self.destinationKey(destination))
+        put(UInt32(0))
+        put(exportedOfEarlierRings)
+        put(lostOverwritten ?? Self.lostUnknown)
+        put(lostRetired ?? Self.lostUnknown)
+        put(UInt64(0))
         for table in [marks, inFlight] {
             for (sequence, offset) in table.sorted(by: { $0.key < $1.key }) {
                 put(sequence)
@@ -129,6 +154,9 @@ public struct ExportCursor: Sendable, Equatable {
         put(out.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) })
         return out
     }
+
+    /// How the snapshot says a count of records lost is not known.
+    static let lostUnknown = UInt64.max
 
     static let journalMagic: UInt32 = 0x4A43_424C  // "LBCJ", little-endian
 
@@ -189,20 +217,50 @@ public struct ExportCursor: Sendable, Equatable {
         bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 20, as: UInt32.self)) }
     }
 
+    /// What a snapshot says of its destination: the CRC-32C of the destination's name (NAME in
+    /// `NAME.cursor`). A snapshot copied or renamed from another destination's name says another.
+    static func destinationKey(_ destination: String) -> UInt32 {
+        var name = destination
+        return name.withUTF8 { lb_crc32c(0, $0.baseAddress, $0.count) }
+    }
+
+    /// The destination key of a snapshot that ``init(decoding:)`` took; nil for a version 1
+    /// snapshot, which did not name its destination.
+    static func destinationKey(of bytes: [UInt8]) -> UInt32? {
+        guard bytes.count >= 64, bytes.withUnsafeBytes({ UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 8, as: UInt32.self)) }) >= 2
+        else { return nil }
+        return bytes.withUnsafeBytes { UInt32(littleEndian: $0.loadUnaligned(fromByteOffset: 56, as: UInt32.self)) }
+    }
+
     init?(decoding bytes: [UInt8]) {
         guard bytes.count >= 60, Array(bytes.prefix(8)) == Self.magic else { return nil }
         let crc = bytes.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, bytes.count - 4) }
         func get<T: FixedWidthInteger>(_ at: Int, _: T.Type) -> T {
             bytes.withUnsafeBytes { T(littleEndian: $0.loadUnaligned(fromByteOffset: at, as: T.self)) }
         }
-        guard get(bytes.count - 4, UInt32.self) == crc, get(8, UInt32.self) == 1 else { return nil }
+        guard get(bytes.count - 4, UInt32.self) == crc else { return nil }
+        // version 1: no destination key, entries from 56; version 2: entries from 64; version 3:
+        // the counts of records lost, entries from 96
+        let version = get(8, UInt32.self)
+        guard (1...3).contains(version) else { return nil }
+        let header = [56, 64, 96][Int(version) - 1]
         let markCount = Int(get(12, UInt32.self)), flightCount = Int(get(16, UInt32.self))
-        guard bytes.count == 56 + 16 * (markCount + flightCount) + 4 else { return nil }
+        guard bytes.count == header + 16 * (markCount + flightCount) + 4 else { return nil }
         ring = get(24, UInt64.self)
         lowWatermark = get(32, UInt64.self)
         exported = get(40, UInt64.self)
         repeated = get(48, UInt64.self)
-        var at = 56
+        if version >= 3 {
+            exportedOfEarlierRings = get(64, UInt64.self)
+            let overwritten = get(72, UInt64.self), retired = get(80, UInt64.self)
+            lostOverwritten = overwritten == Self.lostUnknown ? nil : overwritten
+            lostRetired = retired == Self.lostUnknown ? nil : retired
+        } else {
+            // Saved by a version that did not count them: what was lost before is taken as reported.
+            lostOverwritten = nil
+            lostRetired = nil
+        }
+        var at = header
         for index in 0..<(markCount + flightCount) {
             let sequence = get(at, UInt64.self), offset = get(at + 8, UInt32.self)
             if index < markCount { marks[sequence] = offset } else { inFlight[sequence] = offset }
@@ -255,7 +313,8 @@ public final class ExportCursorStore: @unchecked Sendable {
 
     /// The cursor saved for `destination`: its snapshot with the journal's entries after it
     /// applied, a new one if none was saved, or `EPROTO` if the snapshot is damaged (never silently
-    /// a new one: that would export everything again). The journal is read up to its first entry
+    /// a new one: that would export everything again) or names another destination (a copy: taken,
+    /// it would skip what that one acknowledged). The journal is read up to its first entry
     /// that is cut short, damaged or not the next generation (a power loss's tail).
     public func load(_ destination: String) throws(LogbookError) -> ExportCursor {
         guard let snapshot = try read(destination + ".cursor") else {
@@ -266,6 +325,12 @@ public final class ExportCursorStore: @unchecked Sendable {
         guard var cursor = ExportCursor(decoding: snapshot) else {
             throw LogbookError(subject: .exportCursor, operation: "ExportCursorStore.load", path: path + "/" + destination + ".cursor", errno: EPROTO,
                                detail: "the cursor file is damaged (its checksum or size is wrong)")
+        }
+        if let named = ExportCursor.destinationKey(of: snapshot), named != ExportCursor.destinationKey(destination) {
+            // Taken, it would skip here what another destination acknowledged.
+            throw LogbookError(subject: .exportCursor, operation: "ExportCursorStore.load", path: path + "/" + destination + ".cursor", errno: EPROTO,
+                               detail: "the cursor file was saved for another destination (copied or renamed): refused, "
+                                   + "so that what that destination acknowledged is not skipped here; delete it to export everything again")
         }
         var generation = ExportCursor.generation(of: snapshot)
         let key = Self.key(of: snapshot, destination: destination)
@@ -344,7 +409,7 @@ public final class ExportCursorStore: @unchecked Sendable {
     public func save(_ cursor: ExportCursor, as destination: String) throws(LogbookError) {
         var journal = try openJournal(destination)
         journal.generation &+= 1
-        let bytes = cursor.encoded(generation: journal.generation)
+        let bytes = cursor.encoded(generation: journal.generation, destination: destination)
         let result = bytes.withUnsafeBytes { lb_file_replace_at(directory, destination + ".cursor", $0.baseAddress, $0.count, path) }
         try check(result, .exportCursor, "lb_file_replace_at", path: path, detailed: true)
         // The snapshot holds everything: entries left in the journal are of older generations.

@@ -10,7 +10,8 @@ import LogbookUpload
 /// The cursor holds a mark per chunk (`ExportCursor`). Marks of chunks the source no longer holds
 /// are dropped after a read of everything the source holds: the first pass, and a pass after
 /// `maximumMarks` marks were added since the last such read (it reads the whole source again, once). A bundle made again at the
-/// same path (another ring: its creation time differs) starts the cursor over, reported in
+/// same path (another ring: its creation time differs, in its ring header and in its archive
+/// files' headers, so also when an archive directory or file is exported alone) starts the cursor over, reported in
 /// `Report.startedOver`. Memory does not grow with the backlog: the records are decoded on a thread
 /// of their own as the pass sends them (the reader's window, a few batches read ahead and the
 /// batches in flight).
@@ -62,12 +63,19 @@ public final class Exporter {
         /// RELP messages sent again on a new session because the connection broke before their
         /// acknowledgement (the server may have taken them: possible repeats).
         public var resent = 0
-        /// The bundle at the source's path is another one than the cursor's (made again): the
-        /// cursor started over and everything it holds was exported.
+        /// The source's records are of another ring than the cursor's (the bundle, or the bundle
+        /// whose archive directory or file it is, was made again at the path): the cursor
+        /// started over and everything the source holds was exported.
         public var startedOver = false
-        /// Records of an overwrite ring destroyed before the exporter could read them (the reader's
-        /// `overwrittenRecords`, its growth during this pass): lost to the destination too.
+        /// Records of an overwrite ring destroyed before the exporter could read them: lost to the
+        /// destination too. A pass that reads the whole source counts them by the ring's counters
+        /// (what was written and is neither acknowledged by this cursor nor unreadable), so those
+        /// destroyed between two runs, or before a new cursor's first read, are in it; a pass that
+        /// reads what is new, by the reader's `overwrittenRecords`, its growth during the pass.
         public var overwritten: UInt64 = 0
+        /// Records in archive files the archiver's retention deleted before the exporter could read
+        /// them (counted as ``overwritten`` is, by a pass that reads the whole source).
+        public var retired: UInt64 = 0
         /// Damage the reader found during this pass (`LogIssue` descriptions, without the records
         /// the overwrite policy destroyed: those are ``overwritten``): what it could not read is not
         /// exported.
@@ -96,8 +104,10 @@ public final class Exporter {
         /// Syslog messages cut to the maximum size; RELP messages sent again on a new session.
         public var truncated = 0
         public var resent = 0
-        /// Records of an overwrite ring destroyed before the exporter could read them.
+        /// Records of an overwrite ring destroyed before the exporter could read them, and records
+        /// in archive files retention deleted before it could read them.
         public var overwritten: UInt64 = 0
+        public var retired: UInt64 = 0
         /// Damage the reader reported, and the records it accounts for (not exported).
         public var issues = 0
         public var unreadable: UInt64 = 0
@@ -106,7 +116,8 @@ public final class Exporter {
         /// a backlog this is the batches in flight and those read ahead, not the whole backlog.
         public var pending = 0
         /// The most records ``pending`` held at once: the exporter's memory in records, at most
-        /// (2 × `requestsInFlight` + 3) × `maximumBatchRecords` whatever the backlog.
+        /// 2 × `requestsInFlight` + 3 batches whatever the backlog, each at most
+        /// `maximumBatchRecords` records and about `maximumBatchBytes` bytes decoded.
         public var peakPending = 0
 
         public init() {}
@@ -165,11 +176,13 @@ public final class Exporter {
         try store.lock(configuration.destinationName)
         cursor = try store.load(configuration.destinationName)
         // Which ring the chunk sequences belong to: a bundle made again at the same path counts
-        // its chunks from 1 again, so marks of the old one would hide the new one's records.
-        let ring = (try? reader.info()).map { UInt64(bitPattern: $0.createdNanoseconds) } ?? 0
+        // its chunks from 1 again, so marks of the old one would hide the new one's records. An
+        // archive directory or file exported alone names its ring in its files' headers.
+        let ring = reader.ringCreatedNanoseconds() ?? 0
         if ring != 0 && cursor.ring != 0 && cursor.ring != ring {
             var fresh = ExportCursor()
             fresh.exported = cursor.exported
+            fresh.exportedOfEarlierRings = cursor.exported
             fresh.repeated = cursor.repeated
             cursor = fresh
             startedOver = true
@@ -204,6 +217,9 @@ public final class Exporter {
             issuesReported = 0
             overwrittenReported = 0
         }
+        // What the ring's counters say was written, read before the records are: a record the
+        // read finds is then never counted lost (one written after is found, not counted).
+        let counted = RingCounts(reader)
         // Until this pass ends as it should, the next one reads the whole source with a new
         // reader: this one counts as read what a stopped pass never settled.
         readsEverything = true
@@ -213,7 +229,7 @@ public final class Exporter {
         // is the reader's window, the batches waiting and those in flight, whatever the backlog.
         let monitor = monitor
         let stream = EntryStream(reader: reader, skipping: cursor, batchRecords: configuration.maximumBatchRecords,
-                                 capacity: depth + 1) { records in
+                                 batchBytes: configuration.maximumBatchBytes, capacity: depth + 1) { records in
             monitor.update {
                 $0.pending += records
                 $0.peakPending = max($0.peakPending, $0.pending)
@@ -230,9 +246,10 @@ public final class Exporter {
         var recordLimit = configuration.maximumBatchRecords
         var repeatsCounted = 0  // leading pending records whose repeat was counted
         var unsaved = false     // an acknowledgement the cursor file does not have yet
-        /// Takes what the next batch needs from the stream.
+        /// Takes the next batch from the stream when every record taken is in a batch in flight
+        /// (a stream batch is bounded in records and bytes: so is what waits here).
         func fill() async throws {
-            while !streamEnded && pending.count - assigned < configuration.maximumBatchRecords {
+            while !streamEnded && pending.count == assigned {
                 guard let batch = try await stream.next() else {
                     streamEnded = true
                     break
@@ -399,42 +416,142 @@ public final class Exporter {
             monitor.update { $0.pending = max(0, $0.pending - batch.count) }
         }
         // The read ended and everything it handed over is settled: the reader is the pass's again.
+        var verified: VerifySummary?
         if wholeRead {
+            countsMoved = 0..<0
             // What needs the whole source (missing archive files, records overwritten or lost by
             // the bundle's own counts) becomes issues: checked on each whole read.
-            _ = try? reader.verify()
+            let before = reader.issues.count
+            verified = try? reader.verify()
+            if counted?.writerAlive == true && verified?.writerAlive == false {
+                // The writer stopped during the read: verify took it for a read of the stopped
+                // writer's records and compared the ring's counts with one that began before
+                // most of them (an outside run: "724 records are missing", all exported by the
+                // passes after). Those issues are not reported; what is lost is counted below.
+                countsMoved = before..<reader.issues.count
+            }
             // Everything the source holds was read: marks of chunks below the oldest are of nothing.
             if stream.oldestChunk != .max { cursor.forget(below: stream.oldestChunk) }
         }
         let issues = reader.issues
         // Records the overwrite policy destroyed are counted in `overwritten`, not as damage.
-        let newIssues = issues.dropFirst(issuesReported).filter { $0.kind != .overwritten }
+        let newIssues = issues.indices.dropFirst(issuesReported).filter { isDamage(issues, $0) }.map { issues[$0] }
         report.issues = newIssues.map(\.description)
         // A large record whose beginning the policy destroyed is in the reader's overwritten count.
         report.unreadable = newIssues.filter { !$0.isBeginningOverwritten }.reduce(0) { $0 + $1.records }
         issuesReported = issues.count
         let overwritten = reader.overwrittenRecords
-        report.overwritten = overwritten > overwrittenReported ? overwritten - overwrittenReported : 0
-        overwrittenReported = max(overwrittenReported, overwritten)
-        if wholeRead && freshCursor {
-            // Before this cursor's first read, by the bundle's own counts (verify): lost to this
-            // destination too. Later passes count only what the reader saw destroyed.
-            // (A record whose beginning was overwritten is in the reader's count already.)
-            report.overwritten += issues.filter { $0.kind == .overwritten && !$0.isBeginningOverwritten }
-                .reduce(0) { $0 + $1.records }
+        if let counted, let verified, verified.accounted || verified.writerAlive {
+            // Everything the source holds was read: what the ring's counters say was written and
+            // this cursor neither acknowledged nor found unreadable is gone, whenever it went (a
+            // writer reopened in between or not). The reader's count of this pass is in it.
+            countLosses(written: counted, unreadable: report.unreadable, into: &report)
+        } else {
+            report.overwritten = overwritten > overwrittenReported ? overwritten - overwrittenReported : 0
+            if wholeRead && freshCursor {
+                // No counters to go by (archive files alone, or counters that cannot be true):
+                // before this cursor's first read, by the bundle's own counts (verify). (A record
+                // whose beginning was overwritten is in the reader's count already.)
+                report.overwritten += issues.filter { $0.kind == .overwritten && !$0.isBeginningOverwritten }
+                    .reduce(0) { $0 + $1.records }
+            }
+            cursor.lostOverwritten? += report.overwritten
         }
+        overwrittenReported = max(overwrittenReported, overwritten)
+        if wholeRead { retiredAtWholeRead = counted?.retired ?? 0 }
+        let lossesUnexplained = !wholeRead && counted.map { retentionLeftRecordsUnexplained(by: $0, issues: issues) } ?? false
         monitor.update { [report] in
             $0.issues += report.issues.count
             $0.unreadable += report.unreadable
             $0.overwritten += report.overwritten
+            $0.retired += report.retired
         }
         resumed.inFlight = [:]
         try save(durable: true)
         if wholeRead { marksAfterWholeRead = cursor.marks.count }
         // Read whole again once `maximumMarks` marks were added since (a source of many chunks
-        // is not read whole on every pass).
-        readsEverything = cursor.marks.count > marksAfterWholeRead + configuration.maximumMarks
+        // is not read whole on every pass), or to count what retention deleted unread.
+        readsEverything = cursor.marks.count > marksAfterWholeRead + configuration.maximumMarks || lossesUnexplained
         return report
+    }
+
+    /// After a pass that read what is new (a follower's): whether retention deleted archive files
+    /// since the last whole read and the ring's counters say more records were written than this
+    /// cursor acknowledged, found unreadable or reported lost. The reader counts no record of a
+    /// file deleted before it reached it (it knows nothing of what it never listed): the next
+    /// pass reads the whole source, which counts them (``countLosses``). A follower that keeps
+    /// up explains every record, so it never reads whole for this.
+    private func retentionLeftRecordsUnexplained(by counted: RingCounts, issues: [LogIssue]) -> Bool {
+        guard counted.retired > retiredAtWholeRead else { return false }
+        let unreadable = issues.indices.filter { isDamage(issues, $0) && !issues[$0].isBeginningOverwritten }.reduce(0) { $0 + issues[$1].records }
+        let explained = cursor.exportedOfThisRing + unreadable + (cursor.lostOverwritten ?? 0) + (cursor.lostRetired ?? 0)
+        return counted.records > explained
+    }
+
+    /// The ring's count of records retention deleted, at the last whole read.
+    private var retiredAtWholeRead: UInt64 = 0
+    /// The issues verify added on the last whole read, when the writer stopped during it: its
+    /// comparison of the ring's counts with the read is not reported.
+    private var countsMoved = 0..<0
+
+    /// Whether the reader's issue at `index` is damage to report: not records the overwrite policy
+    /// destroyed (``Report/overwritten``), nor verify's comparison of counts that moved.
+    private func isDamage(_ issues: [LogIssue], _ index: Int) -> Bool {
+        let issue = issues[index]
+        return issue.kind != .overwritten && !(countsMoved.contains(index) && issue.kind == .missing && issue.file == "ring")
+    }
+
+    /// After a read of the whole source: the records of this ring lost to the destination are
+    /// those `written` (the ring's counters before the read) less those this cursor acknowledged
+    /// and those the read found unreadable. What is more than the cursor reported lost is lost
+    /// since (between two runs too, across a writer's reopen: the counters are the ring's, never
+    /// reset): reported, as overwritten or retired. A count that lags (a live writer) is made up
+    /// by the next such read; it never counts a record the read found.
+    private func countLosses(written counted: RingCounts, unreadable: UInt64, into report: inout Report) {
+        let accounted = cursor.exportedOfThisRing + unreadable
+        let lost = counted.records > accounted ? counted.records - accounted : 0
+        guard let lostOverwritten = cursor.lostOverwritten, let lostRetired = cursor.lostRetired else {
+            // Saved by a version that did not count them: what is lost now is taken as reported.
+            let overwritten = counted.share(ofOverwritten: lost, reported: 0)
+            cursor.lostOverwritten = overwritten
+            cursor.lostRetired = lost - overwritten
+            return
+        }
+        let reported = lostOverwritten + lostRetired
+        guard lost > reported else { return }
+        let overwritten = counted.share(ofOverwritten: lost - reported, reported: lostOverwritten)
+        report.overwritten = overwritten
+        report.retired = lost - reported - overwritten
+        cursor.lostOverwritten = lostOverwritten + report.overwritten
+        cursor.lostRetired = lostRetired + report.retired
+    }
+
+    /// A ring's counters: records written (sealed, and in active chunks), and the records the
+    /// overwrite policy destroyed unarchived and retention deleted in archive files.
+    private struct RingCounts {
+        let records: UInt64
+        let overwritten: UInt64
+        let retired: UInt64
+        let writerAlive: Bool
+
+        /// nil for archive files read alone (no ring) or a ring header that does not read.
+        init?(_ reader: LogReader) {
+            guard let info = try? reader.info() else { return nil }
+            records = info.counters.records
+            overwritten = info.recordsOverwritten
+            retired = info.archive.retiredRecords
+            writerAlive = info.writerAlive
+        }
+
+        /// Of `lost` records newly lost, those overwritten: all of them without retention, none
+        /// in a ring never overwritten; with both, as many as the ring's count of overwritten
+        /// records leaves beyond those `reported` overwritten (the records of a chunk overwritten
+        /// unarchived were never in an archive file), the rest retired.
+        func share(ofOverwritten lost: UInt64, reported: UInt64) -> UInt64 {
+            if retired == 0 { return lost }
+            if overwritten == 0 { return 0 }
+            return min(lost, overwritten > reported ? overwritten - reported : 0)
+        }
     }
 
     /// Journal entries (one per acknowledged batch, about) between two durable snapshots of the

@@ -70,6 +70,7 @@ import Metrics
 /// | `logbook_export_repeated_records_total` | counter | sent again after a restart |
 /// | `logbook_export_gave_up_batches_total`, `logbook_export_gave_up_records_total` | counter | batches given up and their records |
 /// | `logbook_export_overwritten_records_total` | counter | destroyed by an overwrite ring before they were read |
+/// | `logbook_export_retired_records_total` | counter | in archive files retention deleted before they were read |
 /// | `logbook_export_truncated_total`, `logbook_export_resent_total` | counter | syslog messages cut; RELP messages sent again |
 /// | `logbook_export_issues_total` | counter | damage the reader reported |
 /// | `logbook_export_passes_total`, `logbook_export_failed_passes_total` | counter | passes completed, and passes that threw |
@@ -327,7 +328,7 @@ private struct UploaderInstruments {
 
 private struct ExporterInstruments {
     let pending: Gauge
-    var exported, rejected, repeated, batchesGivenUp, recordsGivenUp, overwritten: FollowedCounter
+    var exported, rejected, repeated, batchesGivenUp, recordsGivenUp, overwritten, retired: FollowedCounter
     var truncated, resent, issues, passes, failedPasses: FollowedCounter
 
     init(_ make: InstrumentMaker, name: String, statistics s: Exporter.Statistics) {
@@ -342,6 +343,7 @@ private struct ExporterInstruments {
         batchesGivenUp = counter("export_gave_up_batches_total", s.batchesGivenUp)
         recordsGivenUp = counter("export_gave_up_records_total", s.recordsGivenUp)
         overwritten = counter("export_overwritten_records_total", s.overwritten)
+        retired = counter("export_retired_records_total", s.retired)
         truncated = counter("export_truncated_total", s.truncated)
         resent = counter("export_resent_total", s.resent)
         issues = counter("export_issues_total", s.issues)
@@ -357,6 +359,7 @@ private struct ExporterInstruments {
         batchesGivenUp.follow(s.batchesGivenUp)
         recordsGivenUp.follow(s.recordsGivenUp)
         overwritten.follow(s.overwritten)
+        retired.follow(s.retired)
         truncated.follow(s.truncated)
         resent.follow(s.resent)
         issues.follow(s.issues)

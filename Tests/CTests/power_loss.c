@@ -38,6 +38,12 @@
  *       not overwritten);
  *   (c) a copy read alone shows nothing altered, verify passes, and every record committed before
  *       the stop is read (but for those the overwrite policy counts).
+ *   (d) an image whose ring is A's and whose archive files are B's (the ring is never synced, the
+ *       files are), reopened by a writer that logs more and closes (configurations with an
+ *       archiver): verify fails only if it failed before the reopen; nothing read before is lost
+ *       and every new record is read (lossless without retention); under the lossless policy the
+ *       records read are never more than the bundle says it holds, and exactly as many when the
+ *       image before the reopen lost none.
  * Records logged after the last sync may be missing or flagged.
  *
  * lb_bundle_sync and lb_options.sync_interval_ms are used when built with -DLB_HAVE_SYNC and
@@ -92,6 +98,8 @@ static int verbose_images; /* LOGBOOK_POWERLOSS_VERBOSE: the issues and altered 
                               that break a rule */
 #define MAX_THREADS 4
 #define MAX_RECORDS (1u << 15) /* per thread and configuration */
+#define REOPEN_THREAD MAX_THREADS /* the thread index of the records a writer reopening an image logs */
+#define FOUND_SIZE ((size_t)(MAX_THREADS + 1) * MAX_RECORDS) /* found[thread * MAX_RECORDS + seq] */
 
 /* ---- a PRNG (SplitMix64): every choice of the parent follows from the seed ---- */
 
@@ -338,8 +346,8 @@ static void *writer_main(void *arg) {
     return NULL;
 }
 
-static void child_main(shared *sh, const config *cfg, const char *path, uint64_t seed) {
-    sync_log = sh;
+/* Opens the bundle at `path` for writing as configuration `cfg` says: 0 or -errno. */
+static int open_writer(const config *cfg, const char *path, lb_bundle **bundle) {
     lb_options o;
     lb_options_init(&o);
     o.chunk_size = cfg->chunk_size;
@@ -352,7 +360,6 @@ static void child_main(shared *sh, const config *cfg, const char *path, uint64_t
 #ifdef LB_HAVE_SYNC_INTERVAL
     o.sync_interval_ms = cfg->interval_ms;
 #endif
-    lb_bundle *bundle;
     int rc;
     if (cfg->archiver) {
         lb_archive_options a;
@@ -362,10 +369,17 @@ static void child_main(shared *sh, const config *cfg, const char *path, uint64_t
         a.max_files = cfg->max_files;  /* retention deletes files (recorded first) when set */
         a.quota = 0;
         a.compression_level = cfg->compression ? 1 : 0;
-        rc = lb_bundle_open_archived(path, &o, &a, &bundle);
+        rc = lb_bundle_open_archived(path, &o, &a, bundle);
     } else {
-        rc = lb_bundle_open(path, &o, &bundle);
+        rc = lb_bundle_open(path, &o, bundle);
     }
+    return rc;
+}
+
+static void child_main(shared *sh, const config *cfg, const char *path, uint64_t seed) {
+    sync_log = sh;
+    lb_bundle *bundle;
+    int rc = open_writer(cfg, path, &bundle);
     if (rc != 0) {
         fprintf(stderr, "power_loss child: open %s: %d %s\n", path, rc, lb_error_detail());
         _exit(4);
@@ -567,7 +581,7 @@ static const file_copy *same_file(const snapshot *s, const file_copy *f, int s_i
  * pages; one deleted between keeps A's. Length: A's or B's (B's after a sync of the whole file).
  * Pages: A's or B's, B's where a sync wrote them between A and B. */
 static int compose_image(const char *path, const shared *sh, const snapshot *a, const snapshot *b,
-                         uint64_t *random, image_plan *plan) {
+                         int older_ring, uint64_t *random, image_plan *plan) {
     memset(plan, 0, sizeof *plan);
     static const uint32_t shares[] = {100, 500, 900, 500, 30};
     plan->listing = (int)pick(random, 0, 4);
@@ -578,7 +592,8 @@ static int compose_image(const char *path, const shared *sh, const snapshot *a, 
     plan->syncs_between = between_count;
     int listing[2];
     for (int d = 0; d < 2; d++)
-        listing[d] = synced(between, between_count, b->dir_ino[d], 0, UINT64_MAX) ? 1 : plan->listing;
+        listing[d] = synced(between, between_count, b->dir_ino[d], 0, UINT64_MAX) || (older_ring && d == 1)
+                         ? 1 : plan->listing;
     if (mkdir(path, 0700) != 0) return -errno;
     char name[2048];
     if (a->has_archive_dir || b->has_archive_dir) {
@@ -619,6 +634,7 @@ static int compose_image(const char *path, const shared *sh, const snapshot *a, 
             for (size_t off = 0; off < size; off += PAGE) {
                 size_t n = size - off < PAGE ? size - off : PAGE;
                 const file_copy *from = pick(random, 1, 1000) <= plan->b_share ? vb : va;
+                if (older_ring) from = strcmp(file, "ring") == 0 ? va : strncmp(file, "archive/", 8) == 0 ? vb : from;
                 if (from == va && va != vb && synced(between, between_count, ino, off / PAGE, off / PAGE + 1)) {
                     from = vb;
                     plan->pages_forced++;
@@ -658,6 +674,7 @@ typedef struct reading {
     shared *sh;
     const uint64_t *begun; /* per thread: sequences begun before the later copy */
     uint8_t *found;        /* [thread * MAX_RECORDS + seq]: read, exactly as logged */
+    uint64_t reopen_logged; /* records (REOPEN_THREAD, 0..) a writer reopening the image logged */
     int verbose;
     long entries, altered, never_logged, duplicates;
     int unreadable, verify_failed;
@@ -691,9 +708,11 @@ static int visit_entry(void *context, const lb_entry *e) {
         }
         return 0;
     }
-    /* Logged: begun before the later copy was taken, and not dropped. */
-    if (thread >= (uint32_t)r->cfg->threads || seq >= r->begun[thread] ||
-        atomic_load(&r->sh->status[thread][seq]) == 2) {
+    /* Logged: begun before the later copy was taken, and not dropped (or by a writer that
+     * reopened the image). */
+    int reopened = thread == REOPEN_THREAD && seq < r->reopen_logged;
+    if (!reopened && (thread >= (uint32_t)r->cfg->threads || seq >= r->begun[thread] ||
+                      atomic_load(&r->sh->status[thread][seq]) == 2)) {
         r->never_logged++;
         return 0;
     }
@@ -763,6 +782,9 @@ typedef struct tally {
     long copies_failed;            /* copies read alone (a process crash) that broke a rule */
     long torn_images, torn_pages;  /* images with pages of A that differ from B's, and those pages */
     long syncs_between;            /* images with a sync between A and B (its pages all from B) */
+    long reopen_images, reopen_failed; /* images a writer reopened (reopen_image), those breaking a rule */
+    long reopen_verify_broken;     /* of those: verify passed before the reopen and failed after */
+    long reopen_miscounted;        /* of those: records read + unreadable != what the bundle holds */
 } tally;
 
 static void add_reading(tally *t, const reading *r) {
@@ -780,7 +802,7 @@ static void add_reading(tally *t, const reading *r) {
 static int judge_image(const char *path, const config *cfg, shared *sh, const snapshot *a,
                        const snapshot *b, tally *t, int verbose) {
     reading r = {.cfg = cfg, .sh = sh, .begun = b->begun, .verbose = verbose};
-    r.found = calloc((size_t)MAX_THREADS * MAX_RECORDS, 1);
+    r.found = calloc(FOUND_SIZE, 1);
     if (!r.found) abort();
     read_bundle(path, &r);
     t->images++;
@@ -830,7 +852,7 @@ static int judge_image(const char *path, const config *cfg, shared *sh, const sn
  * rule. */
 static int check_copy(const char *path, const config *cfg, shared *sh, snapshot *s, tally *t, int verbose) {
     reading r = {.cfg = cfg, .sh = sh, .begun = s->begun, .verbose = verbose};
-    r.found = s->found = calloc((size_t)MAX_THREADS * MAX_RECORDS, 1);
+    r.found = s->found = calloc(FOUND_SIZE, 1);
     if (!r.found) abort();
     read_bundle(path, &r);
     uint64_t missing = 0;
@@ -845,6 +867,81 @@ static int check_copy(const char *path, const config *cfg, shared *sh, snapshot 
                r.entries, r.altered, r.never_logged, r.duplicates, r.verify_failed ? "failed" : "passed",
                (unsigned long long)missing, (unsigned long long)r.summary.records_overwritten);
     t->copies_failed += bad;
+    return bad;
+}
+
+/* ---- a writer reopening an image ----
+ * After a power loss the ring (never synced) can come back older than the archive files (synced
+ * with every batch): chunks the files hold can be *sealed* in the ring, or not claimed yet in its
+ * header. A writer reopening such an image must take the files' word for what is archived, log on
+ * and close, and the bundle must then verify as well as the image did, with every record read
+ * once and every record the reopened writer logged read. */
+
+enum { REOPEN_RECORDS = 300 };
+
+/* Reopens image `path` (of copies a < b, its ring from A and its archive files from B) with a
+ * writer, logs REOPEN_RECORDS records, closes it, and reads it again. Returns 1 when it breaks a
+ * rule. */
+static int reopen_image(const char *path, const config *cfg, shared *sh, const snapshot *b, tally *t,
+                        int verbose) {
+    reading before = {.cfg = cfg, .sh = sh, .begun = b->begun, .verbose = verbose};
+    before.found = calloc(FOUND_SIZE, 1);
+    reading after = {.cfg = cfg, .sh = sh, .begun = b->begun, .verbose = verbose};
+    after.found = calloc(FOUND_SIZE, 1);
+    char *scratch = malloc(LB_TEST_SHAPE_TEXT_MAX);
+    if (!before.found || !after.found || !scratch) abort();
+    if (verbose) printf("    before the reopen:\n");
+    read_bundle(path, &before);
+    lb_bundle *bundle;
+    lb_logger *logger;
+    int opened = open_writer(cfg, path, &bundle);
+    long dropped = 0;
+    if (opened == 0) {
+        if (lb_logger_register(bundle, "power", &logger) != 0) abort();
+        for (uint64_t seq = 0; seq < REOPEN_RECORDS; seq++)
+            dropped += lb_test_log_shaped(logger, REOPEN_THREAD, seq, cfg->chunk_size, scratch) != 0;
+        lb_bundle_close(bundle);
+    }
+    after.reopen_logged = REOPEN_RECORDS;
+    if (verbose) printf("    after the reopen:\n");
+    read_bundle(path, &after);
+    long lost_old = 0, lost_new = 0;
+    for (size_t at = 0; at < (size_t)MAX_THREADS * MAX_RECORDS; at++) lost_old += before.found[at] && !after.found[at];
+    for (size_t at = 0; at < REOPEN_RECORDS; at++)
+        lost_new += !after.found[(size_t)REOPEN_THREAD * MAX_RECORDS + at];
+    const lb_verify_summary *v = &after.summary;
+    uint64_t here = v->records_found + v->records_unreadable;
+    /* The overwrite policy and archive retention take records on purpose (the counts say so). */
+    int keeps_all = cfg->policy == LB_WRAP_LOSSLESS && !cfg->max_files;
+    if (cfg->policy != LB_WRAP_LOSSLESS) lost_new = 0;
+    if (!keeps_all) lost_old = 0;
+    /* Lossless: never more records than the bundle says it holds (a ring header older than the
+     * files must not stay behind them), and exactly as many when the image lost none. Records a
+     * power loss took after the last sync stay counted (verify says so: a torn issue). */
+    const lb_verify_summary *u = &before.summary;
+    int lost_none = u->accounted && u->records_found + u->records_unreadable == u->records_expected;
+    int miscounted = cfg->policy == LB_WRAP_LOSSLESS &&
+                     (!v->accounted || v->records_lost || here > v->records_expected ||
+                      (lost_none && here != v->records_expected));
+    int bad = opened != 0 || dropped || after.altered || after.never_logged || after.duplicates || lost_old ||
+              lost_new || (after.verify_failed && !before.verify_failed) || miscounted;
+    t->reopen_images++;
+    t->reopen_failed += bad;
+    t->reopen_verify_broken += after.verify_failed && !before.verify_failed;
+    t->reopen_miscounted += miscounted;
+    if (bad || verbose)
+        printf("  reopened image %ld: open %d, %ld dropped; before: %ld entries, verify %s; after: %ld entries, "
+               "%ld altered, %ld never logged, %ld twice, %ld read before and not after, %ld of the new records "
+               "not read, verify %s, records %llu read + %llu unreadable of %llu the bundle holds (accounted %u, "
+               "lost %llu)\n",
+               t->reopen_images, opened, dropped, before.entries, before.verify_failed ? "failed" : "passed",
+               after.entries, after.altered, after.never_logged, after.duplicates, lost_old, lost_new,
+               after.verify_failed ? "failed" : "passed", (unsigned long long)v->records_found,
+               (unsigned long long)v->records_unreadable, (unsigned long long)v->records_expected, v->accounted,
+               (unsigned long long)v->records_lost);
+    free(before.found);
+    free(after.found);
+    free(scratch);
     return bad;
 }
 
@@ -973,7 +1070,7 @@ static void run_config(int index, const config *cfg, uint64_t seed, tally *total
     for (uint32_t i = 0; i < taken; i++) {
         snprintf(path, sizeof path, "%s/copy-%u", images, i);
         image_plan plan;
-        if (compose_image(path, sh, &snaps[i], &snaps[i], &random, &plan) != 0) {
+        if (compose_image(path, sh, &snaps[i], &snaps[i], 0, &random, &plan) != 0) {
             CHECK(0);
             break;
         }
@@ -1019,7 +1116,7 @@ static void run_config(int index, const config *cfg, uint64_t seed, tally *total
         }
         snprintf(path, sizeof path, "%s/image-%ld", images, i);
         image_plan plan;
-        int rc = compose_image(path, sh, &snaps[ai], &snaps[bi], &random, &plan);
+        int rc = compose_image(path, sh, &snaps[ai], &snaps[bi], 0, &random, &plan);
         if (rc != 0) {
             fprintf(stderr, "could not write image %s: %d\n", path, rc);
             CHECK(0);
@@ -1045,6 +1142,37 @@ static void run_config(int index, const config *cfg, uint64_t seed, tally *total
         }
     }
     free(quiet);
+    /* Images whose ring is A's and whose archive files are B's, reopened by a writer. */
+    long reopens = cfg->archiver && taken >= 2 ? images_per_config / 12 + 2 : 0;
+    for (long i = 0; i < reopens; i++) {
+        uint32_t ai = (uint32_t)pick(&random, 0, taken - 2);
+        uint32_t bi = ai + 1 + (ai + 2 < taken && pick(&random, 0, 1));
+        snprintf(path, sizeof path, "%s/reopened-%ld", images, i);
+        image_plan plan;
+        uint64_t composing = random; /* composing again from here makes the same image */
+        if (compose_image(path, sh, &snaps[ai], &snaps[bi], 1, &random, &plan) != 0) {
+            CHECK(0);
+            break;
+        }
+        int bad = reopen_image(path, cfg, sh, &snaps[bi], &t, 0);
+        remove_tree(path);
+        if (bad && verbose_images) {
+            tally scratch;
+            memset(&scratch, 0, sizeof scratch);
+            printf("  reopened image %ld again:\n", t.reopen_images);
+            describe_image(snaps, ai, bi, &plan);
+            uint64_t again = composing;
+            if (compose_image(path, sh, &snaps[ai], &snaps[bi], 1, &again, &plan) == 0)
+                reopen_image(path, cfg, sh, &snaps[bi], &scratch, 1);
+            remove_tree(path);
+        }
+        if (bad && keep_images && kept < 2) {
+            kept = 2;
+            uint64_t again = composing;
+            if (compose_image(path, sh, &snaps[ai], &snaps[bi], 1, &again, &plan) == 0)
+                printf("  kept %s (as it was before the reopen)\n", path);
+        }
+    }
     double reading_time = seconds() - start - writing;
 
     printf("%s: %u copies, %llu records (%llu dropped), %llu syncs (%llu failed, last error %d), %.2f s; "
@@ -1064,6 +1192,10 @@ static void run_config(int index, const config *cfg, uint64_t seed, tally *total
     printf("  images of two moments: %ld (%ld pages of A that differ from B's), %ld with a sync between "
            "A and B (what it wrote from B); %zu pairs of copies with no sync of the ring between\n",
            t.torn_images, t.torn_pages, t.syncs_between, quiet_count);
+    if (reopens)
+        printf("  reopened by a writer (ring from A, archive files from B): %ld images, %ld broke a rule (verify "
+               "failed only after the reopen %ld, counts wrong %ld)\n",
+               t.reopen_images, t.reopen_failed, t.reopen_verify_broken, t.reopen_miscounted);
     printf("  issues:");
     for (int k = 1; k <= LB_ISSUE_OVERWRITTEN; k++) printf(" %s %ld", issue_names[k], t.issues[k]);
     printf("\n");
@@ -1080,6 +1212,8 @@ static void run_config(int index, const config *cfg, uint64_t seed, tally *total
     CHECK(t.altered == 0);
     CHECK(t.never_logged == 0);
     CHECK(t.durable_lost_images == 0);
+    CHECK(t.reopen_failed == 0);
+    CHECK(t.reopen_images == reopens);
     if (syncs_enabled(cfg)) CHECK(t.durable_checked > 0);
 
     total->images += t.images;

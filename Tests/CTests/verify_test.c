@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -372,6 +374,149 @@ static void test_overwritten_beginning_is_overwritten(void) {
     lb_reader_close(r);
 }
 
+/* A lossless archived bundle of `records` records (4 KiB chunks, 8 of them, uncompressed archive
+ * files of 64 KiB, so that there are several), synced at the end when `syncs`. */
+static void make_archived_bundle(char *path, size_t size, const char *name, int syncs, int records) {
+    snprintf(path, size, "%s/%s", dir, name);
+    lb_options o;
+    lb_options_init(&o);
+    o.chunk_size = 4096;
+    o.capacity = 8 * 4096;
+    o.wrap_policy = LB_WRAP_LOSSLESS;
+    o.idle_seal_ms = 0;
+    o.lossless_wait_ms = 60000;
+    lb_archive_options a;
+    lb_archive_options_init(&a);
+    a.compression_level = 0;
+    a.max_file_size = 64 << 10;
+    lb_bundle *b = NULL;
+    CHECK(lb_bundle_open_archived(path, &o, &a, &b) == 0);
+    if (!b) return;
+    lb_logger *log = NULL;
+    CHECK(lb_logger_register(b, "verify", &log) == 0);
+    for (int i = 0; log && i < records; i++) LB_INFO(log, "record {} of a lossless archived ring", i);
+    if (syncs) CHECK(lb_bundle_sync(b) == 0);
+    CHECK(lb_bundle_close(b) == 0);
+}
+
+/* Cuts the second CHUNK frame out of complete archive file `file` and makes its END frame agree
+ * (chunks, records, end offset, CRCs), as a crafted or mis-repaired file would: nothing in the
+ * file itself says a chunk is gone. Its sequence, claim and records in *sequence, *claim, *records;
+ * 0 when the file has fewer than three chunks. */
+static int cut_chunk_frame(const char *file, uint64_t *sequence, uint64_t *claim, uint32_t *records) {
+    int fd = open(file, O_RDWR);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return 0;
+    size_t size = (size_t)st.st_size;
+    uint8_t *bytes = malloc(size);
+    int done = bytes && pread(fd, bytes, size, 0) == (ssize_t)size;
+    uint64_t at = LB_ARCHIVE_HEADER_SIZE, cut = 0, cut_length = 0;
+    for (int chunks = 0; done && at + LB_ARCHIVE_FRAME_HEAD_SIZE <= size;) {
+        lb_archive_frame_head head;
+        memcpy(&head, bytes + at, sizeof head);
+        uint64_t frame = LB_ARCHIVE_FRAME_HEAD_SIZE + ((head.length + 7u) & ~7u);
+        if (head.kind == LB_ARCHIVE_FRAME_CHUNK && ++chunks == 2) {
+            const lb_chunk_header *h = (const void *)(bytes + at + LB_ARCHIVE_FRAME_HEAD_SIZE);
+            *sequence = h->sequence;
+            *claim = h->claim;
+            *records = atomic_load(&h->record_count);
+            cut = at;
+            cut_length = frame;
+        }
+        if (head.kind == LB_ARCHIVE_FRAME_END) {
+            lb_archive_end end;
+            memcpy(&end, bytes + at + LB_ARCHIVE_FRAME_HEAD_SIZE, sizeof end);
+            done = cut && end.chunks >= 3;
+            if (!done) break;
+            end.chunks--;
+            end.records -= *records;
+            end.end_offset -= cut_length;
+            head.body_crc = lb_crc32c(0, &end, sizeof end);
+            head.head_crc = lb_crc32c(0, &head, offsetof(lb_archive_frame_head, head_crc));
+            memcpy(bytes + at, &head, sizeof head);
+            memcpy(bytes + at + LB_ARCHIVE_FRAME_HEAD_SIZE, &end, sizeof end);
+            break;
+        }
+        at += frame;
+    }
+    if (done) {
+        memmove(bytes + cut, bytes + cut + cut_length, size - cut - cut_length);
+        done = pwrite(fd, bytes, size - cut_length, 0) == (ssize_t)(size - cut_length) &&
+               ftruncate(fd, (off_t)(size - cut_length)) == 0;
+    }
+    free(bytes);
+    close(fd);
+    return done;
+}
+
+/* Every chunk a lossless archived ring claimed is in the ring or an archive file: one cut out of
+ * a file (its END frame made to agree) is reported missing, naming its chunk sequence, whether the
+ * bundle synced or not. */
+static void test_chunk_gone_from_archive_file_is_missing(void) {
+    for (int syncs = 0; syncs < 2; syncs++) {
+        char path[512], file[700];
+        make_archived_bundle(path, sizeof path, syncs ? "gone-synced.logbook" : "gone.logbook", syncs, 6000);
+        verdict v = verify_path(path);
+        if (v.rc != 0) fprintf(stderr, "archived bundle before the cut: %d\n%s", v.rc, v.text);
+        CHECK(v.rc == 0 && v.entries == 6000);
+        snprintf(file, sizeof file, "%s/archive/archive-0000000002.lba", path);
+        uint64_t sequence = 0, claim = 0;
+        uint32_t records = 0;
+        CHECK(cut_chunk_frame(file, &sequence, &claim, &records));
+        v = verify_path(path);
+        /* "claims C..C (chunk sequences after S and before T)", S < its sequence < T */
+        char named[64];
+        snprintf(named, sizeof named, "claims %llu..%llu (chunk sequences after ", (unsigned long long)claim,
+                 (unsigned long long)claim);
+        const char *at = strstr(v.text, named);
+        unsigned long long after = 0, before = 0;
+        int bracketed = at && sscanf(at + strlen(named), "%llu and before %llu", &after, &before) == 2 &&
+                        after < sequence && sequence < before;
+        /* Without a sync the counters account for every record; with one, the records of a claim
+         * no copy holds are said torn (the counters may be newer than the last sync). */
+        int counted = syncs || v.summary.records_lost == records;
+        if (v.rc < 1 || !bracketed || !counted || !strstr(v.text, "1 chunks are neither"))
+            fprintf(stderr, "chunk %llu (claim %llu, %u records) cut from %s%s: verify %d, %llu lost\n%s",
+                    (unsigned long long)sequence, (unsigned long long)claim, records, file,
+                    syncs ? " (synced)" : "", v.rc, (unsigned long long)v.summary.records_lost, v.text);
+        CHECK(v.rc >= 1);
+        CHECK(bracketed && strstr(v.text, "1 chunks are neither") != NULL);
+        CHECK(counted);
+        CHECK(v.entries == 6000 - (long)records);
+    }
+}
+
+/* A flipped byte anywhere in the ring header's bytes 0..43 (magic, version, geometry, policy,
+ * creation time, CRC) of a ring-only bundle hid every record (the scan failed: no archive file
+ * gave the geometry). The chunk headers give it: every record is read, and verify fails, saying
+ * the header is damaged. */
+static void test_damaged_ring_header_hides_no_record(void) {
+    char path[512], ring[600];
+    make_bundle(path, sizeof path, "header-flip.logbook", 16, LB_WRAP_LOSSLESS, 0, 300);
+    ring_path(ring, sizeof ring, path);
+    int hidden = 0, silent = 0;
+    for (off_t at = 0; at < 44; at++) {
+        uint8_t byte;
+        int fd = open(ring, O_RDONLY);
+        CHECK(fd >= 0 && pread(fd, &byte, 1, at) == 1);
+        if (fd >= 0) close(fd);
+        uint8_t flipped = byte ^ 0x5A;
+        poke(ring, at, &flipped, 1);
+        verdict v = verify_path(path);
+        poke(ring, at, &byte, 1);
+        if (v.entries != 300) {
+            if (!hidden++) fprintf(stderr, "ring header byte %lld flipped: %ld entries, verify %d\n%s",
+                                   (long long)at, v.entries, v.rc, v.text);
+        } else if (v.rc < 1 || !strstr(v.text, "ring header")) {
+            if (!silent++) fprintf(stderr, "ring header byte %lld flipped: verify %d\n%s", (long long)at, v.rc, v.text);
+        }
+    }
+    CHECK(hidden == 0);
+    CHECK(silent == 0);
+    verdict v = verify_path(path);
+    CHECK(v.rc == 0 && v.entries == 300);
+}
+
 int main(void) {
     setenv("LOGBOOK_CLOCK", "monotonic", 1);
     unsetenv("LOGBOOK_FILTER");
@@ -383,6 +528,8 @@ int main(void) {
     test_bundle_never_completed_is_empty();
     test_archive_directory_of_no_records_reads_empty();
     test_overwritten_beginning_is_overwritten();
+    test_chunk_gone_from_archive_file_is_missing();
+    test_damaged_ring_header_hides_no_record();
     char command[512];
     snprintf(command, sizeof command, "rm -rf '%s'", dir);
     if (!failed && system(command) != 0) fprintf(stderr, "could not remove %s\n", dir);

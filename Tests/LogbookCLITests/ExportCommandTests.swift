@@ -167,6 +167,119 @@ final class ExportCommandTests: XCTestCase {
         XCTAssertFalse(once.output.contains("the reader reports: overwritten"), once.output)
     }
 
+    /// An outside test of issue 42: records a small overwrite ring destroyed between two runs of
+    /// `logbook export` (a new writer session wrote 4,000 more after the first run) vanished:
+    /// "exported 1089 records", exit 0, 2,911 of 6,000 neither delivered nor reported. Every record
+    /// written is delivered or reported lost, exactly: overwrite and lossless rings, with and
+    /// without an archiver whose retention deletes files, the writer reopened between the runs
+    /// or writing on (the first run then reads a live ring).
+    func testRecordsLostBetweenTwoRunsAreCountedExactly() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let retention = ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 2, quota: nil)
+        let setups: [(name: String, policy: WrapPolicy, archive: ArchiveOptions?)] = [
+            ("overwrite", .overwrite, nil), ("overwrite-archived", .overwrite, retention), ("lossless-archived", .lossless, retention),
+        ]
+        for setup in setups {
+            for reopen in [true, false] {
+                let label = "\(setup.name), reopened: \(reopen)"
+                let path = dir + "/\(setup.name)-\(reopen).logbook"
+                func open() throws -> LogBundle {
+                    try LogBundle(path: path, capacity: 16 << 10, chunkSize: 4096, wrapPolicy: setup.policy,
+                                  losslessWaitMilliseconds: 30_000, archive: setup.archive)
+                }
+                func write(_ bundle: LogBundle, _ numbers: Range<Int>) throws {
+                    let log = try bundle.logger("app")
+                    for i in numbers { log.info("record \(i) \(String(repeating: "r", count: 100))") }
+                }
+                func export() throws -> [String: Int] {
+                    let run = try runProgram(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
+                                                       path])
+                    XCTAssertEqual(run.status, 0, "\(label): \(run.output)")
+                    let summary = try XCTUnwrap(run.output.split(separator: "\n").first { $0.hasPrefix("exported ") }, run.output)
+                    var counts: [String: Int] = [:]
+                    for (key, pattern) in [("exported", #"^exported (\d+) records"#), ("overwritten", #"(\d+) overwritten before"#),
+                                           ("retired", #"(\d+) deleted by archive retention"#), ("unreadable", #"(\d+) unreadable"#)] {
+                        let match = try Regex(pattern).firstMatch(in: String(summary))
+                        counts[key] = match.flatMap { $0.output[1].substring }.flatMap { Int($0) } ?? 0
+                    }
+                    return counts
+                }
+                var bundle = try open()
+                try write(bundle, 0..<2000)
+                if reopen { try bundle.close() } else { try bundle.flush() }
+                let first = try export()
+                if reopen { bundle = try open() }
+                try write(bundle, 2000..<6000)
+                try bundle.close()
+                let second = try export()
+                let delivered = first["exported"]! + second["exported"]!
+                let lost = [first, second].reduce(0) { $0 + $1["overwritten"]! + $1["retired"]! + $1["unreadable"]! }
+                XCTAssertEqual(delivered + lost, 6000, "\(label): first \(first), second \(second)")
+                XCTAssertGreaterThan(lost, 0, "\(label): the ring is far smaller than what was written")
+                // and a third run finds nothing more, lost or new
+                let third = try export()
+                XCTAssertEqual(third.values.reduce(0, +), 0, "\(label): \(third)")
+            }
+        }
+    }
+
+    /// An outside test of issue 42: `export --follow` behind a slow collector while the archiver's
+    /// retention deleted archive files it had not reached delivered 2,769 of 15,001 records and
+    /// reported 0 lost, exit 0. The follower counts what retention deleted unread by the ring's
+    /// counters: delivered + reported = written, said by the follower itself.
+    func testAFollowerBehindRetentionReportsWhatItDeleted() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        // lossless: retention alone loses records; overwrite: the ring too, when the archiver lags
+        for policy in [WrapPolicy.lossless, .overwrite] {
+            let path = dir + "/retained-\(policy).logbook", url = server.url("/hold/\(policy)/v1/logs").absoluteString
+            let bundle = try LogBundle(path: path, capacity: 16 << 10, chunkSize: 4096, wrapPolicy: policy, losslessWaitMilliseconds: 30_000,
+                                       archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: 2, quota: nil))
+            let log = try bundle.logger("app")
+            let written = 6000
+            for i in 0..<100 { log.info("record \(i) \(String(repeating: "f", count: 100))") }
+            try bundle.flush()
+            // The collector holds the first batch (a slow collector, with no timing): the
+            // follower falls behind while the writer fills archive files and retention deletes them.
+            try? FileManager.default.removeItem(atPath: server.log + ".release")
+            let child = try ChildProcess(logbook, ["export", "--otlp", url, "--cursors", dir + "/cursors",
+                                                   "--follow", "--interval", "0.05", "--in-flight", "1", "--batch", "50", path])
+            defer { child.killIfRunning() }
+            XCTAssertTrue(waitUntil { server.requests().contains { $0["path"] as? String == URL(string: url)!.path } }, "the first batch was not sent")
+            for i in 100..<written { log.info("record \(i) \(String(repeating: "f", count: 100))") }
+            try bundle.close()
+            server.release()
+            /// The records the collector has, and those the follower said were lost.
+            func accounted() -> Int {
+                let delivered = Set(server.requests().filter { $0["path"] as? String == URL(string: url)!.path }
+                    .flatMap { ($0["records"] as? [[String: Any]] ?? []).compactMap { $0["body"] as? String } })
+                let said = child.errors.split(separator: "\n").compactMap { line -> Int? in
+                    guard let match = try? #/^logbook: (\d+) records were (in archive files that retention deleted|overwritten in the ring)/#.firstMatch(in: line)
+                    else { return nil }
+                    return Int(match.output.1)
+                }
+                return delivered.count + said.reduce(0, +)
+            }
+            XCTAssertTrue(waitUntil { accounted() >= written }, "\(policy): the follower accounts for \(accounted()) of \(written): \(child.errors)")
+            child.process.terminate()
+            XCTAssertEqual(try child.waitForExit(), 0, child.errors)
+            XCTAssertEqual(accounted(), written, "\(policy): \(child.errors)")
+            if policy == .lossless {
+                XCTAssertTrue(child.output.contains("deleted by archive retention before they could be read"), child.output)
+            }
+            // and nothing it later exported was called missing (unreadable) on the way
+            XCTAssertFalse(child.output.contains("unreadable"), "\(policy): \(child.output)")
+            // nothing more to deliver or to report (the same destination: its cursor)
+            let after = try runProgram(logbook, ["export", "--otlp", url, "--cursors", dir + "/cursors", path])
+            XCTAssertTrue(after.output.hasPrefix("exported 0 records\n"), "\(policy): \(after.output)")
+        }
+    }
+
     /// Archive files deleted before an export are reported by the first pass, not skipped in
     /// silence.
     func testMissingArchiveFilesAreReported() throws {
@@ -185,6 +298,92 @@ final class ExportCommandTests: XCTestCase {
         let run = try runProgram(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors",
                                            dir + "/app.logbook"])
         XCTAssertTrue(run.output.contains("the reader reports: missing"), run.output)
+    }
+
+    /// Finding 3 of issue 42: an archive directory or one archive file exported without its
+    /// bundle named no ring, so after the bundle was removed and made again at the same path
+    /// (its files and chunk sequences numbered from 1 again) the cursor's marks hid every new
+    /// record: "exported 0 records", exit 0. The files' headers name their ring: the cursor starts
+    /// over and says so, and every new record is exported.
+    func testAnArchiveOfABundleMadeAgainStartsItsCursorOver() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let path = dir + "/A.logbook"
+        /// Makes the bundle afresh with `records` records of `text`, archived into several files;
+        /// returns its first archive file.
+        func makeArchivedBundle(_ text: String, records: Int) throws -> String {
+            try? FileManager.default.removeItem(atPath: path)
+            let bundle = try LogBundle(path: path, capacity: 64 << 10, chunkSize: 4096, wrapPolicy: .lossless,
+                                       losslessWaitMilliseconds: 30_000, archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil))
+            let log = try bundle.logger("app")
+            for i in 0..<records { log.info("\(text) \(i) \(String(repeating: "z", count: 100))") }
+            try bundle.close()
+            let files = try FileManager.default.contentsOfDirectory(atPath: path + "/archive").filter { $0.hasPrefix("archive-") }.sorted()
+            XCTAssertGreaterThan(files.count, 1)
+            return path + "/archive/" + files[0]
+        }
+        func recordsIn(_ source: String) throws -> Int { try LogReader(path: source).readAll().count }
+        func export(_ source: String) throws -> (status: Int32, output: String) {
+            let run = try runProgram(logbook, ["export", "--otlp", server.url("/v1/logs").absoluteString, "--cursors", dir + "/cursors", source])
+            return (run.status, run.output)
+        }
+        let oldFile = try makeArchivedBundle("old", records: 3000)
+        let sources = [path + "/archive", oldFile]
+        let oldCounts = try sources.map(recordsIn)
+        for (source, count) in zip(sources, oldCounts) {
+            let first = try export(source)
+            XCTAssertEqual(first.status, 0, first.output)
+            XCTAssertTrue(first.output.contains("exported \(count) records"), first.output)
+            XCTAssertTrue(try export(source).output.contains("exported 0 records"), "the same archive again: nothing new")
+        }
+        let newFile = try makeArchivedBundle("new", records: 3000)
+        XCTAssertEqual(newFile, oldFile, "the bundle made again numbers its files from 1 again")
+        for source in sources {
+            let count = try recordsIn(source)
+            XCTAssertGreaterThan(count, 0)
+            let again = try export(source)
+            XCTAssertEqual(again.status, 0, again.output)
+            XCTAssertTrue(again.output.contains("exported \(count) records"), "\(source): \(again.output)")
+            XCTAssertTrue(again.output.contains("its cursor started over"), again.output)
+        }
+        let bodies = server.requests().flatMap { ($0["records"] as? [[String: Any]]) ?? [] }.compactMap { $0["body"] as? String }
+        XCTAssertEqual(bodies.filter { $0.hasPrefix("new 2999 ") }.count, 1, "the directory's newest record once (the first file does not hold it)")
+    }
+
+    /// Finding 14 of issue 42: a cursor snapshot copied under another destination's name was
+    /// taken ("exported 0 records", exit 0, none of the 1,000 records at that collector), while a
+    /// copied journal was refused. The snapshot names its destination now: a copy is refused with
+    /// the reason and a non-zero exit, and nothing is sent; deleting it exports everything.
+    func testASnapshotCopiedFromAnotherDestinationIsRefused() throws {
+        try requireOTLPDefinitions()
+        let logbook = try XCTUnwrap(logbookExecutable(), "swift build first")
+        let dir = makeTemporaryDirectory(self)
+        let source = try makeBundle(dir, records: 1000)
+        let server = try UploadServer(directory: dir, script: "otlp_server.py")
+        let (first, second) = (server.url("/a/v1/logs").absoluteString, server.url("/b/v1/logs").absoluteString)
+        /// The CLI's cursor name for `url` and the source (docs/FORMAT.md, "Export cursor").
+        func cursorName(_ url: String) throws -> String {
+            let digest = try runProgram("/bin/sh", ["-c", #"printf '%s\n%s' "$1" "$(realpath "$2")" | sha256sum"#, "sh", url, source])
+            return "otlp-" + digest.output.prefix(32)
+        }
+        func export(_ url: String) throws -> (status: Int32, output: String) {
+            try runProgram(logbook, ["export", "--otlp", url, "--cursors", dir + "/cursors", source])
+        }
+        let run = try export(first)
+        XCTAssertTrue(run.output.contains("exported 1000 records"), run.output)
+        let cursors = dir + "/cursors/"
+        XCTAssertTrue(FileManager.default.fileExists(atPath: cursors + (try cursorName(first)) + ".cursor"), "the name as documented")
+        try FileManager.default.copyItem(atPath: cursors + (try cursorName(first)) + ".cursor", toPath: cursors + (try cursorName(second)) + ".cursor")
+        let copied = try export(second)
+        XCTAssertNotEqual(copied.status, 0, copied.output)
+        XCTAssertTrue(copied.output.contains("the cursor file was saved for another destination"), copied.output)
+        XCTAssertFalse(server.requests().contains { ($0["path"] as? String)?.hasPrefix("/b/") == true }, "nothing sent")
+        try FileManager.default.removeItem(atPath: cursors + (try cursorName(second)) + ".cursor")
+        let fresh = try export(second)
+        XCTAssertEqual(fresh.status, 0, fresh.output)
+        XCTAssertTrue(fresh.output.contains("exported 1000 records"), fresh.output)
     }
 
     /// F10 of the outside test: 400 of 1,000 records given up on HTTP 400 showed only as "a batch

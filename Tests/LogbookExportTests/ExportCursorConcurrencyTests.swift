@@ -1,3 +1,4 @@
+import CLogbook
 import Foundation
 import LogbookTestKit
 import XCTest
@@ -31,6 +32,15 @@ final class ExportCursorConcurrencyTests: XCTestCase {
         try store.save(cursor, as: "otlp-collector")
         XCTAssertEqual(try store.load("otlp-collector"), cursor)
         XCTAssertEqual(try store.load("never-saved"), ExportCursor())
+        // the counts of records lost (a whole read tops them up from the ring's counters) and of
+        // earlier rings' records are kept; a count not known stays not known
+        var counted = cursor
+        counted.exportedOfEarlierRings = 7
+        counted.lostOverwritten = 1_000
+        counted.lostRetired = nil
+        try store.save(counted, as: "counted")
+        XCTAssertEqual(try store.load("counted"), counted)
+        XCTAssertEqual(counted.exportedOfThisRing, 243)
 
         let file = store.path + "/otlp-collector.cursor"
         var bytes = try Data(contentsOf: URL(fileURLWithPath: file))
@@ -110,6 +120,31 @@ final class ExportCursorConcurrencyTests: XCTestCase {
             XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), base, "another cursor's journal skips nothing")
             XCTAssertEqual(try ExportCursorStore(path: dir).load("other"), ahead)
         }
+        // a snapshot copied under another destination's name is refused (taken, it would skip
+        // there what this one acknowledged); a version 1 snapshot, which named no destination, is read
+        do {
+            let store = try ExportCursorStore(path: dir)
+            let base = try store.load("d")
+            try store.save(base, as: "d")
+            try? FileManager.default.removeItem(atPath: dir + "/copy.cursor")
+            try FileManager.default.copyItem(atPath: dir + "/d.cursor", toPath: dir + "/copy.cursor")
+            XCTAssertThrowsError(try ExportCursorStore(path: dir).load("copy")) { error in
+                XCTAssertEqual((error as? LogbookError)?.errno, EPROTO, "\(error)")
+                XCTAssertTrue("\(error)".contains("saved for another destination"), "\(error)")
+            }
+            XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), base, "the original is its own")
+            var version1 = ExportCursor()
+            version1.ring = 42
+            version1.marks = [3: 300]
+            version1.inFlight = [4: 8]
+            version1.exported = 5
+            // saved before the counts of records lost: not known (the next whole read starts them)
+            version1.lostOverwritten = nil
+            version1.lostRetired = nil
+            let legacy = Self.version1Snapshot(of: version1)
+            try Data(legacy).write(to: URL(fileURLWithPath: dir + "/legacy.cursor"))
+            XCTAssertEqual(try ExportCursorStore(path: dir).load("legacy"), version1)
+        }
         // a hard link where the journal belongs (to a file elsewhere): loading and saving make a
         // journal of their own, and the other file is neither written nor truncated
         do {
@@ -142,6 +177,24 @@ final class ExportCursorConcurrencyTests: XCTestCase {
         next.marks = [7: 7]
         try fresh.save(next, as: "d")
         XCTAssertEqual(try ExportCursorStore(path: dir).load("d"), next)
+    }
+
+    /// A snapshot as version 1 wrote it (docs/FORMAT.md, "Export cursor"): no destination key,
+    /// entries from offset 56.
+    static func version1Snapshot(of cursor: ExportCursor) -> [UInt8] {
+        var out = Array("LBCURSR1".utf8)
+        func put<T: FixedWidthInteger>(_ value: T) { withUnsafeBytes(of: value.littleEndian) { out += $0 } }
+        for value: UInt32 in [1, UInt32(cursor.marks.count), UInt32(cursor.inFlight.count), 0] { put(value) }
+        for value in [cursor.ring, cursor.lowWatermark, cursor.exported, cursor.repeated] { put(value) }
+        for table in [cursor.marks, cursor.inFlight] {
+            for (sequence, offset) in table.sorted(by: { $0.key < $1.key }) {
+                put(sequence)
+                put(offset)
+                put(UInt32(0))
+            }
+        }
+        put(out.withUnsafeBytes { lb_crc32c(0, $0.baseAddress, $0.count) })
+        return out
     }
 
     /// A symlink, a FIFO or a directory planted where a cursor belongs is refused: never followed,

@@ -276,6 +276,46 @@ final class PowerLossTests: XCTestCase {
         try assertVerifies(reader)
     }
 
+    /// Found by an outside tester: after a power loss the ring (never synced) came back older than
+    /// the archive files (synced with every batch): a chunk a file holds sealed read *active* in
+    /// the ring with fewer records. A writer reopening the bundle sealed it there and archived it
+    /// again, and verify then failed on a healthy bundle ("chunk archived twice"), its summary
+    /// counting fewer records than it read. The file's copy is taken as the chunk archived, and
+    /// the ring header's count of records is raised to what the files and the ring hold.
+    func testAWriterReopeningARingOlderThanItsArchiveFilesArchivesNoChunkTwice() throws {
+        let dir = makeTemporaryDirectory(self)
+        let path = dir + "/older-ring.logbook"
+        func open(_ path: String) throws -> LogBundle {
+            try LogBundle(path: path, capacity: 8 * 4096, chunkSize: 4096, wrapPolicy: .lossless,
+                          idleSealMilliseconds: 0, losslessWaitMilliseconds: 30_000,
+                          archive: ArchiveOptions(maxFileSize: 64 << 10, maxFiles: nil, quota: nil,
+                                                  compressionLevel: nil))
+        }
+        let bundle = try open(path)
+        let log = try bundle.logger("older")
+        for i in 0..<10 { log.info("early \(i)") }
+        try bundle.sync()  // the first chunk, active, with 10 records: durable
+        let olderRing = try Data(contentsOf: URL(fileURLWithPath: path + "/ring"))
+        for i in 0..<300 { log.info("later \(i) \(String(repeating: "x", count: 40))") }
+        try bundle.flush()
+        try bundle.syncArchive()  // every chunk, the first one sealed since, is in a synced archive file
+        let image = dir + "/image.logbook"
+        try crashImage(of: bundle, at: path, into: image)
+        try olderRing.write(to: URL(fileURLWithPath: image + "/ring"))  // its pages from the first sync
+
+        let next = try open(image)
+        let again = try next.logger("older")
+        for i in 0..<20 { again.info("after \(i)") }
+        try next.close()
+        let reader = try LogReader(path: image)
+        let messages = try reader.readAll().map(\.message)
+        XCTAssertEqual(Set(messages).count, messages.count, "no record twice")
+        XCTAssertEqual(messages.count, 330, "\(reader.issues)")
+        let summary = try reader.verify()
+        XCTAssertTrue(reader.issues.filter(\.isFailure).isEmpty, "\(reader.issues)")
+        XCTAssertEqual(summary.recordsExpected, summary.recordsFound + summary.recordsUnreadable, "\(reader.issues)")
+    }
+
     /// Found by an outside tester: a `durable` copy whose CRC holds but whose entry claims more
     /// bytes than a chunk has overflowed a buffer when a writer opened the bundle. Such a copy is
     /// not trusted: the bundle opens, logs and reads.

@@ -7,8 +7,9 @@ import Logbook
 import LogbookExport
 
 let arguments = CommandLine.arguments
-// `ExportBench write PATH RECORDS`: only writes a bundle of RECORDS records from 4 threads (the
-// backlog that export.sh exports with the CLI).
+// `ExportBench write PATH RECORDS [numbers|strings|metadata] [archived]`: only writes a bundle of
+// RECORDS records of that shape (logShaped) from 4 threads (the backlog that export.sh exports
+// with the CLI); `archived`: lossless, through the archiver.
 // `ExportBench live PATH RATE SECONDS`: makes the bundle at PATH, prints "ready", waits for a line
 // on stdin, then writes RATE records a second (a burst each millisecond, paced by the clock) for
 // SECONDS; prints the records written and the rate it held.
@@ -36,17 +37,22 @@ if arguments.count == 5 && arguments[1] == "live" {
     print("\(written) \(Int(Double(written) / elapsed))")
     exit(0)
 }
-if arguments.count == 4 && arguments[1] == "write" {
+if (4...6).contains(arguments.count) && arguments[1] == "write" {
     let records = Int(arguments[3])!
-    let bundle = try LogBundle(path: arguments[2], capacity: max(64 << 20, records * 160))
+    let shape = arguments.count > 4 ? arguments[4] : "numbers"
+    // `archived`: a lossless ring of 64 MiB whose chunks the archiver keeps (zstd files, no
+    // retention), so most of the backlog is read from archive files, as a fleet's would be.
+    let archived = arguments.count > 5 && arguments[5] == "archived"
+    let bundle = archived
+        ? try LogBundle(path: arguments[2], capacity: 64 << 20, wrapPolicy: .lossless, losslessWaitMilliseconds: 600_000,
+                        archive: ArchiveOptions(maxFiles: nil, quota: nil))
+        : try LogBundle(path: arguments[2], capacity: max(64 << 20, records * (shape == "numbers" ? 160 : 640)))
     let group = DispatchGroup()
     for thread in 0..<4 {
         group.enter()
         Thread {
             let log = try! bundle.logger("net")
-            for i in stride(from: thread, to: records, by: 4) {
-                log.info("request \(i) took \(Double(i % 1000) * 0.25) ms ok=\(i & 1 == 1)", metadata: ["status": 200, "path": "/v1/items"])
-            }
+            for i in stride(from: thread, to: records, by: 4) { logShaped(log, shape, i) }
             group.leave()
         }.start()
     }
@@ -54,6 +60,30 @@ if arguments.count == 4 && arguments[1] == "write" {
     try bundle.close()
     exit(0)
 }
+
+/// One record of a backlog's shape: `numbers` (a short text, three numbers and two metadata
+/// values: the export rows so far), `strings` (five strings of 20 to 180 bytes, about 400 bytes
+/// of text a record) or `metadata` (a short text and 11 metadata values).
+func logShaped(_ log: Logger, _ shape: String, _ i: Int) {
+    switch shape {
+    case "strings":
+        let user = "user-\(i % 9973)@example.org", path = "/v1/accounts/\(i % 977)/items/\(i)"
+        let agent = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.\(i % 100).0 Safari/537.36"
+        let query = "filter=status%3Dactive&sort=-updated&page=\(i % 50)&fields=id,name,owner,created,updated,tags"
+        let note = "cache miss on shard \(i % 16); fetched from the primary in the second region after a retry"
+        log.info("\(user) requested \(path)?\(query) with \(agent): \(note)")
+    case "metadata":
+        log.info("request \(i) done", metadata: [
+            "status": 200, "path": "/v1/items", "method": "GET", "user": "u\(i % 9973)", "region": "eu-west-1",
+            "shard": .value(.signed(Int64(i % 16), .int)), "attempt": 1, "cached": .value(.bool(i & 1 == 1)),
+            "bytes": .value(.signed(Int64(i % 65536), .int)), "ms": .value(.double(Double(i % 1000) * 0.25)),
+            "trace": "4bf92f3577b34da6a3ce929d0e0e4736",
+        ])
+    default:
+        log.info("request \(i) took \(Double(i % 1000) * 0.25) ms ok=\(i & 1 == 1)", metadata: ["status": 200, "path": "/v1/items"])
+    }
+}
+
 let total = Int(arguments.dropFirst().first ?? "") ?? 200_000
 let rounds = Int(arguments.dropFirst(2).first ?? "") ?? 3
 let port = arguments.dropFirst(3).first ?? ""

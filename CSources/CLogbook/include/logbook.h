@@ -989,6 +989,13 @@ typedef struct lb_archive_info {
  * the one file). All zero when there are none. */
 int lb_reader_archive_info(lb_reader *reader, lb_archive_info *out);
 
+/* Which ring the archive files the reader reads were written from (their header's
+ * ring_created_wall_ns: the ring's created_wall_ns), that of the newest file whose header reads;
+ * 0 when none does. Tells a bundle made again at the same path (its files and chunk sequences
+ * numbered from 1 again) from the one before, also when the archive directory or one archive
+ * file is read without its bundle. 0 or -errno. */
+int lb_reader_archive_ring(lb_reader *reader, uint64_t *ring_created_wall_ns);
+
 #ifdef __cplusplus
 }
 #endif

@@ -288,6 +288,18 @@ static int recovery_visit(void *context, const lb_walk_record *r) {
     return 0;
 }
 
+/* The ring becomes this writer's: a session number, and the last session's end noted. A session
+ * that did not close cleanly may have left the counters short (a seal cut short between its state
+ * and its counters: verify then stops demanding exact counts), or, after a power loss, the ring
+ * header older than the archive files (the archiver's recovery reads after_unclean_session). */
+static void start_session(lb_bundle *b) {
+    b->after_unclean_session =
+        atomic_exchange(&b->ring->writer_state, LB_WRITER_STATE_OPEN) == LB_WRITER_STATE_OPEN;
+    if (b->after_unclean_session) atomic_fetch_add(&b->ring->unclean_sessions, 1);
+    b->session = atomic_fetch_add(&b->ring->session_count, 1);
+    atomic_store(&b->ring->writer_pid, (uint32_t)getpid());
+}
+
 static void recover_chunks(lb_bundle *b) {
     for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
         lb_chunk_header *h = lb_chunk_at(b, slot);
@@ -685,12 +697,7 @@ int lb_bundle_open(const char *path, const lb_options *options, lb_bundle **out)
         lb_durable_restore(b);  /* a failure leaves the ring as it is: verify reports what is lost */
         recover_chunks(b);
     }
-    /* A session that did not close cleanly may have left the counters short (a seal cut short
-     * between its state and its counters): verify then stops demanding exact counts. */
-    if (atomic_exchange(&b->ring->writer_state, LB_WRITER_STATE_OPEN) == LB_WRITER_STATE_OPEN)
-        atomic_fetch_add(&b->ring->unclean_sessions, 1);
-    b->session = atomic_fetch_add(&b->ring->session_count, 1);
-    atomic_store(&b->ring->writer_pid, (uint32_t)getpid());
+    start_session(b);
     uint64_t before = lb_clock_ticks();
     int64_t wall = lb_wall_now_ns();
     rc = meta_write_session(b, before + (lb_clock_ticks() - before) / 2, wall);

@@ -374,7 +374,10 @@ int lb_durable_restore(lb_bundle *b) {
     if (restored)
         fprintf(stderr, "logbook: %s: %u chunks whose pages a crash tore were restored from the "
                         "last sync's copy (`mirror`)\n", b->path, restored);
-    if (generation > 0) trim_torn_chunks(b, entries, count);
+    if (generation > 0) {
+        b->durable_claimed_at_open = claimed;
+        trim_torn_chunks(b, entries, count);
+    }
     free(image);
     free(entries);
     if (mirror >= 0) close(mirror);

@@ -295,6 +295,10 @@ struct lb_bundle {
     int dir_fd;                    /* the bundle directory, checked: every file is opened in it */
     int ring_fd, meta_fd, lock_fd;
     int group_readable;            /* LB_PERMISSIONS_GROUP_READABLE: every file 0640, directory 0750 */
+    int after_unclean_session;     /* the last writer did not close cleanly (a crash or a power loss:
+                                      the ring header's page can be older than the archive files) */
+    uint64_t durable_claimed_at_open; /* the last sync's chunks_claimed, as this writer found it:
+                                      claims from it on were never durable (0: no sync) */
     lb_ring_header *ring;
     size_t map_length;
     uint8_t *chunks;

@@ -346,6 +346,7 @@ void lb_reader_close(lb_reader *r) {
         free(r->archives[i].label);
     }
     free(r->archives);
+    free(r->unfinished);
     free(r->archive_dir);
     for (size_t i = 0; i < r->owned_count; i++) free(r->owned[i]);
     free(r->owned);
@@ -470,6 +471,7 @@ static int list_chunks(lb_reader *r, ref_list *refs) {
     }
     lb_rd_list_archive_directory(r);
     for (size_t i = 0; i < r->archive_count; i++) lb_rd_collect_archive(r, i, refs);
+    lb_rd_relist_unfinished(r, refs);
     if (r->ring_mode && r->ring_fd >= 0 && !ring_listed_first) {
         /* A damaged ring header: the archive files may tell its geometry. */
         if (r->ring_broken && !r->geometry_known) lb_rd_adopt_archive_geometry(r);
@@ -551,6 +553,8 @@ static int read_listed_chunk(lb_reader *r, ref_list *refs, size_t i, uint64_t *r
         lb_rd_read_archived_chunk(r, ref, follows, &walked);
         lb_rd_finish_run(r);
         if (walked) *read_from_archive = ref->sequence;
+        /* Stopped before its end (deferred), or left to a copy that follows: listed again. */
+        if (walked || follows) lb_rd_keep_unfinished(r, ref);
         /* The last chunk this pass reads in the file: its decoding buffers go (about 3 MB of a
          * compressed file), so that memory does not grow with the files a pass reads. */
         archive_file *f = lb_rd_ref_file(r, ref);

@@ -74,19 +74,24 @@ void lb_rd_list_archive_directory(lb_reader *r) {
     closedir(d);
 }
 
+/* The index in r->archives of archive file `number`. */
+static size_t archive_index(const lb_reader *r, uint64_t number) {
+    size_t low = 0, high = r->archive_count;
+    while (low < high) {
+        size_t middle = low + (high - low) / 2;
+        if (r->archives[middle].number < number) low = middle + 1;
+        else high = middle;
+    }
+    return low;
+}
+
 /* The archive file a chunk reference was listed from, found by its number when a later listing
  * moved it in r->archives (archives are kept in number order; a file a readdir missed while it
  * was renamed is inserted before later ones when the next listing finds it). */
 archive_file *lb_rd_ref_file(lb_reader *r, const chunk_ref *ref) {
     archive_file *f = &r->archives[ref->source];
     if (f->number == ref->file_number) return f;
-    size_t low = 0, high = r->archive_count;
-    while (low < high) {
-        size_t middle = low + (high - low) / 2;
-        if (r->archives[middle].number < ref->file_number) low = middle + 1;
-        else high = middle;
-    }
-    return &r->archives[low];  /* entries are never removed: the number is there */
+    return &r->archives[archive_index(r, ref->file_number)];  /* entries are never removed */
 }
 
 /* The name issues carry: the file's base name, kept for the reader's lifetime. */
@@ -150,6 +155,7 @@ void lb_rd_close_archive_file(archive_file *f) {
     lb_archive_source_close(&f->src);
     if (f->fd >= 0) close(f->fd);
     f->fd = -1;
+    f->src.fd = -1;  /* opened again (an unfinished chunk of it), its source is made again */
 }
 
 /* Opens archive file `f` (never through a symlink inside a directory, never blocking on a FIFO).
@@ -204,7 +210,7 @@ static archive_file *ready_archive_file(lb_reader *r, size_t index) {
         f->done = 1;
         return NULL;
     }
-    if (!f->header_ok && !f->src.zst) {
+    if ((!f->header_ok && !f->src.zst) || f->src.fd != f->fd) {
         if (!f->damage) {
             f->damage = malloc(sizeof *f->damage);
             if (!f->damage) return NULL;
@@ -313,7 +319,7 @@ static int list_archived_chunk(lb_reader *r, size_t index, const lb_archive_fram
             r->beginnings_overwritten += seen->beginnings_overwritten;
             r->gone_beginnings -= seen->beginnings_overwritten;
         }
-        if (!seen->claim_noted) lb_rd_note_claim(r, h.claim);
+        if (!seen->claim_noted) lb_rd_note_claim(r, h.claim, h.sequence);
         seen->claim_noted = 1;
     }
     if (!seen || (!seen->broken && seen->offset < head->length))
@@ -432,7 +438,13 @@ void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_co
         return;
     }
     const lb_chunk_header *h = (const lb_chunk_header *)(const void *)image;
-    if (h->sequence != ref->sequence) return;
+    if (h->sequence != ref->sequence) {
+        if (!intact_copy_follows)
+            lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, lb_rd_archive_label(r, f), ref->offset, ref->length,
+                       ref->records, "chunk %llu is no longer where its file listed it: its %u "
+                       "records are lost", (unsigned long long)ref->sequence, ref->records);
+        return;
+    }
     if (lb_crc32c(0, image, ref->length) != ref->body_crc) {
         if (intact_copy_follows) {
             /* In the file being written of a bundle that syncs, after its writer is gone: a frame
@@ -473,3 +485,92 @@ void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_co
     *walked = 1;
 }
 
+
+/* The ring the archive files were written from: the header's ring_created_wall_ns of the newest
+ * file whose header reads (opened and checked as a read would; damage found is an issue). An
+ * archive directory or file read without its ring has no other identity, and a bundle made again
+ * at the same path numbers its files and chunk sequences from 1 again. */
+int lb_reader_archive_ring(lb_reader *r, uint64_t *out) {
+    if (!r || !out) return -EINVAL;
+    *out = 0;
+    lb_rd_list_archive_directory(r);
+    for (size_t i = r->archive_count; i-- > 0;) {
+        archive_file *f = &r->archives[i];
+        if (!f->header_ok) {
+            if (f->done || !(f = ready_archive_file(r, i)) || !read_archive_header(r, f, f->src.size))
+                continue;
+        }
+        *out = f->ring_created_wall_ns;
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- archived chunks read in part ----
+ * A file's frames are listed once. A follower's walk of an archived chunk can stop before its end:
+ * at a fragment whose beginning is in a chunk not read yet (the archiver's pass may take a chunk
+ * sealed after the one before it was looked at, so files can hold them out of order, and a
+ * listing can miss a file being renamed), or to read another copy that follows (the ring's, which
+ * the writer may reuse before it is read). Its slot in the ring may be reused meanwhile, so the
+ * rest is read from the file: these references are listed again, pass after pass, until the walk
+ * reaches the chunk's end (a deferral gives up after three scans, with an issue). Before, the rest
+ * of such a chunk, and the record the fragment ended, were never handed out, without an issue. */
+
+static int chunk_walked_to_end(lb_reader *r, const chunk_ref *ref) {
+    const seen_chunk *seen = lb_rd_seen_find(r, ref->sequence);
+    return seen && (seen->broken || seen->offset >= ref->length);
+}
+
+/* After archived chunk `ref` was read: kept to be listed again when its walk stopped short. */
+void lb_rd_keep_unfinished(lb_reader *r, const chunk_ref *ref) {
+    if (chunk_walked_to_end(r, ref)) return;
+    for (size_t i = 0; i < r->unfinished_count; i++)
+        if (r->unfinished[i].sequence == ref->sequence &&
+            r->unfinished[i].file_number == ref->file_number)
+            return;
+    if (lb_array_grow((void **)&r->unfinished, &r->unfinished_capacity, r->unfinished_count + 1,
+                      sizeof *r->unfinished)) {
+        const seen_chunk *seen = lb_rd_seen_find(r, ref->sequence);
+        uint32_t read = seen ? seen->records : 0;
+        uint32_t lost = ref->records > read ? ref->records - read : 0;
+        lb_rd_add_issuef(r, LB_ISSUE_MISSING, lb_rd_archive_label(r, lb_rd_ref_file(r, ref)),
+                   ref->offset, ref->length, lost,
+                   "chunk %llu: out of memory to read the rest of it; %u records not read",
+                   (unsigned long long)ref->sequence, lost);
+        return;
+    }
+    r->unfinished[r->unfinished_count++] = *ref;
+}
+
+/* Lists again the archived chunks kept unfinished, their files opened again if a pass closed
+ * them; those read to their end are forgotten. One whose file is gone (retention deleted it, or
+ * it cannot be opened) is an issue for the records not read. */
+void lb_rd_relist_unfinished(lb_reader *r, ref_list *refs) {
+    size_t kept = 0;
+    for (size_t i = 0; i < r->unfinished_count; i++) {
+        chunk_ref ref = r->unfinished[i];
+        if (chunk_walked_to_end(r, &ref)) continue;
+        size_t index = archive_index(r, ref.file_number);
+        archive_file *f = index < r->archive_count && r->archives[index].number == ref.file_number
+                              ? ready_archive_file(r, index)
+                              : NULL;
+        if (!f && index < r->archive_count && r->archives[index].number != ref.file_number) {
+            r->unfinished[kept++] = ref;  /* a listing moved the files meanwhile: next pass */
+            continue;
+        }
+        if (!f) {
+            const seen_chunk *seen = lb_rd_seen_find(r, ref.sequence);
+            uint32_t read = seen ? seen->records : 0;
+            uint32_t lost = ref.records > read ? ref.records - read : 0;
+            lb_rd_add_issuef(r, LB_ISSUE_MISSING, "archive", ref.offset, ref.length, lost,
+                       "chunk %llu: its archive file %llu is gone before the rest of it was "
+                       "read; %u records not read", (unsigned long long)ref.sequence,
+                       (unsigned long long)ref.file_number, lost);
+            continue;
+        }
+        ref.source = (int32_t)index;
+        lb_rd_push_ref(refs, ref);
+        r->unfinished[kept++] = ref;
+    }
+    r->unfinished_count = kept;
+}

@@ -159,7 +159,7 @@ int lb_rd_collect_ring(lb_reader *r, ref_list *refs) {
          * counting them as active's too made verify expect more records than were written. */
         if (seen && atomic_load(&h.state) >= LB_CHUNK_SEALED) seen->active = 0;
         if (seen && !seen->claim_noted) {
-            lb_rd_note_claim(r, h.claim);
+            lb_rd_note_claim(r, h.claim, h.sequence);
             seen->claim_noted = 1;
         }
         if (seen && check == 2 && !seen->kept_from_claim && r->header.wrap_policy == LB_WRAP_OVERWRITE) {
@@ -214,7 +214,7 @@ void lb_rd_read_mirror_chunk(lb_reader *r, const chunk_ref *ref) {
     /* Its claim is accounted for (lossless bundles check every claim number is somewhere). */
     seen_chunk *noted = lb_rd_seen_add(r, ref->sequence);
     if (noted && !noted->claim_noted) {
-        lb_rd_note_claim(r, h->claim);
+        lb_rd_note_claim(r, h->claim, h->sequence);
         noted->claim_noted = 1;
     }
     size_t entries, issues, pending;
@@ -282,8 +282,48 @@ int lb_rd_read_ring_chunk(lb_reader *r, const chunk_ref *ref) {
     return 0;
 }
 
+/* How well geometry (chunk_size, count) fits the ring's chunk headers (at most the first 4096
+ * slots are looked at): the number of sound headers, or 0 when a header whose magic and CRC hold
+ * names another slot (a chunk of another geometry, or none). */
+static uint32_t geometry_fit(lb_reader *r, uint32_t chunk_size, uint32_t count) {
+    uint32_t sound = 0;
+    for (uint32_t slot = 0; slot < count && slot < 4096; slot++) {
+        lb_chunk_header h;
+        uint64_t at = LB_RING_HEADER_SIZE + (uint64_t)slot * chunk_size;
+        if (lb_pread_full(r->ring_fd, &h, sizeof h, at) != (ssize_t)sizeof h) return 0;
+        if (lb_chunk_header_check(&h, slot, count) == 0) sound++;
+        else if (h.magic == LB_CHUNK_MAGIC && h.header_crc == lb_chunk_crc(&h)) return 0;
+    }
+    return sound;
+}
+
+/* The geometry the chunk headers themselves give, for a ring whose damaged header no archive file
+ * stands in for: of the chunk sizes that divide the ring file into 2 or more chunks, the one
+ * under which every sound chunk header sits in its sequence's slot (and the most of them). */
+static void adopt_chunk_geometry(lb_reader *r, uint64_t size) {
+    uint32_t best_size = 0, best_fit = 0;
+    for (uint64_t chunk_size = LB_CHUNK_SIZE_MIN; chunk_size <= LB_CHUNK_SIZE_MAX; chunk_size *= 2) {
+        if (size <= LB_RING_HEADER_SIZE || (size - LB_RING_HEADER_SIZE) % chunk_size) continue;
+        uint64_t count = (size - LB_RING_HEADER_SIZE) / chunk_size;
+        if (!valid_geometry((uint32_t)chunk_size, count > UINT32_MAX ? 0 : (uint32_t)count)) continue;
+        uint32_t fit = geometry_fit(r, (uint32_t)chunk_size, (uint32_t)count);
+        if (fit > best_fit) {
+            best_fit = fit;
+            best_size = (uint32_t)chunk_size;
+        }
+    }
+    if (!best_fit) return;
+    uint32_t count = (uint32_t)((size - LB_RING_HEADER_SIZE) / best_size);
+    if (use_geometry(r, best_size, count) == 0)
+        lb_rd_add_issuef(r, LB_ISSUE_CORRUPT, "ring", 0, LB_RING_HEADER_SIZE, 0,
+                   "ring header is damaged; its chunks are read with the geometry their own headers "
+                   "give (%u chunks of %u bytes); the ring's counters are lost, so verify cannot "
+                   "account for its records", count, best_size);
+}
+
 /* The ring header is damaged: read the ring's chunks with the geometry an archive file of this
- * bundle gives, when the ring file has exactly that size (every chunk header is checked anyway). */
+ * bundle gives, when the ring file has exactly that size, else with the one the chunk headers
+ * give (every chunk header is checked anyway). */
 void lb_rd_adopt_archive_geometry(lb_reader *r) {
     struct stat st;
     if (fstat(r->ring_fd, &st) != 0) return;
@@ -298,4 +338,5 @@ void lb_rd_adopt_archive_geometry(lb_reader *r) {
                       "archive files");
         return;
     }
+    adopt_chunk_geometry(r, (uint64_t)st.st_size);
 }

@@ -44,6 +44,11 @@ typedef struct slot_progress {
 
 /* Every chunk sequence read so far, from the ring or an archive file, and how far: a chunk is read
  * once even when the ring and the archive both hold it. Open addressing; sequence 0 is empty. */
+/* A chunk found: its claim number and sequence (verify_claims names the sequences around a gap). */
+typedef struct noted_claim {
+    uint64_t claim, sequence;
+} noted_claim;
+
 typedef struct seen_chunk {
     uint64_t sequence;
     uint32_t offset;     /* where its walk stopped */
@@ -195,7 +200,8 @@ struct lb_reader {
                                entry or none, nothing else a writer makes after creation */
     int ring_open_error, meta_open_error;  /* -errno when `ring` or `meta` could not be opened */
     /* accounting (lb_reader_verify) */
-    uint64_t *claims;       /* claim numbers of every chunk found (ring or archive; repeats) */
+    noted_claim *claims;    /* the claim numbers of every chunk found (ring or archive; repeats),
+                               with its sequence */
     size_t claim_count, claim_capacity;
     uint64_t claiming_slots;/* slots found CLAIMING with an incomplete header (a claim a crash
                                cut short, if the writer is dead) */
@@ -246,6 +252,11 @@ struct lb_reader {
     char *archive_dir;                           /* NULL when reading one file */
     archive_file *archives;
     size_t archive_count, archive_capacity;
+    /* Archived chunks whose walk stopped before their end: before a fragment whose beginning was
+     * not read yet (deferred), or to read a copy that follows. A file's frames are listed once,
+     * so the next passes list these again until the rest is read (lb_rd_relist_unfinished). */
+    struct chunk_ref *unfinished;
+    size_t unfinished_count, unfinished_capacity;
     /* the read window (see window_run) */
     window_run *run;                             /* the run the chunk being walked fills */
     window_run **heap;                           /* runs with entries to hand out */
@@ -339,7 +350,7 @@ const char *lb_rd_keep_string(lb_reader *r, char *s);
 int lb_rd_chunk_buffer(lb_reader *r, uint32_t chunk_size);
 seen_chunk *lb_rd_seen_find(lb_reader *r, uint64_t sequence);
 seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence);
-void lb_rd_note_claim(lb_reader *r, uint64_t claim);
+void lb_rd_note_claim(lb_reader *r, uint64_t claim, uint64_t sequence);
 void lb_rd_note_walk(lb_reader *r, uint64_t sequence, size_t entry_mark, uint32_t stop, uint32_t records, int corrupt, const walk_tally *tally, int archived, int active);
 uint32_t lb_rd_durable_through(const lb_reader *r, uint64_t sequence);
 void lb_rd_push_ref(ref_list *list, chunk_ref ref);
@@ -373,6 +384,8 @@ void lb_rd_collect_archive(lb_reader *r, size_t index, ref_list *refs);
 void lb_rd_read_archived_chunk(lb_reader *r, const chunk_ref *ref, int intact_copy_follows, int *walked);
 void lb_rd_close_archive_file(archive_file *f);
 archive_file *lb_rd_ref_file(lb_reader *r, const chunk_ref *ref);
+void lb_rd_keep_unfinished(lb_reader *r, const chunk_ref *ref);
+void lb_rd_relist_unfinished(lb_reader *r, ref_list *refs);
 
 /* reader_order.c: time order and the read window */
 int lb_rd_order_entries(const lb_entry *entries, uint32_t *order, size_t first, size_t count);

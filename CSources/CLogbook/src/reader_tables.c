@@ -82,9 +82,9 @@ seen_chunk *lb_rd_seen_add(lb_reader *r, uint64_t sequence) {
     return s;
 }
 
-void lb_rd_note_claim(lb_reader *r, uint64_t claim) {
+void lb_rd_note_claim(lb_reader *r, uint64_t claim, uint64_t sequence) {
     if (lb_array_grow((void **)&r->claims, &r->claim_capacity, r->claim_count + 1, sizeof *r->claims) == 0)
-        r->claims[r->claim_count++] = claim;
+        r->claims[r->claim_count++] = (noted_claim){claim, sequence};
 }
 
 /* What the last sync made durable of chunk `sequence`: its records end at or after this offset

@@ -125,6 +125,27 @@ static void verify_file_numbers(lb_reader *r, const lb_ring_header *h, int alive
     free(numbers);
 }
 
+static int compare_claims(const void *x, const void *y) {
+    const noted_claim *a = x, *b = y;
+    return a->claim < b->claim ? -1 : a->claim > b->claim;
+}
+
+/* Adds "claims LO..HI (chunk sequences after S and before T)" to `text` (at *used): the chunks
+ * found around a gap name where the missing ones were, sequences being handed out just before
+ * claim numbers (`before`/`after` NULL at either end of what was found). */
+static void describe_gap(char *text, size_t size, size_t *used, uint64_t low, uint64_t high,
+                         const noted_claim *before, const noted_claim *after) {
+    if (*used >= size - 80) return;
+    int n = snprintf(text + *used, size - *used, "%sclaims %llu..%llu (chunk sequences", *used ? "; " : "",
+                     (unsigned long long)low, (unsigned long long)high);
+    if (before) n += snprintf(text + *used + n, size - *used - n, " after %llu", (unsigned long long)before->sequence);
+    if (before && after) n += snprintf(text + *used + n, size - *used - n, " and");
+    if (after) n += snprintf(text + *used + n, size - *used - n, " before %llu", (unsigned long long)after->sequence);
+    if (!before && !after) n += snprintf(text + *used + n, size - *used - n, " unknown");
+    n += snprintf(text + *used + n, size - *used - n, ")");
+    *used += (size_t)n < size - *used ? (size_t)n : size - *used - 1;
+}
+
 /* Lossless: every chunk ever claimed is in the ring or an archive file, but for those retention
  * deleted (claims below archive_retired_claim) and claims a crash cut short. */
 static void verify_claims(lb_reader *r, const lb_ring_header *h) {
@@ -135,22 +156,26 @@ static void verify_claims(lb_reader *r, const lb_ring_header *h) {
                   "too many chunk claims to check one by one; the record counts are checked");
         return;
     }
-    qsort(r->claims, r->claim_count, sizeof *r->claims, compare_u64);
+    qsort(r->claims, r->claim_count, sizeof *r->claims, compare_claims);
     uint64_t missing = 0;
     uint64_t expect = start;
-    char ranges[160] = "";
+    char ranges[400] = "";
     size_t used = 0;
+    const noted_claim *before = NULL;
     for (size_t i = 0; i <= r->claim_count; i++) {
-        uint64_t next = i < r->claim_count ? r->claims[i] : end;
-        if (next < expect) continue;  /* a repeat, or retired */
+        const noted_claim *found = i < r->claim_count ? &r->claims[i] : NULL;
+        uint64_t next = found ? found->claim : end;
+        if (next < expect) {  /* a repeat, or retired */
+            if (found) before = found;
+            continue;
+        }
         if (next > end) next = end;
         if (next > expect) {
             missing += next - expect;
-            if (used < sizeof ranges - 40)
-                used += (size_t)snprintf(ranges + used, sizeof ranges - used, "%s%llu..%llu",
-                                         used ? ", " : "", (unsigned long long)expect,
-                                         (unsigned long long)(next - 1));
+            describe_gap(ranges, sizeof ranges, &used, expect, next - 1, before,
+                         found && found->claim == next ? found : NULL);
         }
+        before = found;
         expect = next + 1;
         if (expect > end) break;
     }
@@ -165,8 +190,8 @@ static void verify_claims(lb_reader *r, const lb_ring_header *h) {
     uint64_t undurable = 0;
     if (lb_rd_read_after_power_loss(r) && r->durable_claimed < end) {
         for (size_t i = 0, at = r->durable_claimed; at < end; at++) {
-            while (i < r->claim_count && r->claims[i] < at) i++;
-            if (i >= r->claim_count || r->claims[i] != at) undurable++;
+            while (i < r->claim_count && r->claims[i].claim < at) i++;
+            if (i >= r->claim_count || r->claims[i].claim != at) undurable++;
         }
         if (undurable > missing) undurable = missing;
         if (undurable)
@@ -177,9 +202,9 @@ static void verify_claims(lb_reader *r, const lb_ring_header *h) {
     }
     if (missing > abandoned + discarded)
         lb_rd_add_issuef(r, LB_ISSUE_MISSING, "ring", 0, 0, 0,
-                   "%llu chunks (claims %s%s) are neither in the ring nor in an archive file",
+                   "%llu chunks are neither in the ring nor in an archive file: %s%s",
                    (unsigned long long)(missing - abandoned - discarded), ranges,
-                   used >= sizeof ranges - 40 ? ", ..." : "");
+                   used >= sizeof ranges - 80 ? "; ..." : "");
     else if (missing)
         lb_rd_add_issuef(r, LB_ISSUE_TORN, "ring", 0, 0, 0,
                    "%llu chunk claims hold nothing: claims a crash cut short (%llu) or damaged "

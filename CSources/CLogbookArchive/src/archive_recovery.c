@@ -163,7 +163,7 @@ static int compare_u64(const void *x, const void *y) {
 /* ---- reconciliation: which chunks of the ring are safely in the archive ---- */
 typedef struct ring_chunk {
     uint64_t sequence, claim;
-    uint32_t slot, committed;
+    uint32_t slot, committed, records;
     int found;
 } ring_chunk;
 
@@ -190,12 +190,16 @@ static ring_chunk *find_ring_chunk(reconcile_context *r, uint64_t sequence) {
     return lo < r->count && r->chunks[lo].sequence == sequence ? &r->chunks[lo] : NULL;
 }
 
-/* A chunk frame: an intact copy (same claim, same length, body CRC right) resolves its chunk. */
+/* A chunk frame: an intact copy (same claim, body CRC right) of at least what the ring holds
+ * resolves its chunk. After a power loss the ring's pages can be older than the file's (the ring
+ * is never synced, every archive batch is): the chunk can read *active* there, with fewer
+ * records, and recovery then sealed it at that shorter end. The file's copy was sealed and is
+ * the whole chunk: archiving the ring's prefix again would put the sequence in two files. */
 static void reconcile_chunk(void *context, uint64_t body_offset, const lb_archive_frame_head *head,
                             const lb_chunk_header *ch) {
     reconcile_context *r = context;
     ring_chunk *k = find_ring_chunk(r, ch->sequence);
-    if (!k || k->found || k->claim != ch->claim || k->committed != head->length) return;
+    if (!k || k->found || k->claim != ch->claim || head->length < k->committed) return;
     if (lb_archive_source_read(r->src, r->buffer, head->length, body_offset) != (ssize_t)head->length ||
         lb_crc32c(0, r->buffer, head->length) != head->body_crc)
         return;
@@ -232,6 +236,98 @@ static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_nam
     lb_ar_close_source(&src);
 }
 
+/* A lossless ring's sealed records are all in the files (theirs, summed from their END frames,
+ * and those retention deleted, recorded in the header) or in the ring chunks no file holds. After
+ * a power loss the ring header's page can be older than the files (they are synced with every
+ * batch, the ring never): its `records` then misses chunks sealed since, and verify would find
+ * more records than the bundle says it holds. Raised to that sum, never lowered, only after a
+ * session that did not close cleanly, and only when every file's summary is known (a damaged
+ * file's records are not). */
+static void raise_records_to_files(archiver *a, const reconcile_context *r) {
+    lb_bundle *b = a->b;
+    if (b->ring->wrap_policy != LB_WRAP_LOSSLESS || !b->after_unclean_session) return;
+    uint64_t held = atomic_load(&b->ring->archive_retired_records);
+    if (a->cur.fd >= 0) held += a->cur.summary.records;
+    for (size_t i = 0; i < a->file_count; i++) {
+        if (!a->files[i].summary.known) return;
+        held += a->files[i].summary.records;
+    }
+    for (size_t i = 0; i < r->count; i++)
+        if (!r->chunks[i].found) held += r->chunks[i].records;
+    uint64_t counted = atomic_load(&b->ring->records);
+    while (counted < held && !atomic_compare_exchange_weak(&b->ring->records, &counted, held)) {}
+    if (counted < held)
+        fprintf(stderr, "logbook: archiver: the ring header counted %llu sealed records, the archive "
+                        "files and the ring hold %llu (its page was older than the files: a power "
+                        "loss); counted %llu\n", (unsigned long long)counted,
+                (unsigned long long)held, (unsigned long long)held);
+}
+
+/* ---- claims a power loss emptied ----
+ * The claims from the last sync's chunks_claimed on were never durable: after a power loss the
+ * pages of their chunks can come back from before the claim, and the claim then holds nothing,
+ * in the ring or in a file. Verify excuses such claims while the sync that found them is the
+ * last one (its chunks_claimed); the writer reopening the bundle syncs again, so it counts them
+ * where verify keeps excusing them: in claims_abandoned, claims a crash cut short. */
+typedef struct claim_marks {
+    uint64_t from, to;  /* the claims looked for: [from, to) */
+    uint8_t *held;      /* held[claim - from]: a chunk in the ring or a file has it */
+} claim_marks;
+
+static void mark_claim(claim_marks *m, uint64_t claim) {
+    if (claim >= m->from && claim < m->to) m->held[claim - m->from] = 1;
+}
+
+static void mark_frame_claim(void *context, uint64_t body_offset, const lb_archive_frame_head *head,
+                             const lb_chunk_header *ch) {
+    (void)body_offset;
+    (void)head;
+    mark_claim(context, ch->claim);
+}
+
+static void mark_file_claims(archiver *a, claim_marks *m, uint64_t number, lb_archive_name_kind kind,
+                             const file_summary *summary) {
+    if (summary && summary->known && (!summary->chunks || summary->last_claim < m->from)) return;
+    char name[LB_ARCHIVE_NAME_MAX];
+    lb_archive_name_format(name, number, kind);
+    lb_archive_file_header h;
+    lb_archive_source src;
+    uint64_t problem;
+    int end_frame;
+    if (lb_ar_open_archive_source(a, name, &h, &src) != 0) return;
+    if (h.ring_created_wall_ns == a->b->ring->created_wall_ns && h.chunk_size == a->b->chunk_size &&
+        h.chunk_count == a->b->chunk_count)
+        lb_ar_walk_frames(&src, h.chunk_size, h.chunk_count, mark_frame_claim, m, &problem, &end_frame);
+    lb_ar_close_source(&src);
+}
+
+/* Lossless, after an unclean session of a bundle that syncs: the claims after the last sync that
+ * neither the ring nor a file holds are counted in claims_abandoned (and said). */
+static void count_emptied_claims(archiver *a) {
+    lb_bundle *b = a->b;
+    claim_marks m = {b->durable_claimed_at_open, atomic_load(&b->ring->chunks_claimed), NULL};
+    if (b->ring->wrap_policy != LB_WRAP_LOSSLESS || !b->after_unclean_session || !m.from ||
+        m.to <= m.from || m.to - m.from > ((uint64_t)b->chunk_count << 8))
+        return;
+    m.held = calloc(m.to - m.from, 1);
+    if (!m.held) return;
+    for (uint32_t slot = 0; slot < b->chunk_count; slot++) {
+        lb_chunk_header *h = lb_chunk_at(b, slot);
+        if (lb_chunk_header_check(h, slot, b->chunk_count) == 0) mark_claim(&m, h->claim);
+    }
+    if (a->cur.fd >= 0) mark_file_claims(a, &m, a->cur.number, LB_ARCHIVE_NAME_WRITING, NULL);
+    for (size_t i = 0; i < a->file_count; i++)
+        mark_file_claims(a, &m, a->files[i].number, lb_ar_file_kind(&a->files[i]), &a->files[i].summary);
+    uint64_t emptied = 0;
+    for (uint64_t c = m.from; c < m.to; c++) emptied += !m.held[c - m.from];
+    free(m.held);
+    if (!emptied) return;
+    atomic_fetch_add(&b->ring->claims_abandoned, emptied);
+    fprintf(stderr, "logbook: archiver: %llu chunk claims after the last sync hold nothing (a power "
+                    "loss took what no sync covered); counted as claims a crash cut short\n",
+            (unsigned long long)emptied);
+}
+
 /* Every chunk the ring holds SEALED or ARCHIVED is looked for in the files, newest file first:
  * ARCHIVED if an intact copy is found (also a copy whose write completed just before a crash), or
  * if it was archived into a file retention has deleted since; SEALED otherwise, so that it is
@@ -259,7 +355,8 @@ static int reconcile_ring(archiver *a) {
         if ((state != LB_CHUNK_SEALED && state != LB_CHUNK_ARCHIVED) ||
             lb_chunk_header_check(h, slot, b->chunk_count) != 0)
             continue;
-        r.chunks[r.count++] = (ring_chunk){h->sequence, h->claim, slot, atomic_load(&h->committed), 0};
+        r.chunks[r.count++] = (ring_chunk){h->sequence, h->claim, slot, atomic_load(&h->committed),
+                                           atomic_load(&h->record_count), 0};
     }
     if (r.count > 1) qsort(r.chunks, r.count, sizeof *r.chunks, compare_ring_chunks);
     r.unresolved = r.count;
@@ -281,6 +378,7 @@ static int reconcile_ring(archiver *a) {
         if (atomic_exchange(&h->state, want) == LB_CHUNK_ARCHIVED && want == LB_CHUNK_SEALED)
             reverted++;
     }
+    raise_records_to_files(a, &r);
     free(r.chunks);
     free(r.buffer);
     if (reverted)
@@ -490,6 +588,7 @@ int lb_ar_recover_directory(archiver *a) {
     /* Always, whatever failed above: a chunk is marked archived only with an intact copy. */
     int reconciled = reconcile_ring(a);
     if (!rc) rc = reconciled;
+    count_emptied_claims(a);
     lb_ar_enforce_retention(a);
     return rc;
 }
