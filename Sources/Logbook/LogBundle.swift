@@ -152,6 +152,8 @@ public final class LogBundle: @unchecked Sendable {
     }
 
     /// Who may read a bundle (`lb_options.permissions`). Nobody but its owner ever writes to it.
+    /// A file another name reaches (a hard link) is never given a mode: a bundle file so is
+    /// refused, an archive file so (the uploader's spool links complete ones) keeps its own.
     public enum Permissions: Sendable, Equatable {
         /// The directory 0700, its files 0600, the archive's too: only this user reads it (the
         /// default). Applied at every open, so a bundle an earlier open made group readable

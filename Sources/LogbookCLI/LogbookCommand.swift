@@ -142,7 +142,7 @@ struct Show: ParsableCommand {
     @Flag(help: "One JSON object per line.")
     var json = false
 
-    @Flag(name: [.short, .long], help: "Keep printing new entries of a running writer until interrupted; a bundle removed and made again at the path is said (stderr; --json: a notice) and followed from its start.")
+    @Flag(name: [.short, .long], help: "Keep printing new entries of a running writer until interrupted (SIGINT or SIGTERM, even one its parent ignored; it ends by that signal); a bundle removed and made again at the path is said (stderr; --json: a notice) and followed from its start.")
     var follow = false
 
     @OptionGroup var selection: RecordSelection
@@ -228,6 +228,9 @@ struct Show: ParsableCommand {
             output.flush()
             warn("\(new) records were not shown: their bytes after the first page are from another moment (a power loss) or damaged; run `logbook verify \(bundle)`")
         }
+        // "Until interrupted", also when the parent ignores SIGINT; before the first entry, which a
+        // script may wait for before it interrupts.
+        if follow { TerminationSignals.endOnArrival() }
         do {
             try reader.stream(where: filter, emit)
             sayAltered()

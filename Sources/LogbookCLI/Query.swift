@@ -36,7 +36,7 @@ struct Query: ParsableCommand {
     @Flag(help: "Comma-separated values (quoted as RFC 4180 says; lines end in LF), a header row first. On a terminal, control and invisible format characters are escaped as in the table (\\u{1b}); to a pipe or a file, values are written exactly as they are.")
     var csv = false
 
-    @Flag(name: [.short, .long], help: "Run the query again on the records new since the last run, until interrupted (a query without aggregates or ORDER BY).")
+    @Flag(name: [.short, .long], help: "Run the query again on the records new since the last run, until interrupted (SIGINT or SIGTERM, even one its parent ignored; it ends by that signal) (a query without aggregates or ORDER BY).")
     var follow = false
 
     @Option(help: "Seconds between runs with --follow.")
@@ -89,6 +89,7 @@ struct Query: ParsableCommand {
                 }
                 query.follow = true
                 signal(SIGPIPE, SIG_IGN)
+                TerminationSignals.endOnArrival()  // "until interrupted", also when the parent ignores SIGINT
                 var overwrittenSaid: UInt64 = 0
                 while true {
                     try query.run(sql) { printer.row($0) }

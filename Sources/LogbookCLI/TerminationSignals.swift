@@ -1,9 +1,10 @@
 import Foundation
 import Logbook
 
-/// SIGTERM and SIGINT for the commands that end cleanly on them (`export --follow`, `upload`): a
-/// handler of our own writes the signal's number to a pipe, whichever thread it lands on, and one
-/// thread reads the pipe and calls the command's `arrived`.
+/// SIGTERM and SIGINT for the commands that end cleanly on them (`export --follow`, `upload`) or
+/// at once (`show --follow`, `query --follow`): a handler of our own writes the signal's number to
+/// a pipe, whichever thread it lands on, and one thread reads the pipe and calls the command's
+/// `arrived`.
 ///
 /// A Dispatch signal source (with SIG_IGN, as on Darwin) lost one SIGTERM in 20 on a busy machine
 /// and `export --follow` waited out its interval: on Linux it needs the signal blocked in every
@@ -11,8 +12,9 @@ import Logbook
 ///
 /// The handler replaces whatever the command inherited: a signal ignored by its parent (a shell
 /// runs a background job, `cmd &`, with SIGINT ignored; `trap '' TERM` before `exec` ignores
-/// SIGTERM) would otherwise leave it deaf to that signal, and `logbook upload` waited for a
-/// Retry-After of an hour through SIGTERMs. Both are unblocked in the calling thread too, in case
+/// SIGTERM) would otherwise leave it deaf to that signal: `logbook upload` waited for a
+/// Retry-After of an hour through SIGTERMs, and `show --follow` of a script's `&` went on after
+/// SIGINT. Both are unblocked in the calling thread too, in case
 /// the parent spawned it with them blocked (a Dispatch worker thread blocks nearly every signal).
 enum TerminationSignals {
     static let handled = [SIGTERM, SIGINT]
@@ -44,10 +46,18 @@ enum TerminationSignals {
         }
     }
 
+    /// For a command with nothing to save (`show --follow`, `query --follow`): it ends by the
+    /// signal as soon as one arrives, as the signal's default action would, also when its parent
+    /// ignored it. Nothing is flushed: a main thread blocked writing to a full pipe (a paused
+    /// pager) holds stdout, and the default action never waited for it either.
+    static func endOnArrival() {
+        take { signalNumber in endBy(signalNumber, flushing: false) }
+    }
+
     /// Ends the process by `signalNumber` itself, its default action restored: for a command that
     /// stopped cleanly on it, so that its parent (a shell, a service manager) sees how it ended.
-    static func endBy(_ signalNumber: Int32) -> Never {
-        fflush(nil)  // what `say` printed: the signal's default action would drop it
+    static func endBy(_ signalNumber: Int32, flushing: Bool = true) -> Never {
+        if flushing { fflush(nil) }  // what `say` printed: the signal's default action would drop it
         signal(signalNumber, SIG_DFL)
         var only = sigset_t()
         sigemptyset(&only)

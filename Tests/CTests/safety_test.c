@@ -909,6 +909,87 @@ static void test_hard_linked_writing_archive_file_is_left_alone(void) {
     CHECK(entries == 600);  /* what it held was archived again: nothing lost, nothing twice */
 }
 
+/* Whether the reader found an issue of `kind` (0: any) whose file contains `file` and whose reason
+ * contains `reason` (NULL: any). */
+static int has_issue(const lb_reader *r, uint32_t kind, const char *file, const char *reason) {
+    for (size_t i = 0; i < lb_reader_issue_count(r); i++) {
+        lb_issue issue;
+        if (lb_reader_issue(r, i, &issue) == 0 && (!kind || issue.kind == kind) &&
+            (!file || (issue.file && strstr(issue.file, file))) &&
+            (!reason || (issue.reason && strstr(issue.reason, reason))))
+            return 1;
+    }
+    return 0;
+}
+
+/* A hard link to a file outside planted in the archive directory under an archive file's name
+ * (complete, compressed, being written, or being compressed) between two sessions of a lossless
+ * archived writer: the reopen gives it no mode, private or group readable (the outside file stays
+ * 0644 with its bytes), the archiver neither takes it as an archive file nor numbers after it, and
+ * verify names the planted file and nothing missing, of the bundle or of its archive directory
+ * read alone: every record of both sessions is read. (The
+ * outside test of issue 42 found the file made 0600 or 0640, and "archive files 2..98 are
+ * missing" because the archiver went on from number 100.) */
+static void test_hard_link_planted_as_archive_file_is_never_taken(void) {
+    static const char *suffixes[] = {".lba", ".lba.zst", ".lba.writing", ".lba.zst.writing"};
+    for (int i = 0; i < 8; i++) {
+        const char *suffix = suffixes[i / 2];
+        char path[512], victim[512], planted[900];
+        snprintf(path, sizeof path, "%s/planted-archive-%d.logbook", dir, i);
+        snprintf(victim, sizeof victim, "%s/planted-archive-victim-%d", dir, i);
+        snprintf(planted, sizeof planted, "%s/archive/archive-0000000099%s", path, suffix);
+        lb_options o;
+        small_options(&o);
+        o.wrap_policy = LB_WRAP_LOSSLESS;
+        o.permissions = i % 2 ? LB_PERMISSIONS_GROUP_READABLE : LB_PERMISSIONS_PRIVATE;
+        for (int session = 0; session < 2; session++) {
+            lb_bundle *b = NULL;
+            lb_logger *log = NULL;
+            CHECK(lb_bundle_open_archived(path, &o, NULL, &b) == 0);
+            if (b) CHECK(lb_logger_register(b, "net", &log) == 0);
+            for (int k = 0; b && log && k < 100; k++) LB_INFO(log, "record {} of session {}", k, session);
+            if (b) CHECK(lb_bundle_close(b) == 0);
+            if (session == 0) {
+                make_victim(victim);
+                CHECK(chmod(victim, 0644) == 0 && link(victim, planted) == 0);
+            }
+        }
+        if (mode_of(victim) != 0644)
+            fprintf(stderr, "planted %s: the outside file was made %o\n", suffix, mode_of(victim));
+        CHECK(mode_of(victim) == 0644 && victim_intact(victim));
+        lb_reader *r = NULL;
+        long entries = 0;
+        lb_verify_summary summary;
+        CHECK(lb_reader_open(path, &r) == 0);
+        if (!r) continue;
+        CHECK(lb_reader_stream(r, NULL, count_entry, &entries) >= 0);
+        CHECK(lb_reader_verify(r, &summary) >= 0);
+        if (entries != 200) fprintf(stderr, "planted %s: %ld entries read, 200 logged\n", suffix, entries);
+        CHECK(entries == 200);
+        CHECK(summary.records_lost == 0);
+        if (has_issue(r, LB_ISSUE_MISSING, NULL, NULL)) fprintf(stderr, "planted %s: verify says files are missing\n", suffix);
+        CHECK(!has_issue(r, LB_ISSUE_MISSING, NULL, NULL));
+        /* The reader names it; one being compressed is never read (the archiver's recovery
+         * removes that name, which leaves the outside file alone). */
+        if (i / 2 < 3) CHECK(has_issue(r, 0, "archive-0000000099", "a file planted from outside"));
+        lb_reader_close(r);
+        /* The archive directory read alone takes its numbers from the files there: the planted
+         * one is none of them (it said "archive files 3..98 are missing"). */
+        char archive_dir[600];
+        snprintf(archive_dir, sizeof archive_dir, "%s/archive", path);
+        r = NULL;
+        entries = 0;
+        CHECK(lb_reader_open(archive_dir, &r) == 0);
+        if (!r) continue;
+        CHECK(lb_reader_stream(r, NULL, count_entry, &entries) >= 0 && entries == 200);
+        CHECK(lb_reader_verify(r, &summary) >= 0);
+        if (has_issue(r, LB_ISSUE_MISSING, NULL, NULL))
+            fprintf(stderr, "planted %s: verify of the archive directory says files are missing\n", suffix);
+        CHECK(!has_issue(r, LB_ISSUE_MISSING, NULL, NULL));
+        lb_reader_close(r);
+    }
+}
+
 int main(void) {
     setenv("LOGBOOK_CLOCK", "monotonic", 1);
     unsetenv("LOGBOOK_FILTER");
@@ -931,6 +1012,7 @@ int main(void) {
     test_private_open_takes_group_access_back();
     test_hard_linked_bundle_files_are_refused();
     test_hard_linked_writing_archive_file_is_left_alone();
+    test_hard_link_planted_as_archive_file_is_never_taken();
     test_forked_child_closes_without_hanging(0);
     test_forked_child_closes_without_hanging(1);
     char cmd[512];

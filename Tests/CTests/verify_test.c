@@ -249,13 +249,16 @@ static void test_kill_inside_a_claim_is_not_damage(void) {
     CHECK(v.rc >= 1 && v.summary.records_lost == 10);
 }
 
-/* A kill during creation leaves a directory with `lock` only (or meta, with no entry, beside it):
- * nothing was ever committed. verify said the ring and meta were missing and failed; it now says
- * the bundle was never completed (torn: verify passes, 0 entries), and the next writer completes
- * it. A bundle whose ring was lost after records were logged is still missing its ring. */
+/* A kill during creation leaves a directory with `lock` only (or meta, with no entry, beside it:
+ * its header, none of it, or part of it): nothing was ever committed. verify said the ring and
+ * meta were missing and failed; it now says the bundle was never completed (torn: verify passes,
+ * 0 entries), and the next writer completes it. (An empty or short meta made verify fail with
+ * "meta file header is not valid": the outside test of issue 42.) A bundle whose ring was lost
+ * after records were logged is still missing its ring. */
 static void test_bundle_never_completed_is_empty(void) {
     char path[512], file[600];
-    for (int with_meta = 0; with_meta < 2; with_meta++) {
+    /* with_meta: 0 none, 1 its whole header, 2 empty, 3 the first 7 bytes of its header */
+    for (int with_meta = 0; with_meta < 4; with_meta++) {
         snprintf(path, sizeof path, "%s/cut-short-%d.logbook", dir, with_meta);
         CHECK(mkdir(path, 0700) == 0);
         snprintf(file, sizeof file, "%s/lock", path);
@@ -272,7 +275,8 @@ static void test_bundle_never_completed_is_empty(void) {
             meta.format_version = LB_FORMAT_VERSION;
             snprintf(file, sizeof file, "%s/meta", path);
             fd = open(file, O_RDWR | O_CREAT | O_EXCL, 0600);
-            CHECK(fd >= 0 && write(fd, &meta, sizeof meta) == (ssize_t)sizeof meta);
+            ssize_t length = with_meta == 1 ? (ssize_t)sizeof meta : with_meta == 2 ? 0 : 7;
+            CHECK(fd >= 0 && write(fd, &meta, (size_t)length) == length);
             if (fd >= 0) close(fd);
         }
         verdict v = verify_path(path);

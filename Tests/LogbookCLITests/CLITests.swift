@@ -208,27 +208,34 @@ final class CLITests: XCTestCase {
 
     /// `info` of a bundle whose creation was cut short (a directory holding only `lock`) said "ring:
     /// unreadable" and exited 0 (found by the outside test of issue 42). It says what the bundle
-    /// is, as `verify` (which passes) and `show` (on stderr) do, and exits 0: nothing was lost. A
-    /// ring that is really gone is unreadable, and `info` then fails as `verify` does.
+    /// is, as `verify` (which passes) and `show` (on stderr) do, and exits 0: nothing was lost. So
+    /// with an empty `meta` beside `lock` too (verify failed on its "meta file header is not
+    /// valid": the outside test of issue 42). A ring that is really gone is unreadable, and `info`
+    /// then fails as `verify` does.
     func testInfoAndShowOfABundleWhoseCreationWasCutShortSaySo() throws {
         let dir = makeTemporaryDirectory(self)
-        let path = dir + "/cut-short.logbook"
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false,
-                                                attributes: [.posixPermissions: 0o700])
-        XCTAssertTrue(FileManager.default.createFile(atPath: path + "/lock", contents: nil))
-        let said = "never completed: its creation was cut short (or is under way) before its ring was in place, so nothing was ever logged to it"
-        let info = try runProgram(logbook, ["info", path])
-        XCTAssertEqual(info.status, 0, info.output)
-        XCTAssertTrue(info.output.contains("state:           " + said), info.output)
-        XCTAssertTrue(info.output.contains("entries:         0"), info.output)
-        XCTAssertFalse(info.output.contains("unreadable"), info.output)
-        XCTAssertFalse(info.output.contains("issues:"), "the one issue is what the state line says: \(info.output)")
-        let show = try runProgram(logbook, ["show", path])
-        XCTAssertEqual(show.status, 0, show.output)
-        XCTAssertTrue(show.output.contains(said), show.output)
-        let verify = try runProgram(logbook, ["verify", path])
-        XCTAssertEqual(verify.status, 0, verify.output)
-        XCTAssertTrue(verify.output.contains("the bundle was never completed"), verify.output)
+        for withEmptyMeta in [false, true] {
+            let path = dir + "/cut-short-\(withEmptyMeta).logbook"
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false,
+                                                    attributes: [.posixPermissions: 0o700])
+            XCTAssertTrue(FileManager.default.createFile(atPath: path + "/lock", contents: nil))
+            if withEmptyMeta { XCTAssertTrue(FileManager.default.createFile(atPath: path + "/meta", contents: nil)) }
+            let said = "never completed: its creation was cut short (or is under way) before its ring was in place, so nothing was ever logged to it"
+            let info = try runProgram(logbook, ["info", path])
+            XCTAssertEqual(info.status, 0, info.output)
+            XCTAssertTrue(info.output.contains("state:           " + said), info.output)
+            XCTAssertTrue(info.output.contains("entries:         0"), info.output)
+            XCTAssertFalse(info.output.contains("unreadable"), info.output)
+            XCTAssertFalse(info.output.contains("issues:"), "the one issue is what the state line says: \(info.output)")
+            let show = try runProgram(logbook, ["show", path])
+            XCTAssertEqual(show.status, 0, show.output)
+            XCTAssertTrue(show.output.contains(said), show.output)
+            XCTAssertFalse(show.output.contains("meta"), show.output)
+            let verify = try runProgram(logbook, ["verify", path])
+            XCTAssertEqual(verify.status, 0, verify.output)
+            XCTAssertTrue(verify.output.contains("the bundle was never completed"), verify.output)
+            XCTAssertTrue(verify.output.contains("0 entries, 1 issues, 0 failures"), verify.output)
+        }
 
         // A bundle that logged and then lost its ring is damage: info fails, as verify does.
         let lost = dir + "/lost-ring.logbook"
@@ -491,5 +498,26 @@ final class CLITests: XCTestCase {
         XCTAssertFalse(err().contains("was removed") || err().contains("another bundle"), err())
         XCTAssertFalse(out().contains("\"notice\""), out())
         XCTAssertEqual(out().split(separator: "\n").filter { $0.contains("completed 1") }.count, 1, out())
+    }
+
+    /// `show --follow` and `query --follow` run "until interrupted", but started by a script as a
+    /// background job (`cmd &`: SIGINT ignored, inherited so) they went on after SIGINT (the
+    /// outside test of issue 42). With SIGINT and SIGTERM ignored by the parent they now end by
+    /// the signal, as `export` and `upload` do: once the first entry is printed, each signal ends
+    /// each command with 128 + its number.
+    func testFollowersEndOnASignalTheirParentIgnored() throws {
+        let commands = [["show", "--follow", "--interval", "0.02", bundlePath!],
+                        ["query", "--follow", "--json", "--interval", "0.02", bundlePath!, "SELECT message FROM records"]]
+        for command in commands {
+            for signalNumber in [SIGINT, SIGTERM] {
+                let child = try ChildProcess("/bin/sh", ["-c", "trap '' INT TERM; exec \"$0\" \"$@\"", logbook] + command)
+                defer { child.killIfRunning() }
+                XCTAssertTrue(waitUntil { child.output.contains("connected to 10.0.0.1") || !child.process.isRunning },
+                              "\(command[0]): \(child.output) \(child.errors)")
+                XCTAssertEqual(kill(child.process.processIdentifier, signalNumber), 0)
+                let status = try child.waitForExit()
+                XCTAssertEqual(status, 128 + signalNumber, "\(command[0]) and signal \(signalNumber): \(child.output) \(child.errors)")
+            }
+        }
     }
 }

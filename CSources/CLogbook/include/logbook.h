@@ -84,7 +84,9 @@ typedef struct lb_options {
     uint32_t permissions;     /* lb_permissions: who may read the bundle. Applied at every open
                                  for writing, exactly, to the directory, its files and the
                                  archive's: a private open takes back what a group-readable one
-                                 gave */
+                                 gave. Never to a file another name reaches (a hard link): a
+                                 bundle file so is refused (-EMLINK), an archive file so keeps
+                                 its mode (the uploader's spool links complete ones) */
 } lb_options;
 
 /* Who may read a bundle. Nobody but its owner may ever write to it. */
@@ -726,8 +728,9 @@ typedef struct lb_reader lb_reader;
  * this user). An archive directory that becomes unreadable later is an issue (MISSING). A
  * bundle's own `archive` directory holding no file (nothing archived yet) opens as an empty
  * archive directory. A bundle directory whose creation was cut short (no ring; a meta without
- * entries or none; no mirror, durable or archive) opens as an empty bundle with one TORN issue
- * saying it was never completed: nothing was ever logged to it (verify passes). */
+ * entries, be it its header, part of it or empty, or none; no mirror, durable or archive) opens
+ * as an empty bundle with one TORN issue saying it was never completed: nothing was ever logged
+ * to it (verify passes; the meta is not read). */
 int lb_reader_open(const char *path, lb_reader **out);
 void lb_reader_close(lb_reader *reader);
 

@@ -356,17 +356,19 @@ static void recover_chunks(lb_bundle *b) {
 /* ---- open / close ---- */
 
 /* Gives `name` in `dir_fd` (a regular file, never through a symlink) the mode the bundle's
- * permissions say: with `dir_path`, only when no other name reaches it (-EMLINK, with a detail). A
- * complete archive file may have a second name, the uploader's spool item (a hard link, never
- * written); one being written (`writing`) may not: with another name it is left alone, and the
- * archiver's recovery refuses it and says so. 0 when it is absent or done, else -errno. */
-static int set_mode_at(const lb_bundle *b, int dir_fd, const char *name, const char *dir_path, int writing) {
+ * permissions say, only when no other name reaches it: with `dir_path` (a bundle file) a second
+ * name is refused (-EMLINK, with a detail); without (an archive file) such a file is left as it
+ * is, never refused and never given a mode. A hard link planted under an archive name would
+ * otherwise chmod a file elsewhere, and the archive's own files with a second name (the
+ * uploader's spool item) are never written, so their mode is not this open's to set. 0 when it
+ * is absent or done, else -errno. */
+static int set_mode_at(const lb_bundle *b, int dir_fd, const char *name, const char *dir_path) {
     /* Already so (the usual case, also for a directory of thousands of archive files): one stat. */
     struct stat st;
     if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         if (errno == ENOENT) return 0;
-    } else if (!S_ISREG(st.st_mode) || ((st.st_mode & 07777) == (mode_t)LB_FILE_MODE(b) &&
-                                        (!dir_path || st.st_nlink == 1))) {
+    } else if (!S_ISREG(st.st_mode) || (!dir_path && st.st_nlink > 1) ||
+               ((st.st_mode & 07777) == (mode_t)LB_FILE_MODE(b) && st.st_nlink == 1)) {
         /* A symlink, FIFO or directory in a file's place is not made anything: whoever would
          * use it (the archiver's recovery, the syncer, a reader) refuses it and says so. */
         return 0;
@@ -375,7 +377,8 @@ static int set_mode_at(const lb_bundle *b, int dir_fd, const char *name, const c
                       : lb_file_open_at(dir_fd, name, O_RDONLY, NULL);
     if (fd == -ENOENT || fd == -ELOOP || fd == -EINVAL) return 0;  /* replaced meanwhile: as above */
     if (fd < 0) return fd;
-    int rc = writing && (fstat(fd, &st) != 0 || st.st_nlink > 1) ? 0 : lb_bundle_set_mode(b, fd, 0);
+    /* Checked again on the file opened: the name may have been linked since the stat. */
+    int rc = fstat(fd, &st) != 0 ? -errno : st.st_nlink > 1 ? 0 : lb_bundle_set_mode(b, fd, 0);
     close(fd);
     return rc;
 }
@@ -403,7 +406,7 @@ static int set_archive_modes(const lb_bundle *b) {
     struct dirent *e;
     while (!rc && (e = readdir(d))) {
         lb_archive_name_kind kind = lb_archive_name_parse(e->d_name, NULL);
-        if (kind) rc = set_mode_at(b, dirfd(d), e->d_name, NULL, kind == LB_ARCHIVE_NAME_WRITING);
+        if (kind) rc = set_mode_at(b, dirfd(d), e->d_name, NULL);
     }
     closedir(d);
     return rc;
@@ -418,8 +421,8 @@ static int set_existing_modes(lb_bundle *b) {
     if (!rc) rc = lb_bundle_set_mode(b, b->lock_fd, 0);
     if (!rc) rc = lb_bundle_set_mode(b, b->ring_fd, 0);
     if (!rc) rc = lb_bundle_set_mode(b, b->meta_fd, 0);
-    if (!rc) rc = set_mode_at(b, b->dir_fd, "mirror", b->path, 0);
-    if (!rc) rc = set_mode_at(b, b->dir_fd, "durable", b->path, 0);
+    if (!rc) rc = set_mode_at(b, b->dir_fd, "mirror", b->path);
+    if (!rc) rc = set_mode_at(b, b->dir_fd, "durable", b->path);
     if (!rc) rc = set_archive_modes(b);
     return rc;
 }

@@ -418,7 +418,9 @@ static int refresh_ring(lb_reader *r) {
             }
         }
     }
-    if (r->meta_fd >= 0) lb_rd_read_meta(r);
+    /* The meta of a creation cut short holds no entry (its header, part of it, or nothing): a
+     * header cut short there is part of the cut creation, not damage. */
+    if (r->meta_fd >= 0 && !r->never_completed) lb_rd_read_meta(r);
     return 0;
 }
 

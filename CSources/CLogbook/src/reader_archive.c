@@ -279,12 +279,19 @@ static int read_archive_header(lb_reader *r, archive_file *f, uint64_t size) {
     const char *problem = n == (ssize_t)sizeof h ? lb_archive_header_problem(&h, size)
                                                  : "archive file is shorter than its header";
     if (problem) {
-        if (f->kind == LB_ARCHIVE_NAME_WRITING && size < sizeof h) return 0;  /* being created */
+        /* Another name reaching it too: a file planted from outside (the archiver neither
+         * takes nor counts it, and its own file being written never has one), not a damaged
+         * archive file or one being created. */
+        struct stat st;
+        int planted = f->planted = fstat(f->fd, &st) == 0 && st.st_nlink > 1;
+        if (!planted && f->kind == LB_ARCHIVE_NAME_WRITING && size < sizeof h) return 0;  /* being created */
         /* A bundle that syncs: a file being written whose header never reached the disk held
          * nothing synced (each batch is synced with it); the next archiver removes it. */
-        int torn = f->kind == LB_ARCHIVE_NAME_WRITING && lb_rd_read_after_power_loss(r);
-        lb_rd_add_issue(r, torn ? LB_ISSUE_TORN : size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
-                  lb_rd_archive_label(r, f), 0, size, problem);
+        int torn = !planted && f->kind == LB_ARCHIVE_NAME_WRITING && lb_rd_read_after_power_loss(r);
+        lb_rd_add_issuef(r, torn ? LB_ISSUE_TORN : size < sizeof h ? LB_ISSUE_TRUNCATED : LB_ISSUE_CORRUPT,
+                         lb_rd_archive_label(r, f), 0, size, 0, "%s%s", problem,
+                         planted ? "; another name reaches it (a hard link): a file planted from "
+                                   "outside, not one of this archive's" : "");
         f->done = 1;
         return 0;
     }

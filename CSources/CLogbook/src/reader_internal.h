@@ -103,6 +103,8 @@ typedef struct archive_file {
     int end_found;       /* an END frame was read (the last frame) */
     int damaged;         /* a frame head failed its check (frames after it were searched for) */
     int foreign;         /* another bundle's file (reported, not read) */
+    int planted;         /* no archive header and another name (a hard link): a file planted
+                            from outside (reported, not read, not one of the archive's numbers) */
     lb_archive_end end;
     uint64_t last_listed;  /* the newest sequence this pass lists in it: once read, the file's
                             * decoding buffers are released (lb_archive_source_rest) */

@@ -18,7 +18,15 @@ static const char *archive_name(lb_reader *r, uint64_t number) {
     return lb_rd_keep_string(r, strdup(name));
 }
 
-/* The numbers of the archive files in the directory now, sorted. */
+/* Whether `number` of `kind` is a file planted from outside that the scans found (see
+ * archive_file.planted): not one of the archive's numbers. */
+static int is_planted(const lb_reader *r, uint64_t number, int kind) {
+    for (size_t i = 0; i < r->archive_count; i++)
+        if (r->archives[i].number == number && r->archives[i].kind == kind) return r->archives[i].planted;
+    return 0;
+}
+
+/* The numbers of the archive files in the directory now, sorted (a planted file is none). */
 static size_t list_numbers(lb_reader *r, uint64_t **out) {
     *out = NULL;
     if (!r->archive_dir) return 0;
@@ -31,7 +39,7 @@ static size_t list_numbers(lb_reader *r, uint64_t **out) {
     while ((e = readdir(d))) {
         uint64_t number;
         lb_archive_name_kind kind = lb_archive_name_parse(e->d_name, &number);
-        if (!kind || kind == LB_ARCHIVE_NAME_COMPRESSING) continue;
+        if (!kind || kind == LB_ARCHIVE_NAME_COMPRESSING || is_planted(r, number, (int)kind)) continue;
         if (kind == LB_ARCHIVE_NAME_COMPRESSED) {
             if (lb_array_grow((void **)&compressed, &compressed_capacity, compressed_count + 1, sizeof *compressed))
                 break;

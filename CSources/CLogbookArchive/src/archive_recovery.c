@@ -395,6 +395,31 @@ static void note_damage(void *context, uint64_t offset, uint64_t length, const c
     *(int *)context = 1;
 }
 
+/* 1 when `name` is a file another name reaches (a hard link) whose header does not show it to be
+ * an archive file of this ring: one planted from outside under an archive name (the archiver's
+ * own files get a second name only from the uploader's spool, complete and with their header).
+ * Such a file is never this archive's: not written, renamed, given a mode, or counted for the
+ * numbering (the next number stays the next, so verify finds nothing missing) or for retention;
+ * readers report it. A single-name file with a bad header stays this archive's, damaged. */
+static int is_planted_link(const archiver *a, const char *name) {
+    struct stat st;
+    if (fstatat(a->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) || st.st_nlink <= 1)
+        return 0;
+    int fd = lb_file_open_at(a->dir_fd, name, O_RDONLY, NULL);
+    if (fd < 0) return 0;
+    lb_archive_source src;
+    lb_archive_file_header h;
+    int ours = 0;
+    if (fstat(fd, &st) == 0 && lb_archive_source_open(&src, fd, (uint64_t)st.st_size, NULL, NULL, NULL) == 0) {
+        ours = lb_archive_source_read(&src, &h, sizeof h, 0) == (ssize_t)sizeof h &&
+               !lb_archive_header_problem(&h, src.size) &&
+               h.ring_created_wall_ns == a->b->ring->created_wall_ns;
+        lb_archive_source_close(&src);
+    }
+    close(fd);
+    return !ours;
+}
+
 /* A complete archive file found at open (`name`): added to the list with what its END frame says,
  * unless it belongs to another bundle (said once: `*foreign` counts them). */
 static void list_complete_file(archiver *a, const char *name, lb_archive_name_kind kind,
@@ -419,7 +444,9 @@ static void list_complete_file(archiver *a, const char *name, lb_archive_name_ki
             fprintf(stderr, "logbook: archiver: %s/%s belongs to another bundle: left alone, "
                             "not counted for retention\n", a->dir, name);
     } else {
-        lb_bundle_set_mode(a->b, file, 0);  /* the mode its bundle's permissions say */
+        /* The mode its bundle's permissions say; never to a file another name reaches (the
+         * spool's link of a sound file: the spool's mode is its own). */
+        if (st.st_nlink == 1) lb_bundle_set_mode(a->b, file, 0);
         file_summary summary;
         if (opened) lb_ar_read_end_frame(&src, a->b->chunk_size, &summary);
         else memset(&summary, 0, sizeof summary);
@@ -524,7 +551,7 @@ int lb_ar_recover_directory(archiver *a) {
     uint64_t *writing = NULL;
     size_t writing_count = 0, writing_capacity = 0;
     uint64_t highest = 0;
-    unsigned foreign = 0;
+    unsigned foreign = 0, planted = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
         uint64_t number;
@@ -533,6 +560,13 @@ int lb_ar_recover_directory(archiver *a) {
         if (kind == LB_ARCHIVE_NAME_COMPRESSING) {
             /* A compression a crash cut short: its .lba is still there. */
             unlinkat(a->dir_fd, e->d_name, 0);
+            continue;
+        }
+        if (is_planted_link(a, e->d_name)) {
+            if (!planted++)
+                fprintf(stderr, "logbook: archiver: %s/%s has another name (a hard link) and is not "
+                                "an archive file of this bundle: left alone, never given a mode, "
+                                "not counted\n", a->dir, e->d_name);
             continue;
         }
         if (number > highest) highest = number;
