@@ -190,31 +190,26 @@ struct Show: ParsableCommand {
         } else {
             emit = { record in output.record(record, as: format) }
         }
-        var overwrittenSaid: UInt64 = 0
-        /// A follower lapped by the writer says how many records it never saw: a line on stderr,
-        /// and with --json a notice object in the stream, where the gap is.
-        func sayOverwritten() {
-            let total = reader.overwrittenRecords
-            guard total > overwrittenSaid else { return }
-            let new = total - overwrittenSaid
-            overwrittenSaid = total
-            if json {
-                output.line("{\"notice\":\"overwritten\",\"records\":\(new),\"total\":\(total)}")
-            }
+        /// A loss a follower learns of as a growing count (records a writer lapped it by, archive
+        /// files retention deleted before it read them): what is new since it was last said, a
+        /// line on stderr and, with --json, a notice object in the stream where the gap is.
+        func sayGrowth(of total: UInt64, since said: inout UInt64, notice: String, unit: String, text: String) {
+            guard total > said else { return }
+            let new = total - said
+            said = total
+            if json { output.line("{\"notice\":\"\(notice)\",\"\(unit)\":\(new),\"total\":\(total)}") }
             output.flush()
-            warn("\(new) records were overwritten before they could be read (\(total) since following began)")
+            warn("\(new) \(text) (\(total) since following began)")
+        }
+        var overwrittenSaid: UInt64 = 0
+        func sayOverwritten() {
+            sayGrowth(of: reader.overwrittenRecords, since: &overwrittenSaid, notice: "overwritten", unit: "records",
+                      text: "records were overwritten before they could be read")
         }
         var deletedSaid: UInt64 = 0
-        /// A follower behind the archiver's retention says how many archive files were deleted
-        /// before it could read them: a line on stderr, and with --json a notice in the stream.
         func sayDeletedUnread() {
-            let total = reader.archiveFilesDeletedUnread
-            guard total > deletedSaid else { return }
-            let new = total - deletedSaid
-            deletedSaid = total
-            if json { output.line("{\"notice\":\"deleted\",\"files\":\(new),\"total\":\(total)}") }
-            output.flush()
-            warn("\(new) archive files were deleted by retention before they could be read: their records are lost to this follower (\(total) since following began)")
+            sayGrowth(of: reader.archiveFilesDeletedUnread, since: &deletedSaid, notice: "deleted", unit: "files",
+                      text: "archive files were deleted by retention before they could be read: their records are lost to this follower")
         }
         var alteredSaid = 0
         /// Records whose pages came back from different moments after a power loss are never

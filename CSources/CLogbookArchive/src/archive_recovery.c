@@ -215,12 +215,11 @@ static int wants_range(const reconcile_context *r, uint64_t first, uint64_t last
     return 0;
 }
 
-static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_name_kind kind,
-                           const file_summary *summary) {
-    archiver *a = r->a;
-    if (summary && summary->known &&
-        (!summary->chunks || !wants_range(r, summary->first_sequence, summary->last_sequence)))
-        return;
+/* Walks the chunk frames of archive file `number` when its header names this ring (its
+ * creation time and geometry); a file of another ring, or one that does not open, is passed
+ * over. `current`, when given, points at the open source during the walk. */
+static void walk_this_rings_file(archiver *a, uint64_t number, lb_archive_name_kind kind,
+                                 chunk_frame_visitor visit, void *context, lb_archive_source **current) {
     char name[LB_ARCHIVE_NAME_MAX];
     lb_archive_name_format(name, number, kind);
     lb_archive_file_header h;
@@ -230,10 +229,20 @@ static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_nam
     if (lb_ar_open_archive_source(a, name, &h, &src) != 0) return;
     if (h.ring_created_wall_ns == a->b->ring->created_wall_ns && h.chunk_size == a->b->chunk_size &&
         h.chunk_count == a->b->chunk_count) {
-        r->src = &src;
-        lb_ar_walk_frames(&src, h.chunk_size, h.chunk_count, reconcile_chunk, r, &problem, &end_frame);
+        if (current) *current = &src;
+        lb_ar_walk_frames(&src, h.chunk_size, h.chunk_count, visit, context, &problem, &end_frame);
+        if (current) *current = NULL;
     }
     lb_ar_close_source(&src);
+}
+
+static void reconcile_file(reconcile_context *r, uint64_t number, lb_archive_name_kind kind,
+                           const file_summary *summary) {
+    archiver *a = r->a;
+    if (summary && summary->known &&
+        (!summary->chunks || !wants_range(r, summary->first_sequence, summary->last_sequence)))
+        return;
+    walk_this_rings_file(a, number, kind, reconcile_chunk, r, &r->src);
 }
 
 /* A lossless ring's sealed records are all in the files (theirs, summed from their END frames,
@@ -288,17 +297,7 @@ static void mark_frame_claim(void *context, uint64_t body_offset, const lb_archi
 static void mark_file_claims(archiver *a, claim_marks *m, uint64_t number, lb_archive_name_kind kind,
                              const file_summary *summary) {
     if (summary && summary->known && (!summary->chunks || summary->last_claim < m->from)) return;
-    char name[LB_ARCHIVE_NAME_MAX];
-    lb_archive_name_format(name, number, kind);
-    lb_archive_file_header h;
-    lb_archive_source src;
-    uint64_t problem;
-    int end_frame;
-    if (lb_ar_open_archive_source(a, name, &h, &src) != 0) return;
-    if (h.ring_created_wall_ns == a->b->ring->created_wall_ns && h.chunk_size == a->b->chunk_size &&
-        h.chunk_count == a->b->chunk_count)
-        lb_ar_walk_frames(&src, h.chunk_size, h.chunk_count, mark_frame_claim, m, &problem, &end_frame);
-    lb_ar_close_source(&src);
+    walk_this_rings_file(a, number, kind, mark_frame_claim, m, NULL);
 }
 
 /* Lossless, after an unclean session of a bundle that syncs: the claims after the last sync that
